@@ -6,6 +6,7 @@ version: they import the names below. Keep each branch small and say which versi
 
 from __future__ import annotations
 
+import datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow import __version__ as _AIRFLOW_VERSION_STRING
@@ -16,9 +17,9 @@ if TYPE_CHECKING:
 
 _AIRFLOW_BASE_VERSION = Version(Version(_AIRFLOW_VERSION_STRING).base_version)
 
-AIRFLOW_V_3_0_PLUS = _AIRFLOW_BASE_VERSION >= Version("3.0.0")
-AIRFLOW_V_3_1_PLUS = _AIRFLOW_BASE_VERSION >= Version("3.1.0")
-AIRFLOW_V_3_3_PLUS = _AIRFLOW_BASE_VERSION >= Version("3.3.0")
+AIRFLOW_V_3_0_PLUS = Version("3.0.0") <= _AIRFLOW_BASE_VERSION
+AIRFLOW_V_3_1_PLUS = Version("3.1.0") <= _AIRFLOW_BASE_VERSION
+AIRFLOW_V_3_3_PLUS = Version("3.3.0") <= _AIRFLOW_BASE_VERSION
 
 # --- Timetables ---------------------------------------------------------------------------------
 # Timetables subclass the *core* Timetable on every version: a Task-SDK BaseTimetable subclass cannot be
@@ -26,8 +27,8 @@ AIRFLOW_V_3_3_PLUS = _AIRFLOW_BASE_VERSION >= Version("3.3.0")
 from airflow.timetables.base import (  # noqa: E402
     DagRunInfo,
     DataInterval,
-    Timetable,
     TimeRestriction,
+    Timetable,
 )
 
 try:  # Airflow 2.11 and 3.x both have it; the name moved nowhere, but keep the failure explicit.
@@ -45,7 +46,162 @@ def make_dagrun_info(start: DateTime, end: DateTime, run_after: DateTime) -> Dag
     return DagRunInfo.interval(start, end)._replace(run_after=run_after)
 
 
+def encode_timetable(timetable: Timetable) -> dict[str, Any]:
+    """Airflow's own timetable serializer (what the dag-processor stores), for tests and docs.
+
+    3.x: ``airflow.serialization.encoders``; 2.11: ``airflow.serialization.serialized_objects``.
+    Imported lazily: the serializers are heavy and only tests/docs call this.
+    """
+    if AIRFLOW_V_3_0_PLUS:
+        from airflow.serialization.encoders import encode_timetable as _encode
+    else:
+        from airflow.serialization.serialized_objects import encode_timetable as _encode
+    return _encode(timetable)
+
+
+def decode_timetable(data: dict[str, Any]) -> Timetable:
+    """Inverse of :func:`encode_timetable` (needs the timetable's plugin to be registered)."""
+    if AIRFLOW_V_3_0_PLUS:
+        from airflow.serialization.decoders import decode_timetable as _decode
+    else:
+        from airflow.serialization.serialized_objects import decode_timetable as _decode
+    return _decode(data)
+
+
+# The ``@task`` decorator for example DAGs: ``airflow.sdk`` on 3.x (``airflow.decorators`` is a deprecated
+# shim there), ``airflow.decorators`` on 2.11.
+if AIRFLOW_V_3_0_PLUS:
+    from airflow.sdk import task
+else:
+    from airflow.decorators import task  # type: ignore[no-redef,attr-defined]
+
+
+# --- Sensors (SENSORS engineer) -----------------------------------------------------------------
+# 3.x: the Task SDK owns sensors and task exceptions (``airflow.exceptions`` re-exports the very same
+# classes, so the task runner treats ours as a sensor timeout: no retry). 2.11: core locations.
+if AIRFLOW_V_3_0_PLUS:
+    from airflow.sdk import BaseHook as SensorBaseHook
+    from airflow.sdk import BaseSensorOperator, PokeReturnValue
+    from airflow.sdk.configuration import conf as airflow_conf
+    from airflow.sdk.exceptions import (
+        AirflowException,
+        AirflowFailException,
+        AirflowRescheduleException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+        AirflowTaskTimeout,
+    )
+    from airflow.sdk.observability.stats import Stats
+else:
+    from airflow.configuration import conf as airflow_conf  # type: ignore[no-redef]
+    from airflow.exceptions import (  # type: ignore[no-redef,assignment]
+        AirflowException,
+        AirflowFailException,
+        AirflowRescheduleException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+        AirflowTaskTimeout,
+    )
+    from airflow.hooks.base import BaseHook as SensorBaseHook  # type: ignore[no-redef,assignment,attr-defined]
+    from airflow.sensors.base import (  # type: ignore[no-redef,assignment]
+        BaseSensorOperator,
+        PokeReturnValue,
+    )
+    from airflow.stats import Stats  # type: ignore[no-redef,assignment]
+
+# 2.11's scheduler fails a deferred task whose trigger timed out with this ``__fail__`` error, which
+# BaseOperator turns into a *retryable* TaskDeferralError; 3.x raises TaskDeferralTimeout instead and its
+# BaseSensorOperator already maps that to AirflowSensorTimeout.
+_DEFERRAL_TIMEOUT_ERROR_2X = "Trigger/execution timeout"
+
+
+def is_deferral_timeout(next_method: str, next_kwargs: dict[str, Any] | None) -> bool:
+    """Whether a resumed task is being failed because its deferral timed out (2.11 signal)."""
+    if AIRFLOW_V_3_0_PLUS:
+        return False  # 3.x signals this with TaskDeferralTimeout inside resume_execution
+    return next_method == "__fail__" and (next_kwargs or {}).get("error") == _DEFERRAL_TIMEOUT_ERROR_2X
+
+
+def sensor_reschedule_state(context: Any) -> tuple[int, datetime.datetime | None]:
+    """Exact (number of reschedules, first reschedule start date) of the *current try*.
+
+    3.x: the runner puts ``task_reschedule_count`` in the context and TaskReschedule rows belong to one
+    try (a new try gets a new TI id), exactly what BaseSensorOperator.execute uses.
+    2.11: TaskReschedule rows keep their try_number (a reschedule does not bump it, a clear deletes
+    them); we read the rows of this try only, so a retry starts a new schedule like on 3.x.
+    """
+    ti = context["ti"]
+    if AIRFLOW_V_3_0_PLUS:
+        count = int(context.get("task_reschedule_count", 0) or 0)
+        if count == 0:
+            return 0, None
+        return count, ti.get_first_reschedule_date(context)
+
+    from airflow.models.taskreschedule import TaskReschedule
+    from airflow.utils.session import create_session
+    from sqlalchemy import func, select
+
+    where = (
+        TaskReschedule.dag_id == ti.dag_id,
+        TaskReschedule.task_id == ti.task_id,
+        TaskReschedule.run_id == ti.run_id,
+        TaskReschedule.map_index == ti.map_index,
+        TaskReschedule.try_number == ti.try_number,
+    )
+    with create_session() as session:
+        count = session.scalar(select(func.count(TaskReschedule.id)).where(*where)) or 0
+        first = session.scalar(
+            select(TaskReschedule.start_date).where(*where).order_by(TaskReschedule.id.asc()).limit(1)
+        )
+    return int(count), first
+
+
+# --- Triggers (TRIGGER engineer) ----------------------------------------------------------------
+# ``airflow.triggers.base`` is the location on 2.11 and every 3.x (the Task SDK does not export them).
+from airflow.triggers.base import BaseTrigger, TriggerEvent  # noqa: E402
+
+
+async def aget_connection(conn_id: str) -> Any:
+    """Fetch a Connection from inside a trigger without blocking the event loop.
+
+    3.1+: through the triggerer supervisor (``BaseHook.aget_connection``; 3.x triggers have no ORM access).
+    3.0: the sync SDK call, in a worker thread (on the loop it raises an AsyncToSync error).
+    2.11: the sync ORM/secrets lookup, in a worker thread.
+    """
+    import asyncio
+
+    if AIRFLOW_V_3_1_PLUS:
+        return await SensorBaseHook.aget_connection(conn_id)
+    return await asyncio.to_thread(SensorBaseHook.get_connection, conn_id)
+
+
+def parse_datetime(value: str) -> Any:
+    """An ISO-8601 string to an aware pendulum DateTime (what contexts hold on every version)."""
+    import pendulum
+
+    return pendulum.parse(value)
+
+
 __all__ = [
+    # triggers
+    "BaseTrigger",
+    "TriggerEvent",
+    "aget_connection",
+    "parse_datetime",
+    # sensors
+    "AirflowException",
+    "AirflowFailException",
+    "AirflowRescheduleException",
+    "AirflowSensorTimeout",
+    "AirflowSkipException",
+    "AirflowTaskTimeout",
+    "BaseSensorOperator",
+    "PokeReturnValue",
+    "SensorBaseHook",
+    "Stats",
+    "airflow_conf",
+    "is_deferral_timeout",
+    "sensor_reschedule_state",
     "AIRFLOW_V_3_0_PLUS",
     "AIRFLOW_V_3_1_PLUS",
     "AIRFLOW_V_3_3_PLUS",
@@ -55,6 +211,9 @@ __all__ = [
     "TimeRestriction",
     "Timetable",
     "make_dagrun_info",
+    "encode_timetable",
+    "decode_timetable",
+    "task",
 ]
 
 

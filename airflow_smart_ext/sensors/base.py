@@ -1,0 +1,547 @@
+"""``BackoffSensor``: a drop-in ``BaseSensorOperator`` whose pokes follow a seeded backoff schedule.
+
+An existing sensor changes only its base class. Poke mode, reschedule mode and deferrable mode all ask
+the same pure :class:`~airflow_smart_ext.backoff.BackoffPolicy` "when is the next check?", so the poke
+times are identical in every mode and survive reschedules (and triggerer restarts).
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import inspect
+import json
+import math
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.backoff import JITTER_STRATEGIES, BackoffPolicy, ScheduledCheck, task_seed
+
+if TYPE_CHECKING:
+    from airflow_smart_ext.compat import PokeReturnValue
+
+# Defaults (see docs/sensors.md "Defaults and why"). Change them here, in one place.
+DEFAULT_BACKOFF_FACTOR = 2.0
+DEFAULT_JITTER = "full"
+#: ``splay=None`` means "one poke_interval": enough to spread a herd over the first interval.
+DEFAULT_SPLAY: float | None = None
+#: Seconds added to a deferral's Airflow timeout so the trigger's own final check and "timeout" event
+#: always win over Airflow's trigger timeout (2.11 would turn that into a retryable TaskDeferralError).
+DEFERRAL_GRACE_SECONDS = 60.0
+#: XCom key under which the poke count and total wait are pushed after success (``return_value`` stays
+#: exactly what ``PokeReturnValue.xcom_value`` says, as in Airflow).
+STATS_XCOM_KEY = "backoff_sensor_stats"
+DEFERRABLE_FALLBACKS = (None, "reschedule")
+_METRIC_PREFIX = "smart_ext.sensor"
+
+
+def _wall_clock() -> float:
+    """Epoch seconds; one indirection so tests can drive the clock."""
+    return time.time()
+
+
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def _to_seconds(value: Any, name: str, *, allow_none: bool = False) -> float | None:
+    """Seconds from a number or a ``timedelta``; a clear ValueError naming ``name`` otherwise."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    accepted = "a number of seconds or a datetime.timedelta" + (" or None" if allow_none else "")
+    raise ValueError(f"{name} must be {accepted}; got {value!r}")
+
+
+def _epoch(value: datetime.datetime) -> float:
+    if value.tzinfo is None:  # Airflow stores UTC; a naive value here is UTC by convention
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    return value.timestamp()
+
+
+def _utc(epoch_seconds: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(epoch_seconds, tz=datetime.timezone.utc)
+
+
+def callable_path(func: Any) -> str | None:
+    """Dotted import path of a module-level function/class, or None when it cannot be imported by name.
+
+    Used to ship callables (SQL criteria) and sensor classes to the triggerer, which imports them again.
+    Lambdas, nested functions, bound methods, ``functools.partial`` and anything defined in a DAG file
+    (Airflow imports DAG files as ``unusual_prefix_<hash>_<name>``, a name no other process can import)
+    are not importable there.
+    """
+    module = getattr(func, "__module__", None)
+    qualname = getattr(func, "__qualname__", None)
+    if not module or not qualname or "<" in qualname or module == "__main__":
+        return None
+    if module.startswith("unusual_prefix_"):
+        return None
+    try:
+        target: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError):
+        return None
+    if target is not func:
+        return None
+    return f"{module}.{qualname}"
+
+
+def _json_problem(value: Any) -> str | None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        return str(err)
+    return None
+
+
+def _is_runtime_value(value: Any) -> bool:
+    """XComArg-like values are resolved only at run time; they are checked then, not at parse."""
+    return hasattr(value, "resolve") and hasattr(value, "iter_references")
+
+
+class _BackoffSensorMeta(type(compat.BaseSensorOperator)):  # type: ignore[misc]
+    """Runs ``_validate_after_init`` once the whole ``__init__`` chain (and Airflow's wrappers) finished."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        instance = super().__call__(*args, **kwargs)
+        instance._validate_after_init()
+        return instance
+
+
+# Type checkers see the plain base class (a dynamic metaclass would make every user subclass a mypy error).
+_METACLASS: dict[str, Any] = {} if TYPE_CHECKING else {"metaclass": _BackoffSensorMeta}
+
+
+class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
+    """Drop-in replacement for ``BaseSensorOperator`` with a seeded, deadline-aware backoff schedule.
+
+    Every ``BaseSensorOperator`` parameter keeps its meaning: ``poke_interval`` is the *initial*
+    interval, ``max_wait`` the cap on any interval, ``timeout`` the deadline measured from the start of
+    the try (the first reschedule in reschedule mode), ``soft_fail``/``silent_fail``/``never_fail`` and
+    ``mode`` behave as in Airflow. ``exponential_backoff`` is accepted and ignored: this class always
+    follows its own policy (use ``backoff_factor=1`` for a fixed interval).
+
+    :param backoff_factor: growth of the interval per check, >= 1 (1 = fixed interval). Default 2.
+    :param jitter: one of ``none``, ``full``, ``equal``, ``decorrelated`` (AWS "Exponential Backoff and
+        Jitter"). Default ``full``.
+    :param splay: seconds or timedelta; the whole schedule of a task is shifted by a seeded U(0, splay),
+        so sensors started together do not poke together. None (default) = ``poke_interval``.
+    :param deferrable: wait in the triggerer (``BackoffTrigger``) between checks instead of a worker.
+        Default: ``[operators] default_deferrable``.
+    :param deferrable_fallback: ``None`` (default): a sensor that cannot be shipped to the triggerer fails
+        at DAG parse. ``"reschedule"``: it runs in reschedule mode instead and logs a warning.
+    """
+
+    def __init__(
+        self,
+        *,
+        backoff_factor: float = DEFAULT_BACKOFF_FACTOR,
+        jitter: str = DEFAULT_JITTER,
+        splay: float | datetime.timedelta | None = DEFAULT_SPLAY,
+        deferrable: bool | None = None,
+        deferrable_fallback: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # Airflow's own exponential backoff never runs: our policy governs every interval.
+        kwargs["exponential_backoff"] = False
+        super().__init__(**kwargs)
+        if deferrable is None:
+            deferrable = compat.airflow_conf.getboolean("operators", "default_deferrable", fallback=False)
+        if not isinstance(deferrable, bool):
+            raise ValueError(f"deferrable must be True or False; got {deferrable!r}")
+        if deferrable_fallback not in DEFERRABLE_FALLBACKS:
+            raise ValueError(
+                f"deferrable_fallback must be one of {DEFERRABLE_FALLBACKS}; got {deferrable_fallback!r}"
+            )
+        self.backoff_factor = backoff_factor
+        self.jitter = jitter
+        self.splay = splay
+        self.deferrable = deferrable
+        self.deferrable_fallback = deferrable_fallback
+        self.backoff_policy = self._build_policy()
+        self.deferrable_fallback_reason: str | None = None
+
+    def _validate_after_init(self) -> None:
+        """Checks that need the *complete* constructor arguments (run by the metaclass after __init__).
+
+        Airflow records a subclass's own arguments only after its ``__init__`` returns, so the
+        shippability of a custom sensor cannot be judged inside ``BackoffSensor.__init__``.
+        """
+        if not self.deferrable:
+            return
+        problem = self.shippability_problem()
+        if problem is None:
+            return
+        if self.deferrable_fallback != "reschedule":
+            raise ValueError(
+                f"Task {self.task_id!r}: deferrable=True but this sensor cannot be shipped to the "
+                f"triggerer: {problem}. Fix that, set deferrable=False, or pass "
+                f"deferrable_fallback='reschedule' to run in reschedule mode instead."
+            )
+        self.deferrable = False
+        self.mode = "reschedule"
+        self.deferrable_fallback_reason = problem
+        self.log.warning(
+            "Task %r cannot run deferrably (%s); deferrable_fallback='reschedule': using reschedule mode.",
+            self.task_id,
+            problem,
+        )
+
+    # ------------------------------------------------------------------ policy
+    def _build_policy(self) -> BackoffPolicy:
+        """Validate the backoff parameters in the sensor's own terms, then build the policy."""
+        initial = float(self.poke_interval)
+        if initial <= 0:
+            raise ValueError(
+                f"poke_interval must be > 0 seconds (the first backoff interval); got {self.poke_interval!r}"
+            )
+        factor = self.backoff_factor
+        if (
+            isinstance(factor, bool)
+            or not isinstance(factor, (int, float))
+            or not math.isfinite(factor)
+            or factor < 1
+        ):
+            raise ValueError(f"backoff_factor must be a finite number >= 1 (1 = fixed interval); got {factor!r}")
+        if self.jitter not in JITTER_STRATEGIES:
+            raise ValueError(f"jitter must be one of {', '.join(JITTER_STRATEGIES)}; got {self.jitter!r}")
+        cap = self.max_wait.total_seconds() if self.max_wait is not None else None
+        if cap is not None and cap < initial:
+            raise ValueError(
+                f"max_wait ({cap:g}s) must be >= poke_interval ({initial:g}s): it caps the interval that "
+                f"starts at poke_interval"
+            )
+        splay = _to_seconds(self.splay, "splay", allow_none=True)
+        if splay is None:
+            splay = initial
+        if splay < 0:
+            raise ValueError(f"splay must be >= 0 seconds; got {self.splay!r}")
+        try:
+            return BackoffPolicy(initial=initial, factor=float(factor), cap=cap, jitter=self.jitter, splay=splay)
+        except ValueError as err:  # backstop: the policy's own message names its parameter
+            raise ValueError(f"Task {self.task_id!r}: invalid backoff settings: {err}") from err
+
+    def _seed(self, context: Mapping[str, Any]) -> str:
+        ti = context["ti"]
+        map_index = getattr(ti, "map_index", -1)
+        return task_seed(
+            ti.dag_id,
+            ti.task_id,
+            ti.run_id,
+            -1 if map_index is None else int(map_index),
+            int(getattr(ti, "try_number", 1) or 1),
+        )
+
+    def _next_check(self, seed: str, started_at: float, deadline: float, after: int) -> ScheduledCheck | None:
+        return self.backoff_policy.next_check(seed, started_at, _wall_clock(), deadline, after=after)
+
+    # ------------------------------------------------------------------ poking
+    def _poke_once(self, context: Any, seed: str, index: int, pokes: int) -> tuple[bool, Any]:
+        """One poke with Airflow's exception semantics (soft_fail / silent_fail / never_fail)."""
+        self._incr("pokes", context)
+        try:
+            result: bool | PokeReturnValue = self.poke(context)
+        except (compat.AirflowSensorTimeout, compat.AirflowTaskTimeout, compat.AirflowFailException) as err:
+            if self.soft_fail:
+                raise compat.AirflowSkipException("Skipping due to soft_fail is set to True.") from err
+            if getattr(self, "never_fail", False):
+                raise compat.AirflowSkipException("Skipping due to never_fail is set to True.") from err
+            raise
+        except compat.AirflowSkipException:
+            raise
+        except Exception as err:
+            if getattr(self, "silent_fail", False):
+                self.log.exception("Poke #%d (check #%d) failed; silent_fail=True: treating it as 'not yet'",
+                                   pokes, index)
+                self._incr("poke_errors", context)
+                return False, None
+            if getattr(self, "never_fail", False):
+                raise compat.AirflowSkipException("Skipping due to never_fail is set to True.") from err
+            raise
+        if isinstance(result, compat.PokeReturnValue):
+            return bool(result.is_done), result.xcom_value
+        return bool(result), None
+
+    def _log_not_yet(self, pokes: int, index: int, nxt: ScheduledCheck, now: float) -> None:
+        self.log.info(
+            "Poke #%d (check #%d): condition not met; next check #%d in %.3fs at %s%s",
+            pokes,
+            index,
+            nxt.index,
+            max(0.0, nxt.at - now),
+            _utc(nxt.at).isoformat(),
+            " (final check, at the timeout)" if nxt.final else "",
+        )
+
+    def _timed_out(self, context: Any, started_at: float, pokes: int) -> None:
+        waited = _wall_clock() - started_at
+        self._incr("timeouts", context)
+        message = (
+            f"Sensor has timed out after {pokes} poke(s) and {waited:.1f}s; the final check was at the "
+            f"timeout of {self.timeout:g}s."
+        )
+        if self.soft_fail:
+            raise compat.AirflowSkipException(message + " Skipping (soft_fail=True).")
+        raise compat.AirflowSensorTimeout(message)
+
+    def _succeeded(self, context: Any, started_at: float, pokes: int, xcom_value: Any, mode: str) -> Any:
+        waited = max(0.0, _wall_clock() - started_at)
+        self.log.info(
+            "Success criteria met after %d poke(s), %.3fs after the start (%s mode, %s).",
+            pokes,
+            waited,
+            mode,
+            self.backoff_policy.describe(),
+        )
+        self._incr("successes", context)
+        if self.do_xcom_push:
+            context["ti"].xcom_push(
+                key=STATS_XCOM_KEY, value={"pokes": pokes, "waited_seconds": round(waited, 3), "mode": mode}
+            )
+        return xcom_value
+
+    def _incr(self, what: str, context: Any) -> None:
+        ti = context["ti"]
+        try:
+            compat.Stats.incr(
+                f"{_METRIC_PREFIX}.{what}",
+                tags={"dag_id": ti.dag_id, "task_id": ti.task_id, "sensor": type(self).__name__},
+            )
+        except Exception:  # metrics must never fail a sensor
+            self.log.debug("Could not emit metric %s", what, exc_info=True)
+
+    # ------------------------------------------------------------------ execute
+    def execute(self, context: Any) -> Any:
+        if self.deferrable_fallback_reason:
+            self.log.warning(
+                "Running in reschedule mode instead of deferrable (deferrable_fallback='reschedule'): %s",
+                self.deferrable_fallback_reason,
+            )
+        seed = self._seed(context)
+        if self.deferrable:
+            return self._execute_deferrable(context, seed)
+        if self.reschedule:
+            return self._execute_reschedule(context, seed)
+        return self._execute_poke(context, seed)
+
+    def _execute_poke(self, context: Any, seed: str) -> Any:
+        started_at = _wall_clock()
+        deadline = started_at + self.timeout
+        index, pokes = 0, 1
+        self.log.info("Backoff schedule: %s; timeout %gs (poke mode)", self.backoff_policy.describe(), self.timeout)
+        while True:
+            done, xcom_value = self._poke_once(context, seed, index, pokes)
+            if done:
+                return self._succeeded(context, started_at, pokes, xcom_value, "poke")
+            nxt = self._next_check(seed, started_at, deadline, index)
+            if nxt is None:
+                self._timed_out(context, started_at, pokes)
+                return None  # unreachable: _timed_out raises
+            now = _wall_clock()
+            self._log_not_yet(pokes, index, nxt, now)
+            if nxt.at > now:
+                _sleep(nxt.at - now)
+            index, pokes = nxt.index, pokes + 1
+
+    def _execute_reschedule(self, context: Any, seed: str) -> Any:
+        # The exact number of earlier pokes of this try and the try's anchor, from Airflow's records
+        # (not re-estimated by replaying intervals as Airflow's own sensor does).
+        count, first_date = compat.sensor_reschedule_state(context)
+        started_at = _epoch(first_date) if first_date is not None else _wall_clock()
+        deadline = started_at + self.timeout
+        # Earlier pokes of this try were checks 0..count-1 in order; a late reschedule skips checks whose
+        # time has passed, which next_check(now=...) skips anyway, so `after=count` gives the same answer.
+        index, pokes = count, count + 1
+        if count == 0:
+            self.log.info(
+                "Backoff schedule: %s; timeout %gs (reschedule mode)", self.backoff_policy.describe(), self.timeout
+            )
+        done, xcom_value = self._poke_once(context, seed, index, pokes)
+        if done:
+            return self._succeeded(context, started_at, pokes, xcom_value, "reschedule")
+        nxt = self._next_check(seed, started_at, deadline, index)
+        if nxt is None:
+            self._timed_out(context, started_at, pokes)
+            return None
+        self._log_not_yet(pokes, index, nxt, _wall_clock())
+        raise compat.AirflowRescheduleException(_utc(nxt.at))
+
+    # ------------------------------------------------------------------ deferrable (Contract C)
+    def _execute_deferrable(self, context: Any, seed: str) -> Any:
+        started_at = _wall_clock()
+        deadline = started_at + self.timeout
+        # A cheap positive needs no deferral: check #0 runs on the worker.
+        done, xcom_value = self._poke_once(context, seed, 0, 1)
+        if done:
+            return self._succeeded(context, started_at, 1, xcom_value, "deferrable")
+        return self._defer(context, seed, started_at, deadline, after=0, worker_pokes=1)
+
+    def _defer(
+        self, context: Any, seed: str, started_at: float, deadline: float, *, after: int, worker_pokes: int
+    ) -> Any:
+        nxt = self._next_check(seed, started_at, deadline, after)
+        if nxt is None:
+            self._timed_out(context, started_at, worker_pokes)
+            return None
+        now = _wall_clock()
+        self._log_not_yet(worker_pokes, after, nxt, now)
+        from airflow_smart_ext.triggers import BackoffTrigger  # lazy: keep DAG parsing cheap
+
+        trigger = BackoffTrigger(
+            check=self.deferrable_check(context),
+            policy=self.backoff_policy.to_dict(),
+            seed=seed,
+            started_at=started_at,
+            deadline=deadline,
+            after=after,
+        )
+        # The deadline never moves: every (re)defer gets only the time left, plus a grace period so the
+        # trigger's own final check and "timeout" event arrive before Airflow's trigger timeout.
+        self.defer(
+            trigger=trigger,
+            method_name="execute_complete",
+            kwargs={"started_at": started_at, "deadline": deadline, "seed": seed, "worker_pokes": worker_pokes},
+            timeout=datetime.timedelta(seconds=max(0.0, deadline - now) + DEFERRAL_GRACE_SECONDS),
+        )
+
+    def execute_complete(
+        self,
+        context: Any,
+        event: Mapping[str, Any] | None = None,
+        started_at: float | None = None,
+        deadline: float | None = None,
+        seed: str | None = None,
+        worker_pokes: int = 1,
+    ) -> Any:
+        """Resume after ``BackoffTrigger`` fired; outcomes map exactly as in poke mode."""
+        event = dict(event or {})
+        status = event.get("status")
+        pokes = int(worker_pokes) + int(event.get("pokes", 0) or 0)
+        started = float(started_at) if started_at is not None else _wall_clock()
+        message = str(event.get("message") or "")
+        self.log.info(
+            "Trigger finished: status=%s after %d check(s) in the triggerer (last check #%s): %s",
+            status,
+            int(event.get("pokes", 0) or 0),
+            event.get("check_index"),
+            message,
+        )
+        if status == "success":
+            return self._succeeded(context, started, pokes, event.get("xcom_value"), "deferrable")
+        if status == "timeout":
+            self._timed_out(context, started, pokes)
+            return None
+        if status == "failure":
+            self._incr("failures", context)
+            if self.soft_fail or getattr(self, "never_fail", False):
+                raise compat.AirflowSkipException(f"Failure criteria met; skipping (soft_fail/never_fail): {message}")
+            raise compat.AirflowFailException(f"Failure criteria met: {message}")
+        if status == "error":
+            if getattr(self, "silent_fail", False) and deadline is not None and seed is not None:
+                # silent_fail: a failing check is "not yet"; continue the same schedule and deadline.
+                self.log.error("Check failed in the triggerer; silent_fail=True: continuing. %s", message)
+                after = int(event.get("check_index", 0) or 0)
+                return self._defer(context, seed, started, float(deadline), after=after, worker_pokes=pokes)
+            if getattr(self, "never_fail", False):
+                raise compat.AirflowSkipException(f"Check failed; skipping (never_fail=True): {message}")
+            raise compat.AirflowException(f"Check failed in the triggerer: {message}")
+        raise compat.AirflowException(f"Unexpected event from BackoffTrigger: {event!r}")
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
+        if compat.is_deferral_timeout(next_method, next_kwargs):
+            # 2.11 would raise a retryable TaskDeferralError; a sensor timeout is never retried.
+            message = "Sensor has timed out: the deferral reached its timeout before the trigger reported."
+            if self.soft_fail:
+                raise compat.AirflowSkipException(message + " Skipping (soft_fail=True).")
+            raise compat.AirflowSensorTimeout(message)
+        return super().resume_execution(next_method, next_kwargs, context)
+
+    # ------------------------------------------------------------------ shipping to the triggerer
+    @classmethod
+    def _framework_parameters(cls) -> frozenset[str]:
+        """Constructor parameters owned by BaseOperator / BaseSensorOperator / BackoffSensor."""
+        names: set[str] = {"task_id", "dag", "task_group", "params", "default_args", "kwargs", "self"}
+        for klass in compat.BaseSensorOperator.__mro__:
+            init = klass.__dict__.get("__init__")
+            if init is not None:
+                names.update(inspect.signature(init).parameters)
+        names.update(inspect.signature(BackoffSensor.__init__).parameters)
+        return frozenset(names)
+
+    def _constructor_kwargs(self) -> dict[str, Any]:
+        """The subclass's own constructor arguments (what ``MySensor(**kwargs)`` needs besides framework ones)."""
+        init_kwargs: dict[str, Any] = dict(getattr(self, "_BaseOperator__init_kwargs", {}) or {})
+        framework = self._framework_parameters()
+        return {key: value for key, value in init_kwargs.items() if key not in framework}
+
+    def shippability_problem(self) -> str | None:
+        """Why this sensor cannot run in the triggerer (checked at DAG parse), or None when it can."""
+        cls = type(self)
+        if callable_path(cls) is None:
+            return (
+                f"its class {cls.__module__}.{cls.__qualname__} cannot be imported by name in the triggerer "
+                f"(classes defined in a DAG file or inside a function are not importable there); move it "
+                f"into an installed package, the plugins folder or a separate module in the DAGs folder"
+            )
+        for key, value in self._constructor_kwargs().items():
+            if _is_runtime_value(value):
+                continue
+            problem = _json_problem(value)
+            if problem is not None:
+                return (
+                    f"constructor argument {key!r}={value!r} is not JSON-serializable ({problem}); pass "
+                    f"JSON-able values (str, int, float, bool, None, lists, dicts)"
+                )
+        return None
+
+    def _trigger_context(self, context: Mapping[str, Any]) -> dict[str, Any]:
+        ti = context["ti"]
+
+        def iso(key: str) -> str | None:
+            value = context.get(key)
+            if value is None:
+                return None
+            return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+        map_index = getattr(ti, "map_index", -1)
+        return {
+            "dag_id": ti.dag_id,
+            "task_id": ti.task_id,
+            "run_id": ti.run_id,
+            "map_index": -1 if map_index is None else int(map_index),
+            "try_number": int(getattr(ti, "try_number", 1) or 1),
+            "ds": context.get("ds"),
+            "ts": context.get("ts"),
+            "logical_date": iso("logical_date"),
+            "data_interval_start": iso("data_interval_start"),
+            "data_interval_end": iso("data_interval_end"),
+        }
+
+    def deferrable_check(self, context: Mapping[str, Any]) -> dict[str, Any]:
+        """The Contract C ``"sensor"`` check spec: re-create this sensor in the triggerer and poke it.
+
+        ``kwargs`` are the rendered constructor arguments of the subclass (template fields take their
+        rendered attribute values), excluding every BaseOperator/BaseSensorOperator/backoff argument.
+        """
+        classpath = callable_path(type(self))
+        if classpath is None:  # validated at parse; a class can still be redefined dynamically
+            raise compat.AirflowException(f"Cannot ship {type(self).__qualname__} to the triggerer: {self.shippability_problem()}")
+        template_fields = set(self.template_fields or ())
+        kwargs: dict[str, Any] = {}
+        for key, value in self._constructor_kwargs().items():
+            rendered = getattr(self, key) if key in template_fields and hasattr(self, key) else value
+            problem = _json_problem(rendered)
+            if problem is not None:
+                raise compat.AirflowException(
+                    f"Cannot defer task {self.task_id!r}: rendered argument {key!r} is not JSON-serializable "
+                    f"({problem})."
+                )
+            kwargs[key] = rendered
+        return {"type": "sensor", "classpath": classpath, "kwargs": kwargs, "context": self._trigger_context(context)}

@@ -1,0 +1,313 @@
+"""The Airflow face of :mod:`._engine`: one Timetable base class shared by every public timetable.
+
+Subclasses only translate their constructor arguments into (calendar, window, delay) and back
+(``_params`` / ``deserialize``) and name themselves (``_what``); everything else lives here once.
+"""
+
+from __future__ import annotations
+
+import datetime
+import zoneinfo
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import pendulum
+
+from airflow_smart_ext.calendars import (
+    BusinessCalendar,
+    CalendarSearchError,
+    DayCalendar,
+    business_calendar_from_dict,
+)
+from airflow_smart_ext.compat import (
+    AirflowTimetableInvalid,
+    DagRunInfo,
+    DataInterval,
+    TimeRestriction,
+    Timetable,
+    make_dagrun_info,
+)
+from airflow_smart_ext.timetables._engine import ScheduleEngine, Slot
+
+_UTC = datetime.timezone.utc
+_PENDULUM_UTC = pendulum.UTC
+DESCRIPTION_MAX_CHARS = 1000  # Airflow stores it in a String(1000) column
+
+
+class InvalidTimetableParameter(AirflowTimetableInvalid, ValueError):
+    """A timetable argument is invalid (both an ``AirflowTimetableInvalid`` and a ``ValueError``)."""
+
+
+def zone_name(timezone: Any) -> str:
+    """Accept an IANA name or a tz object with one (pendulum ``.name`` / zoneinfo ``.key``)."""
+    name = (
+        timezone
+        if isinstance(timezone, str)
+        else getattr(timezone, "name", None) or getattr(timezone, "key", None)
+    )
+    if not isinstance(name, str) or not name:
+        raise InvalidTimetableParameter(
+            f"timezone: expected an IANA time zone name such as 'UTC', 'America/New_York' or 'Europe/Berlin' "
+            f"(or a pendulum/zoneinfo time zone with such a name), got {timezone!r}."
+        )
+    return name
+
+
+def load_zone(timezone: Any) -> zoneinfo.ZoneInfo:
+    name = zone_name(timezone)
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise InvalidTimetableParameter(
+            f"timezone: unknown time zone {name!r}. Accepted: IANA time zone names such as 'UTC', "
+            "'America/New_York', 'Europe/Berlin', 'Asia/Kathmandu' (list: "
+            "`python -c 'import zoneinfo; print(sorted(zoneinfo.available_timezones()))'`). "
+            "Fixed offsets like '+05:00' are not accepted."
+        ) from None
+
+
+def check_delay(delay: Any) -> datetime.timedelta:
+    if not isinstance(delay, datetime.timedelta):
+        raise InvalidTimetableParameter(
+            f"delay: expected a datetime.timedelta >= 0 (e.g. timedelta(hours=2)), got {delay!r}."
+        )
+    if delay < datetime.timedelta(0):
+        raise InvalidTimetableParameter(
+            f"delay: must be >= 0 (a run never starts before its data interval ends), got {delay!r}."
+        )
+    if delay >= datetime.timedelta(days=366):
+        raise InvalidTimetableParameter(f"delay: must be shorter than 366 days, got {delay!r}.")
+    return datetime.timedelta(days=delay.days, seconds=delay.seconds, microseconds=delay.microseconds)
+
+
+def check_window_days(days: Any) -> int:
+    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 3660:
+        raise InvalidTimetableParameter(
+            f"days: expected a whole number of local calendar days between 1 and 3660, got {days!r}."
+        )
+    return days
+
+
+def business_calendar_arg(
+    calendar: BusinessCalendar | Mapping[str, Any] | None, flat: Mapping[str, Any], *, required: bool
+) -> BusinessCalendar | None:
+    """``calendar=BusinessCalendar(...)`` or the flat keyword arguments (not both); errors re-raised as
+    :class:`InvalidTimetableParameter`."""
+    given = {k: v for k, v in flat.items() if v is not None}
+    try:
+        if calendar is not None:
+            if given:
+                raise ValueError(
+                    f"calendar: pass either calendar=BusinessCalendar(...) or the keyword arguments "
+                    f"{sorted(given)}, not both."
+                )
+            if isinstance(calendar, Mapping):
+                return business_calendar_from_dict(calendar)
+            if not isinstance(calendar, BusinessCalendar):
+                raise ValueError(
+                    f"calendar: expected airflow_smart_ext.calendars.BusinessCalendar (or None), got {calendar!r}."
+                )
+            return calendar
+        if given or required:
+            return BusinessCalendar(**given)
+        return None
+    except InvalidTimetableParameter:
+        raise
+    except ValueError as err:
+        raise InvalidTimetableParameter(str(err)) from None
+
+
+def format_time_of_day(delay: datetime.timedelta) -> str:
+    """Run time label: '00:00', '02:30', '+1d 06:00' (wall clock after the end of the day)."""
+    minutes, seconds = divmod(delay.seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    clock = f"{hours:02d}:{minutes:02d}" + (f":{seconds:02d}" if seconds or delay.microseconds else "")
+    return f"+{delay.days}d {clock}" if delay.days else clock
+
+
+def to_pendulum(instant: datetime.datetime) -> pendulum.DateTime:
+    """Aware UTC stdlib datetime -> pendulum DateTime in UTC (what Airflow stores)."""
+    return pendulum.DateTime(
+        instant.year,
+        instant.month,
+        instant.day,
+        instant.hour,
+        instant.minute,
+        instant.second,
+        instant.microsecond,
+        tzinfo=_PENDULUM_UTC,
+    )
+
+
+def to_stdlib(instant: datetime.datetime) -> datetime.datetime:
+    """pendulum DateTime -> plain aware datetime (pendulum's arithmetic is ~10x slower in hot paths)."""
+    if type(instant) is datetime.datetime:
+        return instant
+    return datetime.datetime(
+        instant.year,
+        instant.month,
+        instant.day,
+        instant.hour,
+        instant.minute,
+        instant.second,
+        instant.microsecond,
+        tzinfo=instant.tzinfo,
+        fold=instant.fold,
+    )
+
+
+class LocalDayTimetable(Timetable):
+    """Base of the package's timetables: runs on local calendar days of an IANA time zone.
+
+    Not used directly; see DelayedDailyTimetable, RollingWindowTimetable, BusinessDaysTimetable and
+    MonthlyBusinessDayTimetable.
+    """
+
+    _noun: ClassVar[str] = "run"
+
+    def __init__(
+        self,
+        *,
+        calendar: DayCalendar,
+        window_days: int | None,
+        timezone: Any,
+        delay: datetime.timedelta,
+    ) -> None:
+        self._tz = load_zone(timezone)
+        self._timezone_name = self._tz.key
+        self._delay = check_delay(delay)
+        self._calendar = calendar
+        self._window_days = window_days
+        self._pendulum_cache: dict[datetime.datetime, pendulum.DateTime] = {}
+        self._engine = ScheduleEngine(
+            tz=self._tz, calendar=calendar, window_days=window_days, delay=self._delay
+        )
+        self.description = self._describe()[:DESCRIPTION_MAX_CHARS]
+
+    # --- to implement in subclasses -------------------------------------------------------------------
+
+    def _params(self) -> dict[str, Any]:
+        """The subclass's own constructor arguments, JSON-able (timezone/delay are added here)."""
+        raise NotImplementedError
+
+    def _what(self) -> str:
+        """Short label of the schedule without time and zone, e.g. 'NYSE business days'."""
+        raise NotImplementedError
+
+    def _covers(self) -> str:
+        """What each run's data interval covers (phrase for the description)."""
+        raise NotImplementedError
+
+    @classmethod
+    def _decode(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """Serialized params -> constructor kwargs (inverse of ``_params`` for the subclass part)."""
+        return dict(data)
+
+    # --- Airflow Timetable API --------------------------------------------------------------------------
+
+    def serialize(self) -> dict[str, Any]:
+        return {
+            "timezone": self._timezone_name,
+            "delay": self._delay.total_seconds(),
+            **self._params(),
+        }
+
+    @classmethod
+    def deserialize(cls, data: dict[str, Any]) -> Timetable:
+        kwargs = cls._decode({k: v for k, v in data.items() if k not in ("timezone", "delay")})
+        return cls(timezone=data["timezone"], delay=datetime.timedelta(seconds=data["delay"]), **kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.serialize() == other.serialize()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, repr(sorted(self.serialize().items()))))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.serialize().items())
+        return f"{type(self).__name__}({args})"
+
+    def validate(self) -> None:
+        """Re-check the stored configuration (Airflow calls this when it serializes the DAG).
+
+        Also computes one run so that holiday data problems surface at DAG parse, not in the scheduler.
+        """
+        load_zone(self._timezone_name)
+        check_delay(self._delay)
+        if self._window_days is not None:
+            check_window_days(self._window_days)
+        try:
+            self._engine.manual_slot(datetime.datetime(2000, 1, 31, tzinfo=_UTC))
+        except (CalendarSearchError, ValueError, RuntimeError) as err:
+            raise InvalidTimetableParameter(f"{type(self).__name__}: cannot compute runs: {err}") from err
+
+    @property
+    def summary(self) -> str:
+        return f"{self._what()} {format_time_of_day(self._delay)} {self._timezone_name}"
+
+    def _describe(self) -> str:
+        if not self._delay:
+            start = "starts when that interval ends (00:00 local time)"
+        else:
+            start = f"starts at {format_time_of_day(self._delay)} local time after that interval ends"
+        return (
+            f"One {self._noun} per {self._per()} in {self._timezone_name}; each run covers {self._covers()} "
+            f"(whole local days, so 23 h or 25 h across DST) and {start}."
+        )
+
+    def _per(self) -> str:
+        return self._what()
+
+    def infer_manual_data_interval(self, *, run_after: pendulum.DateTime) -> DataInterval:
+        slot = self._engine.manual_slot(to_stdlib(run_after))
+        return DataInterval(self._pendulum(slot.start), self._pendulum(slot.end))
+
+    def next_dagrun_info(
+        self,
+        *,
+        last_automated_data_interval: DataInterval | None,
+        restriction: TimeRestriction,
+    ) -> DagRunInfo | None:
+        last = last_automated_data_interval
+        slot = self._engine.next_slot(
+            last_start=to_stdlib(last.start) if last is not None else None,
+            last_end=to_stdlib(last.end) if last is not None else None,
+            earliest=to_stdlib(restriction.earliest) if restriction.earliest is not None else None,
+            latest=to_stdlib(restriction.latest) if restriction.latest is not None else None,
+            catchup=restriction.catchup,
+            now=datetime.datetime.now(_UTC),
+        )
+        return None if slot is None else self._dagrun_info(slot)
+
+    def _dagrun_info(self, slot: Slot) -> DagRunInfo:
+        return make_dagrun_info(
+            self._pendulum(slot.start), self._pendulum(slot.end), self._pendulum(slot.run_after)
+        )
+
+    def _pendulum(self, instant: datetime.datetime) -> pendulum.DateTime:
+        """Memoised :func:`to_pendulum` (consecutive runs share instants: one run's end is the next start)."""
+        converted = self._pendulum_cache.get(instant)
+        if converted is None:
+            if len(self._pendulum_cache) >= 4096:
+                self._pendulum_cache.clear()
+            converted = self._pendulum_cache[instant] = to_pendulum(instant)
+        return converted
+
+    # --- helpers for docs and tests ------------------------------------------------------------------------
+
+    def iter_runs(
+        self, start: datetime.datetime, count: int, *, end: datetime.datetime | None = None
+    ) -> list[DagRunInfo]:
+        """The first ``count`` runs with catchup from ``start`` (what the scheduler would create in order)."""
+        restriction = TimeRestriction(
+            earliest=pendulum.instance(start), latest=pendulum.instance(end) if end else None, catchup=True
+        )
+        runs: list[DagRunInfo] = []
+        last: DataInterval | None = None
+        while len(runs) < count:
+            info = self.next_dagrun_info(last_automated_data_interval=last, restriction=restriction)
+            if info is None:
+                break
+            runs.append(info)
+            last = info.data_interval
+        return runs

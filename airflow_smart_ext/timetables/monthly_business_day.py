@@ -1,0 +1,89 @@
+"""MonthlyBusinessDayTimetable: the nth / nth-from-last business day of each month (e.g. month-end close)."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from airflow_smart_ext.calendars import BusinessCalendar, MonthlyBusinessDay
+from airflow_smart_ext.timetables._base import (
+    InvalidTimetableParameter,
+    LocalDayTimetable,
+    business_calendar_arg,
+)
+from airflow_smart_ext.timetables.business_days import check_window
+
+
+class MonthlyBusinessDayTimetable(LocalDayTimetable):
+    """One run per month, on its ``n``-th business day (``n=1`` first, ``n=-1`` last, ``n=-2`` second to
+    last ...), at ``D+1 00:00 + delay``. A month with fewer than ``abs(n)`` business days uses its last
+    (``n > 0``) / first (``n < 0``) one.
+
+    Data interval: ``window="since_previous"`` (default) → from the end of the previous month's interval to
+    ``D+1 00:00``, so the intervals tile time with no gap (for ``n=-1``: roughly the month, shifted to the
+    business-day boundaries); ``window="day"`` → only the scheduled day ``[D 00:00, D+1 00:00)``.
+
+    Business days: ``calendar=BusinessCalendar(...)`` or the same keyword arguments as
+    :class:`BusinessDaysTimetable`.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        calendar: BusinessCalendar | Mapping[str, Any] | None = None,
+        *,
+        country: str | None = None,
+        subdivision: str | None = None,
+        market: str | None = None,
+        categories: str | Iterable[str] | None = None,
+        extra_holidays: Iterable[datetime.date | str] | None = None,
+        extra_business_days: Iterable[datetime.date | str] | None = None,
+        weekend: Iterable[int | str] | None = None,
+        window: str = "since_previous",
+        delay: datetime.timedelta = datetime.timedelta(0),
+        timezone: Any = "UTC",
+    ) -> None:
+        self._window = check_window(window)
+        business = business_calendar_arg(
+            calendar,
+            {
+                "country": country,
+                "subdivision": subdivision,
+                "market": market,
+                "categories": categories,
+                "extra_holidays": extra_holidays,
+                "extra_business_days": extra_business_days,
+                "weekend": weekend,
+            },
+            required=True,
+        )
+        assert business is not None  # required=True
+        try:
+            self._monthly = MonthlyBusinessDay(business, n)
+        except ValueError as err:
+            raise InvalidTimetableParameter(str(err)) from None
+        super().__init__(
+            calendar=self._monthly,
+            window_days=1 if self._window == "day" else None,
+            timezone=timezone,
+            delay=delay,
+        )
+
+    @classmethod
+    def _decode(cls, data: dict[str, Any]) -> dict[str, Any]:
+        return {"n": data["n"], "calendar": data["calendar"], "window": data["window"]}
+
+    def _params(self) -> dict[str, Any]:
+        return {"n": self._monthly.n, "calendar": self._monthly.calendar.to_dict(), "window": self._window}
+
+    def _what(self) -> str:
+        return self._monthly.label()
+
+    def _per(self) -> str:
+        return "month, on the " + self._monthly.label().removesuffix(" of the month")
+
+    def _covers(self) -> str:
+        if self._window == "day":
+            return "its scheduled day D [D 00:00, D+1 00:00)"
+        return "every local day since the previous monthly run's interval ended, through its scheduled day D"

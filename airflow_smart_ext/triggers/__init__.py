@@ -1,0 +1,7 @@
+"""Deferrable backoff trigger: runs a sensor's backoff schedule in the triggerer and shares identical checks."""
+
+from __future__ import annotations
+
+from airflow_smart_ext.triggers.backoff import BackoffTrigger
+
+__all__ = ["BackoffTrigger"]

@@ -1,0 +1,335 @@
+"""Question 5 — triggerer capacity: N live ``BackoffTrigger``s in one process vs N ``TimeDeltaTrigger``s.
+
+Each configuration runs in a fresh child process (so resident memory is not shared between them). The child
+drives every trigger through Airflow's own ``TriggerRunner.run_trigger`` coroutine — the per-trigger wrapper
+the real triggerer uses (logging context, tracing span, event queue, ``cleanup()``) — on a plain asyncio
+event loop. Airflow's supervisor/DB sync loop around it (``TriggerRunner.arun``: sockets to the supervisor,
+DB queries) is not run: there is no scheduler or metadata DB in this benchmark.
+
+Measured in a steady-state window after every trigger has started:
+
+* loop lag — a watchdog coroutine sleeps 50 ms in a loop and records how late it wakes up (p50 / p99);
+* resident memory per trigger — (RSS after the triggers started − RSS before creating them) ÷ N;
+* CPU per check — process CPU time in the window ÷ checks executed in the window (``poke`` calls of a
+  counting sensor that never becomes true, so every trigger keeps running).
+
+``BackoffTrigger`` runs a compressed policy so that checks happen within the window (the production
+default of minutes between checks would make the window idle): see ``POLICY``. Every trigger gets its own
+check (distinct sensor kwargs, ``share=False``), i.e. no de-duplication helps here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from benchlib import (
+    Goal,
+    Result,
+    Table,
+    fmt_num,
+    fmt_ratio,
+    fmt_seconds,
+    median,
+    percentile,
+    ratio,
+    script_main,
+)
+
+BENCH_DIR = Path(__file__).resolve().parent
+POLICY = {"initial": 2.0, "factor": 2.0, "cap": 60.0, "jitter": "full", "splay": 2.0}
+WATCHDOG_PERIOD = 0.05
+SETTLE_SECONDS = 3.0  # after the last trigger was created, before the measured window opens
+GOAL_P99_SECONDS = 0.100
+KINDS = ("TimeDeltaTrigger", "BackoffTrigger")
+
+
+def _rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("VmRSS not found in /proc/self/status")
+
+
+def _fake_ti(index: int) -> SimpleNamespace:
+    # What run_trigger reads from trigger.task_instance for logging/tracing (both 2.11 and 3.x).
+    return SimpleNamespace(
+        id=f"bench-{index}",
+        dag_id="bench_triggerer",
+        task_id=f"wait_{index}",
+        run_id="bench",
+        try_number=1,
+        map_index=-1,
+        context_carrier=None,
+        trigger_timeout=None,
+    )
+
+
+def _make_trigger(kind: str, index: int, now: float) -> Any:
+    import warnings
+    from datetime import timedelta
+
+    if kind == "TimeDeltaTrigger":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # Present on 2.11 and, as Airflow's shim to the standard provider, on 3.x.
+            from airflow.triggers.temporal import TimeDeltaTrigger
+        return TimeDeltaTrigger(timedelta(hours=1))
+    from airflow_smart_ext.triggers import BackoffTrigger
+
+    check = {
+        "type": "sensor",
+        "classpath": "bench_checks.CountingNeverTrueSensor",
+        "kwargs": {"key": index},
+        "context": {
+            "dag_id": "bench_triggerer",
+            "task_id": f"wait_{index}",
+            "run_id": "bench",
+            "map_index": -1,
+            "try_number": 1,
+        },
+    }
+    return BackoffTrigger(
+        check=check,
+        policy=dict(POLICY),
+        seed=f"bench_triggerer/wait_{index}/bench",
+        started_at=now,
+        deadline=None,
+        after=0,
+        share=False,
+    )
+
+
+async def _child(kind: str, count: int, window: float, settle: float = SETTLE_SECONDS) -> dict[str, Any]:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from airflow.jobs.triggerer_job_runner import TriggerRunner
+
+    import bench_checks
+
+    _make_trigger(kind, -1, time.time())  # import every module the triggers need before the RSS baseline
+    runner = TriggerRunner()
+    rss_before = _rss_bytes()
+    loop = asyncio.get_running_loop()
+    created = time.perf_counter()
+    now = time.time()
+    for index in range(count):
+        trigger = _make_trigger(kind, index, now)
+        trigger.task_instance = _fake_ti(index)
+        runner.triggers[index] = {"task": None, "name": f"bench/{index}", "events": 0, "is_watcher": False}
+        runner.triggers[index]["task"] = asyncio.create_task(runner.run_trigger(index, trigger))
+        if index % 200 == 199:
+            await asyncio.sleep(0)  # the real runner also yields while creating triggers
+    create_seconds = time.perf_counter() - created
+    await asyncio.sleep(settle)  # every trigger task has started and reached its first wait
+
+    lags: list[float] = []
+    stop = asyncio.Event()
+
+    async def watchdog() -> None:
+        while not stop.is_set():
+            started = loop.time()
+            await asyncio.sleep(WATCHDOG_PERIOD)
+            lags.append(max(0.0, loop.time() - started - WATCHDOG_PERIOD))
+
+    pokes_before = bench_checks.pokes_so_far()
+    cpu_before = time.process_time()
+    wall_before = time.perf_counter()
+    watcher = asyncio.create_task(watchdog())
+    await asyncio.sleep(window)
+    stop.set()
+    await watcher
+    wall = time.perf_counter() - wall_before
+    cpu = time.process_time() - cpu_before
+    checks = bench_checks.pokes_so_far() - pokes_before
+    rss_after = _rss_bytes()
+    tasks = [details["task"] for details in runner.triggers.values()]
+    failed = [task for task in tasks if task.done() and task.exception() is not None]
+    alive = sum(1 for task in tasks if not task.done())
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return {
+        "kind": kind,
+        "count": count,
+        "alive": alive,
+        "failed": [repr(task.exception())[:300] for task in failed[:3]],
+        "events": len(runner.events),
+        "create_seconds": create_seconds,
+        "rss_per_trigger": (rss_after - rss_before) / count,
+        "lag_p50": percentile(lags, 50),
+        "lag_p99": percentile(lags, 99),
+        "lag_max": max(lags),
+        "cpu_share": cpu / wall,
+        "checks": checks,
+        "cpu_per_check": cpu / checks if checks else None,
+    }
+
+
+def _run_child(kind: str, count: int, window: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-trig-") as tmp:
+        out = Path(tmp) / "out.json"
+        env = dict(os.environ)
+        env.setdefault("AIRFLOW_HOME", tmp)
+        env["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BENCH_DIR), env.get("PYTHONPATH")]))
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", kind, str(count), str(window), str(out)],
+            env=env,
+            stdout=subprocess.DEVNULL,  # every trigger logs; the real triggerer pays that too
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=600,
+        )
+        if proc.returncode != 0 or not out.exists():
+            raise RuntimeError(f"{kind} x {count} child failed ({proc.returncode}): {proc.stderr[-3000:]}")
+        return json.loads(out.read_text())
+
+
+def run(tiny: bool) -> Result:
+    sizes = (20,) if tiny else (1000, 10000)
+    window = 1.0 if tiny else 10.0
+    repeats = 1 if tiny else 3
+    samples: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    errors: dict[tuple[str, int], str] = {}
+    for _ in range(repeats):
+        for count in sizes:
+            for kind in KINDS:  # interleaved: a noisy phase of the machine hits both kinds alike
+                if (kind, count) in errors:
+                    continue
+                try:
+                    samples.setdefault((kind, count), []).append(_run_child(kind, count, window))
+                except Exception as exc:
+                    errors[(kind, count)] = str(exc)
+
+    table = Table(
+        [
+            "triggers",
+            "N",
+            "alive at end",
+            "start-up of N",
+            "loop lag p50",
+            "loop lag p99",
+            "p99 vs TimeDelta",
+            "RSS / trigger",
+            "RSS vs TimeDelta",
+            "checks in window",
+            "CPU / check",
+            "CPU (share of 1 core)",
+            "reading",
+        ]
+    )
+    goal = Goal(
+        f"10,000 BackoffTriggers with loop lag p99 < {fmt_seconds(GOAL_P99_SECONDS)}", "not measured", None
+    )
+    notes = []
+    for count in sizes:
+        for kind in KINDS:
+            key = (kind, count)
+            if key in errors:
+                table.add(kind, fmt_num(count), "failed", *[""] * 10, errors[key][-300:])
+                continue
+            runs = samples[key]
+            base = samples.get(("TimeDeltaTrigger", count))
+            p99 = median([r["lag_p99"] for r in runs])
+            rss = median([r["rss_per_trigger"] for r in runs])
+            p99_ratio = rss_ratio = float("nan")
+            if base and len(base) == len(runs):
+                p99_ratio = median(
+                    [
+                        ratio(max(r["lag_p99"], 1e-4), max(b["lag_p99"], 1e-4))
+                        for r, b in zip(runs, base, strict=True)
+                    ]
+                )
+                rss_ratio = median(
+                    [
+                        ratio(r["rss_per_trigger"], b["rss_per_trigger"])
+                        for r, b in zip(runs, base, strict=True)
+                    ]
+                )
+            cpu_per_check = [r["cpu_per_check"] for r in runs if r["cpu_per_check"]]
+            alive = min(r["alive"] for r in runs)
+            for r in runs:
+                if r["failed"]:
+                    notes.append(f"{kind} x {count}: trigger tasks failed: {r['failed']}")
+            if kind == "TimeDeltaTrigger":
+                reading = "baseline: sleeping coroutines, no checks"
+            else:
+                reading = (
+                    f"p99 lag {fmt_seconds(p99)} "
+                    + ("< 100 ms" if p99 < GOAL_P99_SECONDS else "≥ 100 ms: over the goal")
+                    + f", {fmt_num(median([r['checks'] for r in runs]), 0)} checks in {window:.0f} s"
+                )
+                if alive < count:
+                    reading += f"; only {alive:,} of {count:,} still running"
+            table.add(
+                kind,
+                fmt_num(count),
+                f"{alive:,}",
+                fmt_seconds(median([r["create_seconds"] for r in runs])),
+                fmt_seconds(median([r["lag_p50"] for r in runs])),
+                fmt_seconds(p99),
+                fmt_ratio(p99_ratio),
+                f"{rss / 1024:.1f} KiB",
+                fmt_ratio(rss_ratio),
+                fmt_num(median([r["checks"] for r in runs]), 0),
+                fmt_seconds(median(cpu_per_check)) if cpu_per_check else "n/a",
+                f"{median([r['cpu_share'] for r in runs]):.0%}",
+                reading,
+            )
+            if kind == "BackoffTrigger" and count == max(sizes):
+                goal = Goal(
+                    f"{count:,} BackoffTriggers with loop lag p99 < {fmt_seconds(GOAL_P99_SECONDS)}",
+                    f"p99 {fmt_seconds(p99)} (median of {len(runs)} runs), {alive:,} alive",
+                    (p99 < GOAL_P99_SECONDS and alive == count) if not tiny else None,
+                )
+    return Result(
+        key="triggerer",
+        title="Triggerer capacity",
+        question=(
+            "How many live `BackoffTrigger`s can one triggerer process hold: memory per trigger, event-loop lag "
+            "(p50/p99) and CPU per check, vs the same number of Airflow `TimeDeltaTrigger`s?"
+        ),
+        method=(
+            "Driven by Airflow's own `TriggerRunner.run_trigger` (the per-trigger coroutine of the real "
+            "triggerer) on a plain asyncio loop in a fresh process per configuration; the runner's "
+            "supervisor/DB loop is not run. Triggers are created in batches of 200 (yielding to the loop "
+            "in between, as the runner does); start-up of N is that creation time. After a "
+            f"{SETTLE_SECONDS:.0f} s settle, a watchdog coroutine sleeps 50 ms in a loop and records its "
+            f"wake-up delay over a {window:.0f} s window. BackoffTrigger policy {POLICY} (compressed so "
+            "checks happen in the window; its check rate is a few times that of a production 60 s "
+            "`poke_interval`), one distinct never-true sensor check per trigger, `share=False`. "
+            f"Median of {repeats} runs per row; kinds interleaved; ratios are BackoffTrigger ÷ TimeDeltaTrigger "
+            "of the same repeat (lag floored at 0.1 ms)."
+        ),
+        tables=[table],
+        goals=[goal],
+        notes=notes,
+    )
+
+
+def _child_main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--child", nargs=4, metavar=("KIND", "COUNT", "WINDOW", "OUT"))
+    args = parser.parse_args()
+    kind, count, window, out = args.child
+    result = asyncio.run(_child(kind, int(count), float(window)))
+    Path(out).write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    if "--child" in sys.argv:
+        _child_main()
+    else:
+        script_main(run)

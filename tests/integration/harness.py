@@ -1,0 +1,863 @@
+"""A real Airflow for tests and scripts: scheduler, dag-processor, triggerer (+ api-server on 3.x).
+
+One ``AirflowEnv`` = one temporary ``AIRFLOW_HOME`` with its own metadata DB (SQLite file, or a fresh
+PostgreSQL database created from ``SMART_EXT_TEST_PG_DSN``), its own free ports and real processes started
+with the running interpreter (``python -m airflow ...``). States are polled with SQL on the metadata DB (a
+CLI call costs 2-3 s); runs are triggered through the REST API on 3.x and the CLI on 2.11 (no webserver).
+Every process runs in its own process group and is killed by PID on ``stop()``, also on failure.
+
+Usable from pytest (tests/integration/conftest.py) and from scripts (scripts/demo.py)::
+
+    with AirflowEnv(dag_sources=[Path("example_dags")]) as env:
+        env.wait_for_dag("my_dag"); env.unpause("my_dag")
+        run_id = env.trigger("my_dag"); assert env.wait_run("my_dag", run_id) == "success"
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow_smart_ext.compat import AIRFLOW_V_3_0_PLUS
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_DAGS_DIR = REPO_ROOT / "example_dags"
+TEST_DAGS_DIR = Path(__file__).resolve().parent / "dags"
+PG_DSN_ENV = "SMART_EXT_TEST_PG_DSN"
+
+TERMINAL_RUN_STATES = frozenset({"success", "failed"})
+TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+
+# Seconds between two samples of the task_instance table (state_history). Deferral and reschedule phases
+# last at least one triggerer / scheduler loop (~1 s), so 0.1 s sees them.
+STATE_SAMPLE_INTERVAL = 0.1
+
+_DATETIME_COLUMNS = frozenset(
+    {
+        "logical_date",
+        "execution_date",
+        "data_interval_start",
+        "data_interval_end",
+        "run_after",
+        "start_date",
+        "end_date",
+        "queued_at",
+        "last_scheduling_decision",
+        "queued_dttm",
+        "reschedule_date",
+        "latest_heartbeat",
+        "timestamp",
+    }
+)
+
+
+# Keys every 3.x task log record repeats; dropped when rendering JSON lines as text.
+_LOG_CONTEXT_KEYS = frozenset(
+    {"event", "timestamp", "level", "logger", "chan", "filename", "lineno", "dag_id", "task_id", "run_id",
+     "map_index", "try_number", "ti_id"}
+)
+
+
+class AirflowEnvError(RuntimeError):
+    """The harness could not start Airflow, or a wait failed; the message carries the evidence."""
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now (several harnesses run concurrently on one machine)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def _to_datetime(value: Any) -> Any:
+    """Metadata DB timestamps -> aware UTC datetimes (SQLite returns strings, PostgreSQL datetimes)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.timezone.utc)
+        return value.astimezone(dt.timezone.utc)
+    return value
+
+
+def _render_log_line(line: str) -> str:
+    """3.x writes task logs as JSON lines; render them like 2.x text so tests and the demo can grep."""
+    stripped = line.strip()
+    if not (stripped.startswith("{") and stripped.endswith("}")):
+        return line
+    try:
+        record = json.loads(stripped)
+    except ValueError:
+        return line
+    if not isinstance(record, dict) or "event" not in record:
+        return line
+    extras = {
+        k: v
+        for k, v in record.items()
+        if k not in _LOG_CONTEXT_KEYS
+    }
+    text = f"[{record.get('timestamp', '')}] {str(record.get('level', '')).upper()} - {record['event']}"
+    if extras:
+        text += " " + " ".join(f"{k}={v}" for k, v in extras.items())
+    return text
+
+
+class _Component:
+    def __init__(self, name: str, argv: list[str], log_path: Path) -> None:
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+        self.stopped_on_purpose = False
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class AirflowEnv:
+    """One real Airflow: see the module docstring. Start with ``start()`` or use as a context manager.
+
+    Parameters:
+        dag_sources: folders whose ``*.py`` files are copied into the DAGs folder (default: example_dags/
+            and tests/integration/dags/), or single files.
+        home: AIRFLOW_HOME to use (created; wiped first when ``fresh_home``). Default: a new temp dir that
+            ``stop()`` removes.
+        pg_dsn: PostgreSQL server DSN (``postgresql://user[:pw]@host:port/db``); a fresh database is created
+            on it for this env and dropped on ``stop()``. Default: env ``SMART_EXT_TEST_PG_DSN``; empty ->
+            SQLite (2.11: SequentialExecutor, one task at a time; 3.x: LocalExecutor).
+        api_port: 3.x api-server port (default: a free one). ``webserver_port``: 2.11 webserver port when
+            ``with_webserver`` (the UI is not started on 2.11 otherwise). ``bind_host``: their listen address.
+        extra_env: additional ``AIRFLOW__...`` settings (override the harness defaults).
+    """
+
+    def __init__(
+        self,
+        dag_sources: Sequence[Path | str] | None = None,
+        *,
+        home: Path | str | None = None,
+        fresh_home: bool = True,
+        pg_dsn: str | None = None,
+        api_port: int | None = None,
+        with_webserver: bool = False,
+        webserver_port: int | None = None,
+        parallelism: int = 4,
+        bind_host: str = "127.0.0.1",
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
+        import airflow
+
+        self.airflow_version: str = airflow.__version__
+        self.is_airflow3: bool = AIRFLOW_V_3_0_PLUS
+        self._own_home = home is None
+        self.home = Path(home).resolve() if home else Path(tempfile.mkdtemp(prefix="smart-ext-airflow-"))
+        if home and fresh_home and self.home.exists():
+            shutil.rmtree(self.home)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.dags_folder = self.home / "dags"
+        self.log_folder = self.home / "logs"
+        self.component_log_folder = self.home / "component-logs"
+        self.dag_sources = [Path(p) for p in (dag_sources or [EXAMPLE_DAGS_DIR, TEST_DAGS_DIR])]
+        self._server_pg_dsn = os.environ.get(PG_DSN_ENV, "") if pg_dsn is None else pg_dsn
+        self.pg_database: str | None = None
+        self.sql_alchemy_conn = ""
+        self.api_port = api_port or (free_port() if self.is_airflow3 else None)
+        self.with_webserver = with_webserver
+        self.webserver_port = webserver_port or (free_port() if with_webserver else None)
+        self.parallelism = parallelism
+        self.bind_host = bind_host
+        self.extra_env = dict(extra_env or {})
+        self.components: dict[str, _Component] = {}
+        self.env: dict[str, str] = {}
+        self._started = False
+        self._stopped = False
+        self._local = threading.local()
+        self._history: dict[tuple[str, str, str, int], list[str]] = {}
+        self._history_lock = threading.Lock()
+        self._sampler: threading.Thread | None = None
+        self._sampler_stop = threading.Event()
+        self._all_connections: list[Any] = []
+        self._final_log_tails: dict[str, str] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> AirflowEnv:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def uses_postgres(self) -> bool:
+        return bool(self._server_pg_dsn)
+
+    @property
+    def executor(self) -> str:
+        if self.uses_postgres or self.is_airflow3:
+            return "LocalExecutor"
+        return "SequentialExecutor"  # 2.11 refuses LocalExecutor on SQLite
+
+    @property
+    def api_url(self) -> str | None:
+        """3.x: base URL of the api-server (REST + Execution API + UI)."""
+        return f"http://127.0.0.1:{self.api_port}" if self.is_airflow3 else None
+
+    @property
+    def component_names(self) -> list[str]:
+        names = ["scheduler", "triggerer"]
+        if self.is_airflow3:
+            names += ["dag-processor", "api-server"]
+        elif self.with_webserver:
+            names.append("webserver")
+        return names
+
+    def start(self, timeout: float = 180.0) -> AirflowEnv:
+        """Prepare AIRFLOW_HOME, migrate the DB, start every component and wait until all are healthy."""
+        if self._started:
+            return self
+        self._started = True
+        try:
+            self._prepare_database()
+            self._prepare_dags_folder()
+            self.env = self._build_env()
+            self.component_log_folder.mkdir(parents=True, exist_ok=True)
+            self._migrate_database()
+            for name in self.component_names:
+                self.start_component(name, wait=False)
+            self.wait_healthy(timeout=timeout)
+            self._sampler = threading.Thread(target=self._sample_states, name="airflow-env-sampler", daemon=True)
+            self._sampler.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Kill every component's process group (by PID), stop the sampler, drop the PG database."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._sampler_stop.set()
+        for name in list(self.components):
+            self.stop_component(name)
+        if self._sampler is not None:
+            self._sampler.join(timeout=5)
+        self._close_connections()
+        self._final_log_tails = self.component_logs_tail()
+        if self.pg_database:
+            with contextlib.suppress(Exception):
+                self._drop_pg_database()
+        if self._own_home and os.environ.get("SMART_EXT_KEEP_HOME") != "1":
+            shutil.rmtree(self.home, ignore_errors=True)
+
+    # ------------------------------------------------------------------ configuration
+    def _prepare_database(self) -> None:
+        if not self.uses_postgres:
+            self.sql_alchemy_conn = f"sqlite:///{self.home / 'airflow.db'}"
+            return
+        import psycopg2
+        from sqlalchemy.engine import make_url
+
+        self.pg_database = f"smart_ext_{os.getpid()}_{secrets.token_hex(4)}"
+        server = psycopg2.connect(self._server_pg_dsn)
+        try:
+            server.autocommit = True
+            with server.cursor() as cur:
+                cur.execute(f'CREATE DATABASE "{self.pg_database}"')
+        finally:
+            server.close()
+        url = make_url(self._server_pg_dsn).set(drivername="postgresql+psycopg2", database=self.pg_database)
+        self.sql_alchemy_conn = url.render_as_string(hide_password=False)
+
+    def _migrate_database(self) -> None:
+        """``airflow db migrate``; on SQLite a migrated file is cached per Airflow version and copied
+        (a migration costs 3-15 s of CPU on a busy 2-core machine, a copy milliseconds)."""
+        if self.uses_postgres:
+            self.airflow_cli("db", "migrate", timeout=300)
+            return
+        cache_dir = Path(os.environ.get("SMART_EXT_DB_CACHE", Path(tempfile.gettempdir()) / "smart-ext-db-cache"))
+        template = cache_dir / f"airflow-{self.airflow_version}-{Path(sys.executable).parent.parent.name}.db"
+        database = self.home / "airflow.db"
+        if template.exists():
+            shutil.copyfile(template, database)
+            return
+        self.airflow_cli("db", "migrate", timeout=300)
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        partial = template.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(database, partial)
+        os.replace(partial, template)  # atomic: concurrent harnesses never see a half-written template
+
+    def _drop_pg_database(self) -> None:
+        import psycopg2
+
+        server = psycopg2.connect(self._server_pg_dsn)
+        try:
+            server.autocommit = True
+            with server.cursor() as cur:
+                cur.execute(f'DROP DATABASE IF EXISTS "{self.pg_database}" WITH (FORCE)')
+        finally:
+            server.close()
+
+    def _prepare_dags_folder(self) -> None:
+        self.dags_folder.mkdir(parents=True, exist_ok=True)
+        for source in self.dag_sources:
+            files = [source] if source.is_file() else sorted(source.glob("*.py")) if source.is_dir() else []
+            for file in files:
+                if file.name != "__init__.py":
+                    shutil.copy2(file, self.dags_folder / file.name)
+
+    def add_dag_file(self, path: Path | str, name: str | None = None) -> Path:
+        """Copy one more DAG file into the running env's DAGs folder (picked up on the next dir listing)."""
+        target = self.dags_folder / (name or Path(path).name)
+        shutil.copy2(path, target)
+        return target
+
+    def _build_env(self) -> dict[str, str]:
+        from cryptography.fernet import Fernet
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_", "AIRFLOW_VAR_"))}
+        bin_dir = str(Path(sys.executable).parent)  # 2.11 runs tasks as `airflow tasks run` subprocesses
+        env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+        env["AIRFLOW_HOME"] = str(self.home)
+        env["PYTHONUNBUFFERED"] = "1"
+        settings = {
+            "CORE__DAGS_FOLDER": str(self.dags_folder),
+            "CORE__LOAD_EXAMPLES": "False",
+            "CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+            "CORE__EXECUTOR": self.executor,
+            "CORE__PARALLELISM": str(self.parallelism),
+            # No ~50 example connections (slower migrate; the DB file is also cached as a template).
+            "DATABASE__LOAD_DEFAULT_CONNECTIONS": "False",
+            "CORE__FERNET_KEY": Fernet.generate_key().decode(),
+            "DATABASE__SQL_ALCHEMY_CONN": self.sql_alchemy_conn,
+            "LOGGING__BASE_LOG_FOLDER": str(self.log_folder),
+            # Default 8793/8794 would collide between concurrent harnesses.
+            "LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+            "LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+            "SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+            "SCHEDULER__JOB_HEARTBEAT_SEC": "2",
+            "SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.5",
+            "SCHEDULER__TRIGGER_TIMEOUT_CHECK_INTERVAL": "5",
+            "TRIGGERER__JOB_HEARTBEAT_SEC": "2",
+        }
+        if self.is_airflow3:
+            settings.update(
+                {
+                    "DAG_PROCESSOR__REFRESH_INTERVAL": "3",
+                    "DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "15",
+                    "DAG_PROCESSOR__PRINT_STATS_INTERVAL": "600",
+                    "DAG_PROCESSOR__PARSING_PROCESSES": "2",
+                    "CORE__EXECUTION_API_SERVER_URL": f"{self.api_url}/execution/",
+                    # 3.3.2 race: a trigger firing within ~5 s of deferral can make the scheduler fail the
+                    # task ("... state attribute is queued"); 1 s avoided it in 16/16 runs (AIRFLOW-NOTES).
+                    "WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
+                    # Every request is an admin: no login for REST calls or the UI.
+                    "CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+                    "API__WORKERS": "1",
+                    "API__SECRET_KEY": secrets.token_hex(16),
+                    "API__EXPOSE_CONFIG": "True",
+                    # All components must sign/verify the task JWTs with one secret.
+                    "API_AUTH__JWT_SECRET": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
+                }
+            )
+        else:
+            settings.update(
+                {
+                    "SCHEDULER__DAG_DIR_LIST_INTERVAL": "3",
+                    "SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "15",
+                    "SCHEDULER__PRINT_STATS_INTERVAL": "600",
+                    "SCHEDULER__PARSING_PROCESSES": "2",
+                    "SCHEDULER__STANDALONE_DAG_PROCESSOR": "False",
+                    "WEBSERVER__SECRET_KEY": secrets.token_hex(16),
+                    "WEBSERVER__WORKERS": "1",
+                    "WEBSERVER__EXPOSE_CONFIG": "True",
+                }
+            )
+            if self.webserver_port:
+                settings["WEBSERVER__WEB_SERVER_PORT"] = str(self.webserver_port)
+                settings["WEBSERVER__BASE_URL"] = f"http://localhost:{self.webserver_port}"
+        env.update({f"AIRFLOW__{k}": v for k, v in settings.items()})
+        env.update(self.extra_env)
+        return env
+
+    # ------------------------------------------------------------------ processes
+    def airflow_cli(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Run ``python -m airflow <args>`` with this env's settings (costs 2-3 s: not for polling)."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "airflow", *args],
+            env=self.env,
+            cwd=self.home,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+        if check and proc.returncode != 0:
+            raise AirflowEnvError(
+                f"`airflow {' '.join(args)}` exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
+                f"\n--- stderr\n{proc.stderr[-4000:]}"
+            )
+        return proc
+
+    def _component_argv(self, name: str) -> list[str]:
+        base = [sys.executable, "-m", "airflow"]
+        if name == "api-server":
+            return [*base, "api-server", "--port", str(self.api_port), "--host", self.bind_host, "--workers", "1"]
+        if name == "webserver":
+            return [*base, "webserver", "--port", str(self.webserver_port), "--hostname", self.bind_host, "--workers", "1"]
+        if name in {"scheduler", "triggerer", "dag-processor"}:
+            return [*base, name]
+        raise ValueError(f"unknown component {name!r}; expected one of {self.component_names + ['webserver']}")
+
+    def start_component(self, name: str, *, wait: bool = True, timeout: float = 120.0) -> None:
+        """Start (or restart after ``stop_component``) one component in its own process group."""
+        if not self.env:
+            raise AirflowEnvError("start() the env first")
+        existing = self.components.get(name)
+        if existing is not None and existing.running:
+            return
+        if name == "webserver" and not self.webserver_port:
+            self.webserver_port = free_port()
+            self.env["AIRFLOW__WEBSERVER__WEB_SERVER_PORT"] = str(self.webserver_port)
+        before = self._max_job_id(name)
+        component = _Component(name, self._component_argv(name), self.component_log_folder / f"{name}.log")
+        with open(component.log_path, "ab") as log:
+            log.write(f"\n===== {time.strftime('%H:%M:%S')} starting: {' '.join(component.argv)}\n".encode())
+            log.flush()
+            component.process = subprocess.Popen(
+                component.argv,
+                env=self.env,
+                cwd=self.home,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # own process group: kill workers/children with it
+            )
+        self.components[name] = component
+        if wait:
+            self._wait_component(name, before, time.monotonic() + timeout)
+
+    def stop_component(self, name: str, grace: float = 10.0) -> None:
+        """Kill a component's whole process group: SIGTERM, then SIGKILL after ``grace`` seconds."""
+        component = self.components.get(name)
+        if component is None or component.process is None:
+            return
+        proc = component.process
+        component.stopped_on_purpose = True
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+        # Children (task workers, gunicorn/uvicorn workers) may outlive the leader: kill the group anyway.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+
+    def component_log(self, name: str) -> str:
+        path = self.component_log_folder / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def component_logs_tail(self, lines: int = 120) -> dict[str, str]:
+        """Last ``lines`` lines of every component log (attached to failing tests)."""
+        if self._stopped and self._final_log_tails is not None:
+            return dict(self._final_log_tails)
+        out = {}
+        for name in self.components:
+            text = self.component_log(name).splitlines()
+            out[name] = "\n".join(text[-lines:])
+        return out
+
+    def _job_type(self, name: str) -> str | None:
+        return {"scheduler": "SchedulerJob", "triggerer": "TriggererJob", "dag-processor": "DagProcessorJob"}.get(
+            name
+        )
+
+    def _max_job_id(self, name: str) -> int:
+        job_type = self._job_type(name)
+        if job_type is None or not self._db_ready():
+            return 0
+        rows = self.query("SELECT MAX(id) FROM job WHERE job_type = %s", (job_type,))
+        return int(rows[0][0] or 0) if rows else 0
+
+    def _db_ready(self) -> bool:
+        try:
+            self.query("SELECT 1 FROM job WHERE 1 = 0")
+        except Exception:
+            return False
+        return True
+
+    def _component_ready(self, name: str, after_job_id: int) -> bool:
+        job_type = self._job_type(name)
+        if job_type is not None:
+            rows = self.query(
+                "SELECT id FROM job WHERE job_type = %s AND state = 'running' AND id > %s", (job_type, after_job_id)
+            )
+            return bool(rows)
+        if name == "api-server":
+            return self._http_ok(f"{self.api_url}/api/v2/monitor/health")
+        if name == "webserver":
+            return self._http_ok(f"http://127.0.0.1:{self.webserver_port}/health")
+        return True
+
+    def _wait_component(self, name: str, after_job_id: int, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            component = self.components[name]
+            if not component.running:
+                raise AirflowEnvError(
+                    f"Airflow {name} exited with code {component.process and component.process.returncode}:\n"
+                    + "\n".join(self.component_log(name).splitlines()[-60:])
+                )
+            if self._component_ready(name, after_job_id):
+                return
+            time.sleep(0.3)
+        raise AirflowEnvError(
+            f"Airflow {name} not healthy in time:\n" + "\n".join(self.component_log(name).splitlines()[-60:])
+        )
+
+    def wait_healthy(self, timeout: float = 180.0) -> None:
+        """Until every started component is up (job heartbeat rows; api-server/webserver /health)."""
+        deadline = time.monotonic() + timeout
+        for name in list(self.components):
+            self._wait_component(name, 0, deadline)
+
+    @staticmethod
+    def _http_ok(url: str) -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return 200 <= resp.status < 300
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def api(self, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:
+        """3.x REST call on the api-server (all requests are admin: simple_auth_manager_all_admins)."""
+        if not self.is_airflow3:
+            raise AirflowEnvError("the REST API is only used on Airflow 3 (2.11 runs without webserver)")
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            f"{self.api_url}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as resp:
+                payload = resp.read()
+        except urllib.error.HTTPError as err:
+            raise AirflowEnvError(f"{method} {path} -> HTTP {err.code}: {err.read().decode(errors='replace')}") from err
+        return json.loads(payload) if payload else None
+
+    # ------------------------------------------------------------------ SQL
+    def _connection(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self.uses_postgres:
+                import psycopg2
+
+                conn = psycopg2.connect(self.sql_alchemy_conn.replace("postgresql+psycopg2://", "postgresql://", 1))
+                conn.autocommit = True  # every query sees the latest committed state
+            else:
+                db = self.home / "airflow.db"
+                conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30, check_same_thread=False)
+            self._local.conn = conn
+            with self._history_lock:
+                self._all_connections.append(conn)
+        return conn
+
+    def _close_connections(self) -> None:
+        for conn in self._all_connections:
+            with contextlib.suppress(Exception):
+                conn.close()
+        self._all_connections = []
+        self._local = threading.local()
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Read-only SQL on the metadata DB. Use ``%s`` placeholders (converted to ``?`` on SQLite)."""
+        conn = self._connection()
+        if not self.uses_postgres:
+            sql = sql.replace("%s", "?")
+        for attempt in range(20):
+            try:
+                cur = conn.cursor()
+                try:
+                    cur.execute(sql, tuple(params))
+                    return [tuple(row) for row in cur.fetchall()]
+                finally:
+                    cur.close()
+            except sqlite3.OperationalError as err:  # "database is locked" while a writer commits
+                if "locked" not in str(err) or attempt == 19:
+                    raise
+                time.sleep(0.1)
+        raise AssertionError("unreachable")
+
+    def query_dicts(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """Like ``query`` but rows as dicts; timestamp columns become aware UTC datetimes."""
+        conn = self._connection()
+        if not self.uses_postgres:
+            sql = sql.replace("%s", "?")
+        cur = conn.cursor()
+        try:
+            cur.execute(sql, tuple(params))
+            names = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+        finally:
+            cur.close()
+        return [
+            {n: (_to_datetime(v) if n in _DATETIME_COLUMNS else v) for n, v in zip(names, row, strict=True)}
+            for row in rows
+        ]
+
+    def _execute_write(self, sql: str, params: Sequence[Any] = ()) -> None:
+        if self.uses_postgres:
+            import psycopg2
+
+            conn = psycopg2.connect(self.sql_alchemy_conn.replace("postgresql+psycopg2://", "postgresql://", 1))
+            try:
+                with conn, conn.cursor() as cur:
+                    cur.execute(sql, tuple(params))
+            finally:
+                conn.close()
+        else:
+            conn = sqlite3.connect(self.home / "airflow.db", timeout=30)
+            try:
+                with conn:
+                    conn.execute(sql.replace("%s", "?"), tuple(params))
+            finally:
+                conn.close()
+
+    # ------------------------------------------------------------------ DAGs and runs
+    def import_errors(self) -> list[str]:
+        rows = self.query("SELECT filename, stacktrace FROM import_error")
+        return [f"{filename}:\n{stacktrace}" for filename, stacktrace in rows]
+
+    def _dag_files_mentioning(self, dag_id: str) -> list[str]:
+        return [str(p) for p in self.dags_folder.glob("*.py") if dag_id in p.read_text(errors="replace")]
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 120) -> None:
+        """Until the DAG is parsed and serialized; raise early with the import error of its file."""
+        deadline = time.monotonic() + timeout
+        candidates = self._dag_files_mentioning(dag_id)
+        while True:
+            if self.query("SELECT 1 FROM serialized_dag WHERE dag_id = %s", (dag_id,)) and self.query(
+                "SELECT 1 FROM dag WHERE dag_id = %s", (dag_id,)
+            ):
+                return
+            errors = [e for e in self.import_errors() if any(e.startswith(c + ":") for c in candidates)]
+            if errors:
+                raise AirflowEnvError(f"DAG {dag_id!r} failed to import:\n" + "\n".join(errors))
+            if time.monotonic() > deadline:
+                raise AirflowEnvError(
+                    f"DAG {dag_id!r} not serialized within {timeout}s (files mentioning it: {candidates});"
+                    f" import errors: {self.import_errors()}"
+                )
+            time.sleep(0.5)
+
+    def dag_ids(self) -> list[str]:
+        return [r[0] for r in self.query("SELECT dag_id FROM serialized_dag ORDER BY dag_id")]
+
+    def unpause(self, dag_id: str) -> None:
+        self.set_paused(dag_id, False)
+
+    def pause(self, dag_id: str) -> None:
+        self.set_paused(dag_id, True)
+
+    def set_paused(self, dag_id: str, paused: bool) -> None:
+        if self.is_airflow3:
+            self.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": paused})
+        else:  # the 2.11 CLI would re-parse the whole DAGs folder; the scheduler reads this column
+            self._execute_write("UPDATE dag SET is_paused = %s WHERE dag_id = %s", (paused, dag_id))
+
+    def trigger(
+        self, dag_id: str, conf: Mapping[str, Any] | None = None, logical_date: dt.datetime | None = None
+    ) -> str:
+        """Create a manual run; returns its run_id. 3.x: REST; 2.11: ``airflow dags trigger``."""
+        if logical_date is not None and logical_date.tzinfo is None:
+            raise ValueError("logical_date must be timezone-aware")
+        if self.is_airflow3:
+            body: dict[str, Any] = {
+                "logical_date": logical_date.isoformat() if logical_date else None,
+                "conf": dict(conf or {}),
+            }
+            return str(self.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", body)["dag_run_id"])
+        moment = logical_date or dt.datetime.now(dt.timezone.utc)
+        run_id = f"manual__{moment.isoformat()}"
+        args = ["dags", "trigger", dag_id, "--run-id", run_id, "--exec-date", moment.isoformat()]
+        if conf:
+            args += ["--conf", json.dumps(dict(conf))]
+        self.airflow_cli(*args)
+        return run_id
+
+    def _run_columns(self) -> str:
+        logical = "logical_date" if self.is_airflow3 else "execution_date AS logical_date"
+        run_after = "run_after" if self.is_airflow3 else "execution_date AS run_after"
+        return (
+            f"run_id, run_type, state, {logical}, data_interval_start, data_interval_end, {run_after}, "
+            "start_date, end_date, queued_at, conf"
+        )
+
+    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
+        """All runs of a DAG ordered by logical date / run_after (aware datetimes; 2.11 run_after = logical)."""
+        order = "run_after, id" if self.is_airflow3 else "execution_date, id"
+        return self.query_dicts(f"SELECT {self._run_columns()} FROM dag_run WHERE dag_id = %s ORDER BY {order}", (dag_id,))
+
+    def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
+        rows = self.query_dicts(
+            f"SELECT {self._run_columns()} FROM dag_run WHERE dag_id = %s AND run_id = %s", (dag_id, run_id)
+        )
+        if not rows:
+            raise AirflowEnvError(f"no dag run {dag_id}/{run_id}")
+        return rows[0]
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float = 300) -> str:
+        """Until the run is success/failed; returns that state (raises on timeout with the evidence)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            rows = self.query("SELECT state FROM dag_run WHERE dag_id = %s AND run_id = %s", (dag_id, run_id))
+            if rows and rows[0][0] in TERMINAL_RUN_STATES:
+                return str(rows[0][0])
+            if time.monotonic() > deadline:
+                raise AirflowEnvError(
+                    f"run {dag_id}/{run_id} not finished within {timeout}s: state={rows[0][0] if rows else None};"
+                    f" tasks={[(t['task_id'], t['state']) for t in self.task_instances(dag_id, run_id)]}"
+                )
+            self._raise_if_component_died()
+            time.sleep(0.5)
+
+    def wait_runs(self, dag_id: str, count: int, timeout: float = 300) -> list[dict[str, Any]]:
+        """Until at least ``count`` runs of the DAG are terminal; returns all runs (``dag_runs``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            runs = self.dag_runs(dag_id)
+            if sum(r["state"] in TERMINAL_RUN_STATES for r in runs) >= count:
+                return runs
+            if time.monotonic() > deadline:
+                raise AirflowEnvError(
+                    f"{dag_id}: fewer than {count} terminal runs within {timeout}s: "
+                    f"{[(r['run_id'], r['state']) for r in runs]}"
+                )
+            self._raise_if_component_died()
+            time.sleep(0.5)
+
+    def _raise_if_component_died(self) -> None:
+        for name, component in self.components.items():
+            if component.process is not None and component.process.poll() is not None and not self._stopped:
+                if component.stopped_on_purpose:
+                    continue
+                raise AirflowEnvError(
+                    f"Airflow {name} died (exit {component.process.returncode}):\n"
+                    + "\n".join(self.component_log(name).splitlines()[-60:])
+                )
+
+    def task_instances(self, dag_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        sql = (
+            "SELECT task_id, run_id, map_index, state, try_number, start_date, end_date, duration, "
+            "next_method, trigger_id, queued_dttm FROM task_instance WHERE dag_id = %s"
+        )
+        params: list[Any] = [dag_id]
+        if run_id is not None:
+            sql += " AND run_id = %s"
+            params.append(run_id)
+        return self.query_dicts(sql + " ORDER BY run_id, task_id, map_index", params)
+
+    def task_log_paths(
+        self, dag_id: str, run_id: str, task_id: str, try_number: int = 1, map_index: int = -1
+    ) -> list[Path]:
+        """Task log file of one try plus (3.x) the triggerer's ``.trigger.<id>.log`` files next to it."""
+        folder = self.log_folder / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
+        if map_index >= 0:
+            folder = folder / f"map_index={map_index}"
+        main = folder / f"attempt={try_number}.log"
+        extra = sorted(folder.glob(f"attempt={try_number}.log.*"))
+        return ([main] if main.exists() else []) + extra
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1, map_index: int = -1) -> str:
+        """Text of a try's log files on disk (3.x JSON lines rendered as ``[ts] LEVEL - event k=v``)."""
+        parts = []
+        for path in self.task_log_paths(dag_id, run_id, task_id, try_number, map_index):
+            lines = path.read_text(errors="replace").splitlines()
+            parts.append("\n".join(_render_log_line(line) for line in lines))
+        return "\n".join(parts)
+
+    # ------------------------------------------------------------------ state history
+    def _sample_states(self) -> None:
+        while not self._sampler_stop.is_set():
+            try:
+                rows = self.query("SELECT dag_id, run_id, task_id, map_index, state FROM task_instance")
+            except Exception:  # DB briefly unavailable (restart, lock): sample again next tick
+                rows = []
+            with self._history_lock:
+                for dag_id, run_id, task_id, map_index, state in rows:
+                    if state is None:
+                        continue
+                    seen = self._history.setdefault((dag_id, run_id, task_id, int(map_index)), [])
+                    if not seen or seen[-1] != state:
+                        seen.append(str(state))
+            self._sampler_stop.wait(STATE_SAMPLE_INTERVAL)
+
+    def state_history(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> list[str]:
+        """Task states observed so far, in order, consecutive duplicates collapsed (e.g. ``["scheduled",
+        "queued", "running", "deferred", "scheduled", "queued", "running", "success"]``). Sampled every
+        0.1 s from the task_instance table, plus evidence the DB keeps: a TaskReschedule row proves an
+        ``up_for_reschedule`` phase the sampler may have missed."""
+        with self._history_lock:
+            history = list(self._history.get((dag_id, run_id, task_id, map_index), []))
+        if "up_for_reschedule" not in history:
+            rows = self.query(
+                "SELECT COUNT(*) FROM task_reschedule tr "
+                + (
+                    "JOIN task_instance ti ON ti.id = tr.ti_id WHERE ti.dag_id = %s AND ti.run_id = %s "
+                    "AND ti.task_id = %s AND ti.map_index = %s"
+                    if self.is_airflow3
+                    else "WHERE tr.dag_id = %s AND tr.run_id = %s AND tr.task_id = %s AND tr.map_index = %s"
+                ),
+                (dag_id, run_id, task_id, map_index),
+            )
+            if rows and rows[0][0]:
+                history.insert(max(len(history) - 1, 0), "up_for_reschedule")
+        return history
+
+    # ------------------------------------------------------------------ connections and variables
+    def add_connection(self, conn_id: str, uri: str) -> None:
+        self.airflow_cli("connections", "delete", conn_id, check=False)
+        self.airflow_cli("connections", "add", conn_id, "--conn-uri", uri)
+
+    def set_variable(self, key: str, value: Any) -> None:
+        text = value if isinstance(value, str) else json.dumps(value)
+        self.airflow_cli("variables", "set", key, text)
+
+
+def iter_dag_files(folders: Iterable[Path]) -> Iterator[Path]:
+    for folder in folders:
+        if folder.is_dir():
+            yield from sorted(p for p in folder.glob("*.py") if p.name != "__init__.py")

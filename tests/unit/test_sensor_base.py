@@ -1,0 +1,444 @@
+"""BackoffSensor: validation, poke/reschedule schedules = the policy's, outcomes, deferrable side (Contract C)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Any
+
+import pytest
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.backoff import BackoffPolicy, task_seed
+from airflow_smart_ext.sensors import base as sensor_base
+from airflow_smart_ext.sensors.base import DEFERRAL_GRACE_SECONDS, STATS_XCOM_KEY, BackoffSensor
+from tests.unit.test_sensor_helpers import T0, FakeClock, FakeTI, PathSensor, ScriptedSensor, make_context
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(sensor_base, "_wall_clock", fake.time)
+    monkeypatch.setattr(sensor_base, "_sleep", fake.sleep)
+    return fake
+
+
+def expected_times(policy: BackoffPolicy, seed: str, started_at: float, deadline: float, pokes: int) -> list[float]:
+    """Poke times the policy prescribes when every poke takes no time: check #0 at once, then next_check."""
+    times, index, now = [started_at], 0, started_at
+    while len(times) < pokes:
+        check = policy.next_check(seed, started_at, now, deadline, after=index)
+        assert check is not None
+        times.append(check.at)
+        index, now = check.index, check.at
+    return times
+
+
+# ------------------------------------------------------------------ validation (DAG parse)
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"backoff_factor": 0.5}, "backoff_factor must be a finite number >= 1"),
+        ({"backoff_factor": "2"}, "backoff_factor must be a finite number >= 1"),
+        ({"jitter": "random"}, "jitter must be one of none, full, equal, decorrelated; got 'random'"),
+        ({"poke_interval": 10, "max_wait": 5}, "max_wait (5s) must be >= poke_interval (10s)"),
+        ({"splay": -1}, "splay must be >= 0 seconds"),
+        ({"splay": "soon"}, "splay must be a number of seconds or a datetime.timedelta or None"),
+        ({"poke_interval": 0}, "poke_interval must be > 0 seconds"),
+        ({"deferrable_fallback": "poke"}, "deferrable_fallback must be one of (None, 'reschedule')"),
+        ({"deferrable": "yes"}, "deferrable must be True or False"),
+        ({"jitter": "decorrelated", "backoff_factor": 1}, "factor=1 (fixed interval) cannot be combined"),
+    ],
+)
+def test_invalid_parameters_raise_at_construction_naming_the_parameter(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        ScriptedSensor(task_id="s", **kwargs)
+    assert message in str(err.value)
+
+
+def test_negative_poke_interval_is_rejected_by_airflow_itself() -> None:
+    with pytest.raises(Exception, match="poke_interval"):
+        ScriptedSensor(task_id="s", poke_interval=-1)
+
+
+def test_defaults_build_the_documented_policy() -> None:
+    sensor = ScriptedSensor(task_id="s", poke_interval=30, timeout=600)
+    assert sensor.backoff_policy == BackoffPolicy(initial=30, factor=2.0, cap=None, jitter="full", splay=30)
+    sensor = ScriptedSensor(
+        task_id="s2",
+        poke_interval=datetime.timedelta(seconds=5),
+        max_wait=datetime.timedelta(minutes=1),
+        backoff_factor=1.5,
+        jitter="equal",
+        splay=datetime.timedelta(seconds=2),
+    )
+    assert sensor.backoff_policy == BackoffPolicy(initial=5, factor=1.5, cap=60, jitter="equal", splay=2)
+
+
+def test_exponential_backoff_is_accepted_and_our_policy_governs() -> None:
+    sensor = ScriptedSensor(task_id="s", exponential_backoff=True, poke_interval=10)
+    assert sensor.exponential_backoff is False  # Airflow's own series never runs
+    assert sensor.backoff_policy.factor == 2.0
+
+
+# ------------------------------------------------------------------ poke mode
+@pytest.mark.parametrize("jitter", ["none", "full", "equal", "decorrelated"])
+def test_poke_mode_pokes_exactly_at_the_policy_times(clock: FakeClock, jitter: str) -> None:
+    sensor = ScriptedSensor(
+        task_id="task", results=[False] * 7 + [True], clock=clock, poke_interval=10, timeout=10_000, jitter=jitter
+    )
+    context = make_context()
+    assert sensor.execute(context) is None
+    seed = task_seed("dag", "task", "run", -1, 1)
+    assert sensor.poke_times == expected_times(sensor.backoff_policy, seed, T0, T0 + 10_000, 8)
+    assert context["ti"].xcoms[STATS_XCOM_KEY] == {
+        "pokes": 8,
+        "waited_seconds": round(sensor.poke_times[-1] - T0, 3),
+        "mode": "poke",
+    }
+
+
+def test_poke_schedule_depends_on_try_number(clock: FakeClock) -> None:
+    times = []
+    for try_number in (1, 2):
+        clock.now = T0
+        sensor = ScriptedSensor(task_id="task", results=[False] * 4 + [True], clock=clock, poke_interval=10)
+        sensor.execute(make_context(FakeTI(try_number=try_number)))
+        times.append([t - T0 for t in sensor.poke_times])
+    assert times[0] != times[1]  # a retry is a new schedule with a new seed
+
+
+def test_success_with_poke_return_value_returns_its_xcom_value(clock: FakeClock) -> None:
+    value = {"rows": 3}
+    sensor = ScriptedSensor(
+        task_id="task", results=[False, compat.PokeReturnValue(True, value)], clock=clock, poke_interval=5
+    )
+    context = make_context()
+    assert sensor.execute(context) == value
+    assert context["ti"].xcoms[STATS_XCOM_KEY]["pokes"] == 2
+
+
+def test_not_done_poke_return_value_keeps_waiting(clock: FakeClock) -> None:
+    sensor = ScriptedSensor(
+        task_id="task",
+        results=[compat.PokeReturnValue(False, "ignored"), compat.PokeReturnValue(True, "v")],
+        clock=clock,
+        poke_interval=5,
+    )
+    assert sensor.execute(make_context()) == "v"
+    assert len(sensor.poke_times) == 2
+
+
+def test_no_stats_xcom_when_do_xcom_push_is_false(clock: FakeClock) -> None:
+    sensor = ScriptedSensor(task_id="task", results=[True], clock=clock, do_xcom_push=False)
+    context = make_context()
+    sensor.execute(context)
+    assert STATS_XCOM_KEY not in context["ti"].xcoms
+
+
+def test_timeout_has_a_final_poke_exactly_at_the_deadline(clock: FakeClock) -> None:
+    sensor = ScriptedSensor(task_id="task", clock=clock, poke_interval=10, timeout=300)
+    with pytest.raises(compat.AirflowSensorTimeout, match="timed out"):
+        sensor.execute(make_context())
+    assert sensor.poke_times[-1] == T0 + 300
+    assert all(t < T0 + 300 for t in sensor.poke_times[:-1])
+    seed = task_seed("dag", "task", "run", -1, 1)
+    assert sensor.poke_times == expected_times(sensor.backoff_policy, seed, T0, T0 + 300, len(sensor.poke_times))
+
+
+def test_condition_arriving_just_before_the_timeout_is_caught(clock: FakeClock) -> None:
+    sensor = ScriptedSensor(task_id="task", clock=clock, poke_interval=10, timeout=300)
+
+    def poke(context: Any) -> bool:
+        sensor.poke_times.append(clock.now)
+        return clock.now >= T0 + 299  # arrives 1 s before the timeout, after the last backoff check
+
+    sensor.poke = poke  # type: ignore[method-assign]
+    sensor.execute(make_context())
+    assert sensor.poke_times[-1] == T0 + 300
+
+
+def test_soft_fail_skips_on_timeout(clock: FakeClock) -> None:
+    sensor = ScriptedSensor(task_id="task", clock=clock, poke_interval=10, timeout=60, soft_fail=True)
+    with pytest.raises(compat.AirflowSkipException, match="soft_fail"):
+        sensor.execute(make_context())
+    assert sensor.poke_times[-1] == T0 + 60
+
+
+def test_poke_errors_propagate_by_default(clock: FakeClock) -> None:
+    sensor = ScriptedSensor(task_id="task", results=[RuntimeError("boom"), True], clock=clock)
+    with pytest.raises(RuntimeError, match="boom"):
+        sensor.execute(make_context())
+
+
+def test_silent_fail_treats_poke_errors_as_not_yet(clock: FakeClock) -> None:
+    sensor = ScriptedSensor(
+        task_id="task", results=[RuntimeError("boom"), RuntimeError("boom"), True], clock=clock, silent_fail=True
+    )
+    assert sensor.execute(make_context()) is None
+    assert len(sensor.poke_times) == 3
+
+
+def test_silent_fail_does_not_swallow_fail_exceptions(clock: FakeClock) -> None:
+    sensor = ScriptedSensor(
+        task_id="task", results=[compat.AirflowFailException("criteria"), True], clock=clock, silent_fail=True
+    )
+    with pytest.raises(compat.AirflowFailException):
+        sensor.execute(make_context())
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), compat.AirflowFailException("criteria")])
+def test_never_fail_skips_on_any_poke_error(clock: FakeClock, error: Exception) -> None:
+    sensor = ScriptedSensor(task_id="task", results=[error], clock=clock, never_fail=True)
+    with pytest.raises(compat.AirflowSkipException, match="never_fail"):
+        sensor.execute(make_context())
+
+
+def test_soft_fail_skips_fail_exceptions_like_airflow(clock: FakeClock) -> None:
+    sensor = ScriptedSensor(task_id="task", results=[compat.AirflowFailException("x")], clock=clock, soft_fail=True)
+    with pytest.raises(compat.AirflowSkipException):
+        sensor.execute(make_context())
+
+
+def test_poke_mode_survives_past_poke_1026_where_airflow_overflows(clock: FakeClock) -> None:
+    # Airflow's own exponential backoff raises OverflowError at poke 1,026 even with max_wait set.
+    sensor = ScriptedSensor(
+        task_id="task",
+        results=[False] * 1500 + [True],
+        clock=clock,
+        poke_interval=1,
+        max_wait=2,
+        timeout=10**9,
+        jitter="none",
+        splay=0,
+    )
+    sensor.execute(make_context())
+    assert len(sensor.poke_times) == 1501
+    assert sensor.poke_times[-1] - sensor.poke_times[-2] == 2.0  # capped by max_wait
+
+
+def test_reschedule_at_a_huge_index_is_overflow_free(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = datetime.datetime.fromtimestamp(T0, tz=datetime.timezone.utc)
+    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (10**7, first))
+    clock.now = T0 + 10**7 * 3.0
+    sensor = ScriptedSensor(task_id="task", clock=clock, mode="reschedule", poke_interval=1, max_wait=4, timeout=10**9)
+    with pytest.raises(compat.AirflowRescheduleException) as err:
+        sensor.execute(make_context())
+    assert err.value.reschedule_date.timestamp() >= clock.now
+
+
+# ------------------------------------------------------------------ reschedule mode
+def run_reschedule_mode(
+    sensor: ScriptedSensor, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, pokes: int, dates: list | None = None
+):
+    """Drive reschedule mode as Airflow would: each execution sees the exact reschedule count/first date."""
+    history: list[float] = []  # start times of earlier executions (= TaskReschedule rows of this try)
+    dates = [] if dates is None else dates
+    for _ in range(pokes):
+        first = (
+            datetime.datetime.fromtimestamp(history[0], tz=datetime.timezone.utc) if history else None
+        )
+        monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context, c=len(history), f=first: (c, f))
+        try:
+            return sensor.execute(make_context()), dates
+        except compat.AirflowRescheduleException as reschedule:
+            history.append(clock.now)
+            dates.append(reschedule.reschedule_date)
+            clock.now = reschedule.reschedule_date.timestamp()
+    return None, dates
+
+
+def test_reschedule_mode_continues_the_same_schedule_across_reschedules(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    poke_sensor = ScriptedSensor(task_id="task", results=[False] * 6 + [True], clock=clock, poke_interval=10)
+    poke_sensor.execute(make_context())
+    clock.now = T0
+    sensor = ScriptedSensor(
+        task_id="task", results=[False] * 6 + [True], clock=clock, poke_interval=10, mode="reschedule"
+    )
+    result, dates = run_reschedule_mode(sensor, clock, monkeypatch, 10)
+    assert result is None
+    assert sensor.poke_times == pytest.approx(poke_sensor.poke_times, abs=1e-6)
+    assert [d.timestamp() for d in dates] == pytest.approx(poke_sensor.poke_times[1:], abs=1e-6)
+    assert all(d.tzinfo is not None for d in dates)
+
+
+def test_late_reschedule_skips_missed_checks_instead_of_bursting(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sensor = ScriptedSensor(task_id="task", clock=clock, poke_interval=10, mode="reschedule", jitter="none", splay=0)
+    first = datetime.datetime.fromtimestamp(T0, tz=datetime.timezone.utc)
+    # 2nd execution, but the scheduler ran it 1000 s late: the next check is the first one still ahead.
+    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (1, first))
+    clock.now = T0 + 1000
+    with pytest.raises(compat.AirflowRescheduleException) as err:
+        sensor.execute(make_context())
+    offsets = [10 * (2**k - 1) for k in range(12)]  # jitter none: checks at 0, 10, 30, 70, ... seconds
+    assert err.value.reschedule_date.timestamp() - T0 == min(o for o in offsets if o >= 1000)
+
+
+def test_reschedule_mode_times_out_at_the_deadline_measured_from_the_first_reschedule(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sensor = ScriptedSensor(task_id="task", clock=clock, poke_interval=10, mode="reschedule", timeout=200)
+    dates: list[datetime.datetime] = []
+    with pytest.raises(compat.AirflowSensorTimeout):
+        run_reschedule_mode(sensor, clock, monkeypatch, 50, dates)
+    assert dates[-1].timestamp() == T0 + 200  # the final check is scheduled exactly at the deadline
+    assert sensor.poke_times[-1] == T0 + 200 and len(sensor.poke_times) == len(dates) + 1
+
+
+def test_reschedule_state_from_airflow_3_context() -> None:
+    if not compat.AIRFLOW_V_3_0_PLUS:
+        pytest.skip("3.x reads the runner's context; 2.11 reads TaskReschedule rows (integration tests)")
+    first = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+
+    class TI:
+        def get_first_reschedule_date(self, context: Any) -> datetime.datetime:
+            return first
+
+    assert compat.sensor_reschedule_state({"ti": TI(), "task_reschedule_count": 0}) == (0, None)
+    assert compat.sensor_reschedule_state({"ti": TI(), "task_reschedule_count": 4}) == (4, first)
+
+
+# ------------------------------------------------------------------ deferrable (sensor side of Contract C)
+class Deferred(Exception):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("deferred")
+        self.kwargs = kwargs
+
+
+def capture_defer(sensor: BackoffSensor, monkeypatch: pytest.MonkeyPatch) -> None:
+    def defer(**kwargs: Any) -> None:
+        raise Deferred(**kwargs)
+
+    monkeypatch.setattr(sensor, "defer", defer)
+
+
+def test_deferrable_pokes_once_then_defers_with_the_remaining_time(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sensor = PathSensor(task_id="task", path="/data/{{ ds }}", min_size=3, deferrable=True, poke_interval=10, timeout=600)
+    capture_defer(sensor, monkeypatch)
+    sensor.path = "/data/2026-01-01"  # what Airflow's rendering does to a template field
+    with pytest.raises(Deferred) as err:
+        sensor.execute(make_context())
+    deferral = err.value.kwargs
+    assert deferral["method_name"] == "execute_complete"
+    assert deferral["timeout"] == datetime.timedelta(seconds=600 + DEFERRAL_GRACE_SECONDS)
+    classpath, trigger_kwargs = deferral["trigger"].serialize()
+    assert classpath.endswith("BackoffTrigger")
+    assert trigger_kwargs["policy"] == sensor.backoff_policy.to_dict()
+    assert trigger_kwargs["seed"] == task_seed("dag", "task", "run", -1, 1)
+    assert trigger_kwargs["started_at"] == T0
+    assert trigger_kwargs["deadline"] == T0 + 600
+    assert trigger_kwargs["after"] == 0
+    check = trigger_kwargs["check"]
+    assert check["type"] == "sensor"
+    assert check["classpath"] == "tests.unit.test_sensor_helpers.PathSensor"
+    assert check["kwargs"] == {"path": "/data/2026-01-01", "min_size": 3}  # rendered, no framework args
+    assert check["context"]["task_id"] == "task" and check["context"]["try_number"] == 1
+    json.dumps(trigger_kwargs)  # everything travels as JSON
+
+
+def test_deferrable_cheap_positive_needs_no_deferral(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    sensor = ScriptedSensor(task_id="task", results=[True], clock=clock, deferrable=True, deferrable_fallback="reschedule")
+    # ScriptedSensor's `results`/`clock` are not JSON: it fell back to reschedule mode at construction.
+    assert sensor.mode == "reschedule" and sensor.deferrable is False
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True)
+    monkeypatch.setattr(sensor, "poke", lambda context: True)
+    capture_defer(sensor, monkeypatch)
+    assert sensor.execute(make_context()) is None  # no Deferred raised
+
+
+def test_redefer_never_resets_the_deadline(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True, silent_fail=True, poke_interval=10, timeout=600)
+    capture_defer(sensor, monkeypatch)
+    clock.now = T0 + 250
+    event = {"status": "error", "pokes": 3, "waited_seconds": 250, "xcom_value": None, "message": "db down", "check_index": 3}
+    seed = task_seed("dag", "task", "run", -1, 1)
+    with pytest.raises(Deferred) as err:
+        sensor.execute_complete(make_context(), event, started_at=T0, deadline=T0 + 600, seed=seed, worker_pokes=1)
+    _, trigger_kwargs = err.value.kwargs["trigger"].serialize()
+    assert (trigger_kwargs["started_at"], trigger_kwargs["deadline"], trigger_kwargs["after"]) == (T0, T0 + 600, 3)
+    assert err.value.kwargs["timeout"] == datetime.timedelta(seconds=350 + DEFERRAL_GRACE_SECONDS)
+
+
+def make_event(status: str, **extra: Any) -> dict[str, Any]:
+    event = {"status": status, "pokes": 4, "waited_seconds": 12.0, "xcom_value": None, "message": "m", "check_index": 4}
+    event.update(extra)
+    return event
+
+
+def test_execute_complete_success_returns_the_xcom_value(clock: FakeClock) -> None:
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True)
+    context = make_context()
+    clock.now = T0 + 12
+    assert sensor.execute_complete(context, make_event("success", xcom_value=[1, 2]), started_at=T0) == [1, 2]
+    assert context["ti"].xcoms[STATS_XCOM_KEY] == {"pokes": 5, "waited_seconds": 12.0, "mode": "deferrable"}
+
+
+@pytest.mark.parametrize(
+    ("status", "sensor_kwargs", "expected"),
+    [
+        ("timeout", {}, compat.AirflowSensorTimeout),
+        ("timeout", {"soft_fail": True}, compat.AirflowSkipException),
+        ("failure", {}, compat.AirflowFailException),
+        ("failure", {"soft_fail": True}, compat.AirflowSkipException),
+        ("failure", {"never_fail": True}, compat.AirflowSkipException),
+        ("failure", {"silent_fail": True}, compat.AirflowFailException),
+        ("error", {}, compat.AirflowException),
+        ("error", {"never_fail": True}, compat.AirflowSkipException),
+        ("bogus", {}, compat.AirflowException),
+    ],
+)
+def test_execute_complete_maps_outcomes_like_poke_mode(clock: FakeClock, status: str, sensor_kwargs: dict, expected: type) -> None:
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True, **sensor_kwargs)
+    with pytest.raises(expected) as err:
+        sensor.execute_complete(make_context(), make_event(status), started_at=T0, deadline=T0 + 100)
+    if expected is compat.AirflowException:
+        assert not isinstance(err.value, (compat.AirflowFailException, compat.AirflowSensorTimeout))
+
+
+def test_deferral_timeout_signal_becomes_a_sensor_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 2.11 fails a timed-out deferral with next_method="__fail__"; 3.x raises TaskDeferralTimeout instead.
+    assert compat.is_deferral_timeout("__fail__", {"error": "Trigger/execution timeout"}) is (
+        not compat.AIRFLOW_V_3_0_PLUS
+    )
+    monkeypatch.setattr(compat, "is_deferral_timeout", lambda method, kwargs: True)
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True)
+    with pytest.raises(compat.AirflowSensorTimeout):
+        sensor.resume_execution("__fail__", {"error": "Trigger/execution timeout"}, make_context())
+    sensor = PathSensor(task_id="task2", path="/p", deferrable=True, soft_fail=True)
+    with pytest.raises(compat.AirflowSkipException):
+        sensor.resume_execution("__fail__", {"error": "Trigger/execution timeout"}, make_context())
+
+
+# ------------------------------------------------------------------ shippability (DAG parse)
+def test_unshippable_class_fails_at_construction_with_advice() -> None:
+    class LocalSensor(BackoffSensor):
+        def poke(self, context: Any) -> bool:
+            return False
+
+    with pytest.raises(ValueError, match="cannot be imported by name in the triggerer.*deferrable_fallback"):
+        LocalSensor(task_id="s", deferrable=True)
+    assert LocalSensor(task_id="s2", deferrable=False).deferrable is False
+
+
+def test_unserializable_argument_fails_at_construction() -> None:
+    with pytest.raises(ValueError, match="constructor argument 'path'=.* is not JSON-serializable"):
+        PathSensor(task_id="s", path={1, 2}, deferrable=True)  # type: ignore[arg-type]
+
+
+def test_fallback_to_reschedule_mode_when_asked() -> None:
+    sensor = PathSensor(task_id="s", path={1, 2}, deferrable=True, deferrable_fallback="reschedule")  # type: ignore[arg-type]
+    assert (sensor.deferrable, sensor.mode) == (False, "reschedule")
+    assert "not JSON-serializable" in (sensor.deferrable_fallback_reason or "")
+
+
+def test_default_deferrable_comes_from_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "True")
+    assert PathSensor(task_id="s", path="/p").deferrable is True
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "False")
+    assert PathSensor(task_id="s2", path="/p").deferrable is False

@@ -1,0 +1,608 @@
+"""Unit tests for BackoffTrigger: schedule, restart, sharing, cancellation, errors, loop lag, SQL."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import json
+import sqlite3
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.backoff import BackoffPolicy, replay
+from airflow_smart_ext.triggers import BackoffTrigger, checks, sharing
+
+START = 1_700_000_000.0
+
+# --- test sensors (importable by classpath: the trigger re-creates them) ------------------------------
+
+POKES: dict[str, list[float]] = defaultdict(list)
+READY_AT: dict[str, float] = {}
+RAISE: dict[str, str] = {}
+BLOCK_SECONDS: dict[str, float] = {}
+THREADS: dict[str, set[str]] = defaultdict(set)
+
+
+class FlagSensor(compat.BaseSensorOperator):
+    """Done once the virtual clock reaches READY_AT[name]; records every poke."""
+
+    def __init__(self, *, name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+
+    def poke(self, context: Any) -> Any:
+        POKES[self.name].append(sharing.now())
+        THREADS[self.name].add(threading.current_thread().name)
+        if self.name in BLOCK_SECONDS:
+            time.sleep(BLOCK_SECONDS[self.name])
+        if self.name in RAISE:
+            raise RuntimeError(RAISE[self.name])
+        ready = READY_AT.get(self.name)
+        if ready is not None and sharing.now() >= ready:
+            return compat.PokeReturnValue(is_done=True, xcom_value={"name": self.name, "ds": context["ds"]})
+        return False
+
+
+class FailingSensor(compat.BaseSensorOperator):
+    def __init__(self, *, name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+
+    def poke(self, context: Any) -> bool:
+        POKES[self.name].append(sharing.now())
+        raise compat.AirflowFailException("bad partition")
+
+
+class AsyncFlagSensor(FlagSensor):
+    async def apoke(self, context: Any) -> bool:
+        POKES[self.name].append(sharing.now())
+        THREADS[self.name].add(threading.current_thread().name)
+        return sharing.now() >= READY_AT.get(self.name, float("inf"))
+
+
+def value_is_ready(value: Any) -> bool:
+    return value == "ready"
+
+
+def value_is_broken(value: Any) -> bool:
+    return value == "broken"
+
+
+@pytest.fixture(autouse=True)
+def _reset_state() -> Any:
+    for registry in (POKES, READY_AT, RAISE, BLOCK_SECONDS, THREADS):
+        registry.clear()
+    yield
+
+
+def sensor_check(name: str, cls: str = "FlagSensor", task_id: str = "wait") -> dict[str, Any]:
+    return {
+        "type": "sensor",
+        "classpath": f"{__name__}.{cls}",
+        "kwargs": {"name": name},
+        "context": {
+            "dag_id": "d",
+            "task_id": task_id,
+            "run_id": "r",
+            "map_index": -1,
+            "try_number": 1,
+            "ds": "2026-01-02",
+            "ts": "2026-01-02T00:00:00+00:00",
+            "logical_date": "2026-01-02T00:00:00+00:00",
+            "data_interval_start": "2026-01-02T00:00:00+00:00",
+            "data_interval_end": "2026-01-03T00:00:00+00:00",
+        },
+    }
+
+
+def make_trigger(check: dict[str, Any], policy: BackoffPolicy, **overrides: Any) -> BackoffTrigger:
+    kwargs: dict[str, Any] = {
+        "check": check,
+        "policy": policy.to_dict(),
+        "seed": "seed-1",
+        "started_at": START,
+        "deadline": START + 3600,
+        "after": 0,
+        "share": True,
+    }
+    kwargs.update(overrides)
+    return BackoffTrigger(**kwargs)
+
+
+async def first_event(trigger: BackoffTrigger) -> dict[str, Any]:
+    agen = trigger.run()
+    try:
+        event = await agen.__anext__()
+    finally:
+        await agen.aclose()
+    payload: dict[str, Any] = event.payload
+    return payload
+
+
+# --- a virtual clock: time only moves when every task is waiting on it ------------------------------
+
+
+class VirtualClock:
+    def __init__(self, start: float) -> None:
+        self.now = start
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+        self._threads_busy = 0
+        self._lock = threading.Lock()
+
+    def time(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self.now + max(0.0, seconds), next(self._seq), future))
+        await future
+
+    async def run_blocking(self, func: Any, *args: Any) -> Any:
+        with self._lock:
+            self._threads_busy += 1
+        try:
+            return await asyncio.to_thread(func, *args)
+        finally:
+            with self._lock:
+                self._threads_busy -= 1
+
+    async def drive(self) -> None:
+        while True:
+            # Settle: let every runnable task (and every worker-thread check) finish before moving time.
+            while True:
+                for _ in range(50):
+                    await asyncio.sleep(0)
+                if not self._threads_busy:
+                    break
+                while self._threads_busy:
+                    await asyncio.sleep(0.001)
+            while self._sleepers and self._sleepers[0][2].done():
+                heapq.heappop(self._sleepers)
+            if not self._sleepers:
+                await asyncio.sleep(0.001)
+                continue
+            wake, _, future = heapq.heappop(self._sleepers)
+            self.now = max(self.now, wake)
+            future.set_result(None)
+
+
+@pytest.fixture
+async def vclock(monkeypatch: pytest.MonkeyPatch) -> Any:
+    clock = VirtualClock(START)
+    monkeypatch.setattr(sharing, "_clock", clock.time)
+    monkeypatch.setattr(sharing, "_sleep", clock.sleep)
+    monkeypatch.setattr(checks, "run_blocking", clock.run_blocking)
+    driver = asyncio.ensure_future(clock.drive())
+    yield clock
+    driver.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await driver
+
+
+# --- serialization -------------------------------------------------------------------------------------
+
+
+def test_serialize_returns_exactly_the_contract_kwargs() -> None:
+    policy = BackoffPolicy(initial=10, factor=2, cap=60, jitter="full")
+    trigger = make_trigger(sensor_check("a"), policy, after=2, share=False)
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "airflow_smart_ext.triggers.backoff.BackoffTrigger"
+    assert kwargs == {
+        "check": sensor_check("a"),
+        "policy": policy.to_dict(),
+        "seed": "seed-1",
+        "started_at": START,
+        "deadline": START + 3600,
+        "after": 2,
+        "share": False,
+    }
+    json.dumps(kwargs)
+    rebuilt = BackoffTrigger(**kwargs)
+    assert rebuilt.serialize() == (classpath, kwargs)
+
+
+@pytest.mark.parametrize(
+    ("check", "message"),
+    [
+        ({"type": "http"}, "check['type'] must be one of"),
+        ({**sensor_check("a"), "extra": 1}, "unknown ['extra']"),
+        ({**sensor_check("a"), "classpath": "NoDots"}, "check['classpath']"),
+        (
+            {"type": "sql", "conn_id": "", "sql": "select 1", "parameters": None, "hook_params": None,
+             "selector": None, "success": None, "failure": None, "fail_on_empty": False},
+            "check['conn_id']",
+        ),
+    ],
+)
+def test_bad_check_spec_is_rejected_with_the_key_named(check: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        make_trigger(check, BackoffPolicy(initial=10))
+
+
+def test_bad_policy_is_rejected_naming_the_parameter() -> None:
+    with pytest.raises(ValueError, match="factor"):
+        BackoffTrigger(sensor_check("a"), {"initial": 10, "factor": 0.5}, "s", START, None)
+
+
+async def test_serialize_rebuild_run_succeeds_with_xcom(vclock: VirtualClock) -> None:
+    policy = BackoffPolicy(initial=10, factor=2, cap=80, jitter="full")
+    READY_AT["a"] = START + 100
+    trigger = make_trigger(sensor_check("a"), policy)
+    _, kwargs = trigger.serialize()
+    payload = await first_event(BackoffTrigger(**kwargs))
+    expected = policy.next_check("seed-1", START, START + 100, START + 3600, after=0)
+    assert expected is not None
+    assert payload == {
+        "status": "success",
+        "pokes": expected.index + 1,
+        "waited_seconds": round(expected.at - START, 3),
+        "xcom_value": {"name": "a", "ds": "2026-01-02"},
+        "message": "condition met",
+        "check_index": expected.index,
+    }
+    json.dumps(payload)
+
+
+# --- schedule under a virtual clock ------------------------------------------------------------------------
+
+
+async def test_checks_happen_exactly_on_the_policy_schedule_and_time_out_at_the_deadline(
+    vclock: VirtualClock,
+) -> None:
+    policy = BackoffPolicy(initial=5, factor=2, cap=40, jitter="equal", splay=3)
+    deadline = START + 200
+    payload = await first_event(make_trigger(sensor_check("never"), policy, deadline=deadline))
+    expected = [c.at for c in replay(policy, "seed-1", START, deadline, deadline) if c.index > 0]
+    assert POKES["never"] == expected
+    assert expected[-1] == deadline
+    last = replay(policy, "seed-1", START, deadline, deadline)[-1]
+    assert last.final
+    assert payload["status"] == "timeout"
+    assert payload["check_index"] == last.index
+    assert payload["pokes"] == last.index + 1
+    assert payload["waited_seconds"] == 200.0
+
+
+async def test_restart_mid_schedule_resumes_at_the_right_index(vclock: VirtualClock) -> None:
+    policy = BackoffPolicy(initial=10, factor=1.5, cap=120, jitter="full")
+    READY_AT["a"] = START + 1000
+    _, kwargs = make_trigger(sensor_check("a"), policy, share=False).serialize()
+
+    first = asyncio.ensure_future(first_event(BackoffTrigger(**kwargs)))
+    while vclock.now < START + 300:
+        await asyncio.sleep(0.001)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    before_restart = list(POKES["a"])
+    assert before_restart, "the first incarnation should have checked"
+
+    # The triggerer was down for a while; a rebuilt trigger (same kwargs) continues the same schedule.
+    vclock.now = START + 450
+    payload = await first_event(BackoffTrigger(**kwargs))
+    after_restart = POKES["a"][len(before_restart) :]
+    schedule = replay(policy, "seed-1", START, START + 3600, START + 3600)
+    assert before_restart == [c.at for c in schedule if c.index > 0 and c.at <= before_restart[-1]]
+    assert after_restart == [c.at for c in schedule if START + 450 <= c.at <= after_restart[-1]]
+    success_check = next(c for c in schedule if c.at >= START + 1000)
+    assert payload["status"] == "success"
+    assert payload["check_index"] == success_check.index
+    assert payload["pokes"] == success_check.index + 1
+
+
+async def test_deadline_passed_while_down_gives_timeout_without_checking(vclock: VirtualClock) -> None:
+    vclock.now = START + 4000
+    payload = await first_event(make_trigger(sensor_check("a"), BackoffPolicy(initial=10), after=3))
+    assert payload["status"] == "timeout"
+    assert payload["pokes"] == 4
+    assert POKES["a"] == []
+
+
+# --- outcomes ---------------------------------------------------------------------------------------------
+
+
+async def test_failure_exception_gives_failure_event(vclock: VirtualClock) -> None:
+    payload = await first_event(make_trigger(sensor_check("f", cls="FailingSensor"), BackoffPolicy(initial=10)))
+    assert payload["status"] == "failure"
+    assert "bad partition" in payload["message"]
+    assert payload["check_index"] == 1
+
+
+async def test_raising_check_gives_error_event_to_the_subscribers_of_that_round(vclock: VirtualClock) -> None:
+    RAISE["boom"] = "database on fire"
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none")
+    events = await asyncio.gather(
+        first_event(make_trigger(sensor_check("boom", task_id="t1"), policy, seed="s1")),
+        first_event(make_trigger(sensor_check("boom", task_id="t2"), policy, seed="s2")),
+    )
+    assert [e["status"] for e in events] == ["error", "error"]
+    assert all("RuntimeError: database on fire" in e["message"] for e in events)
+    assert len(POKES["boom"]) == 1  # one shared round, reported to both
+
+
+async def test_async_apoke_is_awaited_on_the_loop(vclock: VirtualClock) -> None:
+    READY_AT["async"] = START + 25
+    payload = await first_event(
+        make_trigger(sensor_check("async", cls="AsyncFlagSensor"), BackoffPolicy(initial=10, jitter="none"))
+    )
+    assert payload["status"] == "success"
+    assert THREADS["async"] == {threading.current_thread().name}
+
+
+async def test_poke_context_has_datetimes_back() -> None:
+    context = checks.poke_context(sensor_check("a")["context"])
+    assert context["logical_date"].year == 2026
+    assert context["ds"] == "2026-01-02"
+
+
+# --- sharing ------------------------------------------------------------------------------------------------
+
+
+async def test_twenty_identical_subscribers_cost_one_check_per_cycle(vclock: VirtualClock) -> None:
+    policy = BackoffPolicy(initial=30, factor=1, jitter="none")
+    READY_AT["shared"] = START + 185
+    triggers = [
+        make_trigger(sensor_check("shared", task_id=f"t{i}"), policy, seed=f"seed-{i}", started_at=START + i * 0.1)
+        for i in range(20)
+    ]
+    events = await asyncio.gather(*(first_event(t) for t in triggers))
+    assert {e["status"] for e in events} == {"success"}
+    # Checks at START+30, +60, ... +210 (positive); 7 cycles -> 7 checks, not 140.
+    assert len(POKES["shared"]) == 7
+    assert sharing.registry().groups == {}
+
+
+async def test_different_conditions_do_not_share(vclock: VirtualClock) -> None:
+    policy = BackoffPolicy(initial=30, factor=1, jitter="none")
+    READY_AT["x"] = READY_AT["y"] = START + 65
+    await asyncio.gather(
+        first_event(make_trigger(sensor_check("x"), policy)), first_event(make_trigger(sensor_check("y"), policy))
+    )
+    assert len(POKES["x"]) == len(POKES["y"]) == 3
+
+
+async def test_share_false_opts_out(vclock: VirtualClock) -> None:
+    policy = BackoffPolicy(initial=30, factor=1, jitter="none")
+    READY_AT["solo"] = START + 65
+    await asyncio.gather(
+        *(first_event(make_trigger(sensor_check("solo"), policy, share=False)) for _ in range(3))
+    )
+    assert len(POKES["solo"]) == 9
+
+
+async def test_no_subscriber_is_checked_later_than_its_schedule(vclock: VirtualClock) -> None:
+    """Jittered subscribers: each is served by a check started in [due - window, due]."""
+    policy = BackoffPolicy(initial=20, factor=1.5, cap=100, jitter="full")
+    seen: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    original_observe = sharing.CheckGroup.observe
+
+    async def spy(self: sharing.CheckGroup, due_at: float, window: float, context: Any) -> Any:
+        observation, shared = await original_observe(self, due_at, window, context)
+        seen[context["task_id"]].append((due_at, observation.observed_at))
+        return observation, shared
+
+    sharing.CheckGroup.observe = spy  # type: ignore[method-assign]
+    try:
+        triggers = [
+            make_trigger(sensor_check("jit", task_id=f"t{i}"), policy, seed=f"s{i}", deadline=START + 600)
+            for i in range(8)
+        ]
+        events = await asyncio.gather(*(first_event(t) for t in triggers))
+    finally:
+        sharing.CheckGroup.observe = original_observe  # type: ignore[method-assign]
+    assert {e["status"] for e in events} == {"timeout"}
+    total_due = sum(len(v) for v in seen.values())
+    assert total_due > len(POKES["jit"])  # some checks were shared
+    for task_id, pairs in seen.items():
+        for due_at, observed_at in pairs:
+            assert due_at - 5.0 <= observed_at <= due_at, (task_id, due_at, observed_at)
+
+
+async def test_positive_result_completes_every_subscriber_immediately(vclock: VirtualClock) -> None:
+    """A subscriber with a long interval finishes when a fast subscriber of the group sees the row."""
+    READY_AT["row"] = START + 50
+    fast = make_trigger(sensor_check("row", task_id="fast"), BackoffPolicy(initial=10, factor=1, jitter="none"))
+    slow = make_trigger(sensor_check("row", task_id="slow"), BackoffPolicy(initial=500, factor=1, jitter="none"))
+    events = await asyncio.gather(first_event(fast), first_event(slow))
+    assert [e["status"] for e in events] == ["success", "success"]
+    assert vclock.now == START + 50
+    assert events[1]["check_index"] == 1  # completed while waiting for its check #1 (due at +500)
+
+
+async def test_cancelling_one_subscriber_does_not_affect_the_others(vclock: VirtualClock) -> None:
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none")
+    READY_AT["c"] = START + 45
+    BLOCK_SECONDS["c"] = 0.05  # a round is in flight while we cancel its initiator
+    tasks = [
+        asyncio.ensure_future(first_event(make_trigger(sensor_check("c", task_id=f"t{i}"), policy)))
+        for i in range(3)
+    ]
+    while not POKES["c"]:
+        await asyncio.sleep(0.001)
+    tasks[0].cancel()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(results[0], asyncio.CancelledError)
+    assert [r["status"] for r in results[1:]] == ["success", "success"]  # type: ignore[index]
+    assert len(POKES["c"]) == 5  # +10 .. +40 not ready, +50 ready: one check per cycle for three
+    assert sharing.registry().groups == {}
+
+
+async def test_last_subscriber_out_tears_the_group_down(vclock: VirtualClock) -> None:
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none")
+    task = asyncio.ensure_future(first_event(make_trigger(sensor_check("gone"), policy)))
+    while not POKES["gone"]:
+        await asyncio.sleep(0.001)
+    registry = sharing.registry()
+    assert registry.subscriber_count == 1 and len(registry.groups) == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert registry.groups == {}
+
+
+async def test_cleanup_and_on_kill_are_idempotent(vclock: VirtualClock) -> None:
+    trigger = make_trigger(sensor_check("k"), BackoffPolicy(initial=10))
+    agen = trigger.run()
+    task = asyncio.ensure_future(agen.__anext__())
+    while not POKES["k"]:
+        await asyncio.sleep(0.001)
+    await trigger.on_kill()
+    await trigger.on_kill()
+    await trigger.cleanup()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await trigger.cleanup()
+    assert sharing.registry().groups == {}
+
+
+# --- never blocking the loop (real time on purpose) --------------------------------------------------------------
+
+
+async def test_a_blocking_poke_does_not_delay_the_event_loop() -> None:
+    BLOCK_SECONDS["slow"] = 1.0
+    READY_AT["slow"] = 0.0
+    READY_AT["quick"] = 0.0
+    now = time.time()
+    policy = BackoffPolicy(initial=0.05, factor=1, jitter="none")
+    lags: list[float] = []
+    stop = asyncio.Event()
+
+    async def watchdog() -> None:
+        while not stop.is_set():
+            before = time.monotonic()
+            await asyncio.sleep(0.01)
+            lags.append(time.monotonic() - before - 0.01)
+
+    dog = asyncio.ensure_future(watchdog())
+    slow = asyncio.ensure_future(
+        first_event(make_trigger(sensor_check("slow"), policy, started_at=now, deadline=now + 60))
+    )
+    quick_done_at: list[float] = []
+
+    async def quick() -> None:
+        await first_event(make_trigger(sensor_check("quick"), policy, started_at=now, deadline=now + 60))
+        quick_done_at.append(time.monotonic())
+
+    started = time.monotonic()
+    await asyncio.gather(quick(), slow)
+    stop.set()
+    await dog
+    assert POKES["slow"] and "MainThread" not in THREADS["slow"]
+    assert max(lags) < 0.5  # the 1 s sleep in poke ran in a worker thread
+    assert quick_done_at[0] - started < 0.8  # the other trigger was not held up by the slow one
+
+
+async def test_concurrency_is_bounded_per_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__SMART_EXT__MAX_CONCURRENT_CHECKS_PER_CONNECTION", "2")
+    active = 0
+    peak = 0
+
+    async def probe() -> None:
+        nonlocal active, peak
+        async with checks.connection_semaphore("conn_id:bounded"):
+            active += 1
+            peak = max(peak, active)
+            await asyncio.sleep(0.01)
+            active -= 1
+
+    await asyncio.gather(*(probe() for _ in range(10)))
+    assert peak == 2
+
+
+def test_bad_config_value_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__SMART_EXT__SHARING_WINDOW_SECONDS", "soon")
+    from airflow_smart_ext.triggers.backoff import coalescing_window
+
+    with pytest.raises(ValueError, match=r"\[smart_ext\] sharing_window_seconds"):
+        coalescing_window(10)
+
+
+# --- SQL against a real SQLite file ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_conn(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    path = tmp_path / "events.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE partitions (name TEXT, state TEXT)")
+    monkeypatch.setenv("AIRFLOW_CONN_SMART_EXT_UNIT_SQLITE", f"sqlite:///{path}")
+    return str(path)
+
+
+def sql_check(**overrides: Any) -> dict[str, Any]:
+    check: dict[str, Any] = {
+        "type": "sql",
+        "conn_id": "smart_ext_unit_sqlite",
+        "sql": "SELECT state FROM partitions WHERE name = ?",
+        "parameters": ["2026-01-02"],
+        "hook_params": None,
+        "selector": None,
+        "success": f"{__name__}.value_is_ready",
+        "failure": f"{__name__}.value_is_broken",
+        "fail_on_empty": False,
+    }
+    check.update(overrides)
+    return check
+
+
+async def test_sql_check_waits_for_the_row_then_succeeds(vclock: VirtualClock, sqlite_conn: str) -> None:
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none")
+    task = asyncio.ensure_future(first_event(make_trigger(sql_check(), policy)))
+    while vclock.now < START + 35:
+        await asyncio.sleep(0.001)
+    assert not task.done()
+    with sqlite3.connect(sqlite_conn) as db:
+        db.execute("INSERT INTO partitions VALUES ('2026-01-02', 'ready')")
+    payload = await task
+    assert payload["status"] == "success"
+    assert payload["check_index"] == 4
+    assert payload["xcom_value"] is None
+
+
+async def test_sql_failure_criterion_and_per_subscriber_criteria(vclock: VirtualClock, sqlite_conn: str) -> None:
+    with sqlite3.connect(sqlite_conn) as db:
+        db.execute("INSERT INTO partitions VALUES ('2026-01-02', 'broken')")
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none")
+    # Same query (one shared fetch), different criteria: one fails, the other has no failure criterion.
+    failing = make_trigger(sql_check(), policy, deadline=START + 30)
+    lenient = make_trigger(sql_check(failure=None), policy, deadline=START + 30)
+    events = await asyncio.gather(first_event(failing), first_event(lenient))
+    assert events[0]["status"] == "failure"
+    assert "broken" in events[0]["message"]
+    assert events[1]["status"] == "timeout"
+
+
+async def test_sql_error_is_reported(vclock: VirtualClock, sqlite_conn: str) -> None:
+    payload = await first_event(
+        make_trigger(sql_check(sql="SELECT nope FROM missing_table"), BackoffPolicy(initial=10))
+    )
+    assert payload["status"] == "error"
+    assert "missing_table" in payload["message"]
+
+
+async def test_sql_checks_of_identical_queries_are_shared(vclock: VirtualClock, sqlite_conn: str) -> None:
+    calls: list[float] = []
+    original = checks.SqlSharedCheck.run
+
+    async def counting(self: checks.SqlSharedCheck, context: Any) -> Any:
+        calls.append(vclock.now)
+        return await original(self, context)
+
+    checks.SqlSharedCheck.run = counting  # type: ignore[method-assign]
+    try:
+        policy = BackoffPolicy(initial=10, factor=1, jitter="none")
+        events = await asyncio.gather(
+            *(first_event(make_trigger(sql_check(), policy, seed=f"s{i}", deadline=START + 40)) for i in range(5))
+        )
+    finally:
+        checks.SqlSharedCheck.run = original  # type: ignore[method-assign]
+    assert {e["status"] for e in events} == {"timeout"}
+    assert len(calls) == 4  # +10, +20, +30, +40 (final) -- for five subscribers
