@@ -11,6 +11,7 @@ import threading
 import time
 from collections import defaultdict
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -276,8 +277,9 @@ async def test_restart_mid_schedule_resumes_at_the_right_index(vclock: VirtualCl
     _, kwargs = make_trigger(sensor_check("a"), policy, share=False).serialize()
 
     first = asyncio.ensure_future(first_event(BackoffTrigger(**kwargs)))
-    while vclock.now < START + 300:
+    while vclock.now < START + 300 and not first.done():
         await asyncio.sleep(0.001)
+    assert not first.done(), first.result()
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await first
@@ -533,7 +535,8 @@ def sqlite_conn(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     path = tmp_path / "events.db"
     with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE partitions (name TEXT, state TEXT)")
-    monkeypatch.setenv("AIRFLOW_CONN_SMART_EXT_UNIT_SQLITE", f"sqlite:///{path}")
+    # The sqlite hook wants the file path URL-quoted as the host ("sqlite:////abs" fails: invalid uri authority).
+    monkeypatch.setenv("AIRFLOW_CONN_SMART_EXT_UNIT_SQLITE", f"sqlite://{quote(str(path), safe='')}")
     return str(path)
 
 
@@ -555,13 +558,19 @@ def sql_check(**overrides: Any) -> dict[str, Any]:
 
 async def test_sql_check_waits_for_the_row_then_succeeds(vclock: VirtualClock, sqlite_conn: str) -> None:
     policy = BackoffPolicy(initial=10, factor=1, jitter="none")
-    task = asyncio.ensure_future(first_event(make_trigger(sql_check(), policy)))
-    while vclock.now < START + 35:
-        await asyncio.sleep(0.001)
-    assert not task.done()
-    with sqlite3.connect(sqlite_conn) as db:
-        db.execute("INSERT INTO partitions VALUES ('2026-01-02', 'ready')")
-    payload = await task
+    inserted_at: list[float] = []
+
+    async def insert_row_at_35s() -> None:
+        # On the virtual clock, so the row lands strictly between check #3 (30 s) and check #4 (40 s).
+        await vclock.sleep(35)
+        with sqlite3.connect(sqlite_conn) as db:
+            db.execute("INSERT INTO partitions VALUES ('2026-01-02', 'ready')")
+        inserted_at.append(vclock.now)
+
+    writer = asyncio.ensure_future(insert_row_at_35s())
+    payload = await first_event(make_trigger(sql_check(), policy))
+    await writer
+    assert inserted_at == [START + 35]
     assert payload["status"] == "success"
     assert payload["check_index"] == 4
     assert payload["xcom_value"] is None
