@@ -15,7 +15,11 @@ def get_provider_info() -> dict[str, Any]:
         "a de-duplicating deferrable backoff trigger.",
         "versions": [__version__],
         "integrations": [
-            {"integration-name": "Smart Ext", "external-doc-url": "https://airflow.apache.org/", "tags": ["software"]}
+            {
+                "integration-name": "Smart Ext",
+                "external-doc-url": "https://airflow.apache.org/",
+                "tags": ["software"],
+            }
         ],
         "sensors": [
             {

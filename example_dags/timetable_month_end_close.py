@@ -35,6 +35,8 @@ with DAG(
     def close_month(data_interval_start=None, data_interval_end=None):
         start = pendulum.instance(data_interval_start).in_tz(NEW_YORK)
         end = pendulum.instance(data_interval_end).in_tz(NEW_YORK)
-        print(f"closing {start.to_date_string()} .. {end.subtract(days=1).to_date_string()} (interval {start} -> {end})")
+        print(
+            f"closing {start.to_date_string()} .. {end.subtract(days=1).to_date_string()} (interval {start} -> {end})"
+        )
 
     close_month()

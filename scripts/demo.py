@@ -24,7 +24,9 @@ sys.path.insert(0, str(ROOT))
 from tests.integration.harness import EXAMPLE_DAGS_DIR, AirflowEnv, iter_dag_files  # noqa: E402
 
 POKE_LINE = re.compile(r"Poke #(\d+) \(check #(\d+)\): condition not met; next check #(\d+) in ([\d.]+)s")
-DONE_LINE = re.compile(r"(Success criteria met after \d+ poke\(s\)[^\n]*|Trigger finished: status=\S+ after \d+ check\(s\)[^\n]*|Sensor has timed out[^\n]*)")
+DONE_LINE = re.compile(
+    r"(Success criteria met after \d+ poke\(s\)[^\n]*|Trigger finished: status=\S+ after \d+ check\(s\)[^\n]*|Sensor has timed out[^\n]*)"
+)
 DAG_ID = re.compile(r"""dag_id\s*=\s*["']([\w.-]+)["']""")
 
 
@@ -53,8 +55,10 @@ def sensor_story(env: AirflowEnv, dag_id: str, run_id: str, ti: dict[str, Any]) 
         return lines
     intervals = [f"{float(m.group(4)):.1f}s" for m in POKE_LINE.finditer(log)]
     if intervals:
-        lines.append(f"        pokes not met: {len(intervals)}; next-poke intervals: {', '.join(intervals[:12])}"
-                     + (" ..." if len(intervals) > 12 else ""))
+        lines.append(
+            f"        pokes not met: {len(intervals)}; next-poke intervals: {', '.join(intervals[:12])}"
+            + (" ..." if len(intervals) > 12 else "")
+        )
     lines += [f"        {m.group(1)}" for m in DONE_LINE.finditer(log)]
     return lines
 
@@ -111,21 +115,34 @@ def main() -> int:
         for dag_id in dag_ids:
             runs = env.dag_runs(dag_id)
             print(f"\nDAG {dag_id}: {len(runs)} run(s)")
-            for run in sorted(runs, key=lambda r: (r.get("data_interval_start") is None, r.get("data_interval_start") or 0, r["run_id"])):
+            for run in sorted(
+                runs,
+                key=lambda r: (
+                    r.get("data_interval_start") is None,
+                    r.get("data_interval_start") or 0,
+                    r["run_id"],
+                ),
+            ):
                 failed |= run["state"] != "success"
                 interval = f"{fmt_time(run.get('data_interval_start'))} -> {fmt_time(run.get('data_interval_end'))} UTC"
-                print(f"  {run['state'].upper():8} {run['run_id']}\n"
-                      f"           data interval {interval}; ran {fmt_time(run.get('start_date'))} -> {fmt_time(run.get('end_date'))}")
+                print(
+                    f"  {run['state'].upper():8} {run['run_id']}\n"
+                    f"           data interval {interval}; ran {fmt_time(run.get('start_date'))} -> {fmt_time(run.get('end_date'))}"
+                )
                 for ti in env.task_instances(dag_id, run["run_id"]):
                     history = env.state_history(dag_id, run["run_id"], ti["task_id"], ti.get("map_index", -1))
                     went = [s for s in ("up_for_reschedule", "deferred") if s in history]
                     failed |= ti["state"] not in ("success", "skipped")
-                    print(f"      task {ti['task_id']}: {ti['state']} in {duration(ti)}, try {ti.get('try_number')}"
-                          + (f"; went through {' and '.join(went)}" if went else ""))
+                    print(
+                        f"      task {ti['task_id']}: {ti['state']} in {duration(ti)}, try {ti.get('try_number')}"
+                        + (f"; went through {' and '.join(went)}" if went else "")
+                    )
                     for line in sensor_story(env, dag_id, run["run_id"], ti):
                         print(line)
         print("\n" + "=" * 100)
-        print("[demo] RESULT:", "some runs FAILED (see above)" if failed else "every example DAG run succeeded")
+        print(
+            "[demo] RESULT:", "some runs FAILED (see above)" if failed else "every example DAG run succeeded"
+        )
         if args.keep_ui:
             print("[demo] Airflow is up at http://localhost:8080 — Ctrl-C to stop.", flush=True)
             while True:

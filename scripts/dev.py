@@ -88,7 +88,11 @@ def cmd_test(args: argparse.Namespace) -> int:
         ("ruff check", [str(bin_dir / "ruff"), "check", "."], env),
         ("ruff format", [str(bin_dir / "ruff"), "format", "--check", "."], env),
         ("mypy", [str(bin_dir / "mypy")], env),
-        ("pytest (unit + integration, SQLite)", [str(python), "-m", "pytest", "-p", "no:cacheprovider", *args.pytest_args], env),
+        (
+            "pytest (unit + integration, SQLite)",
+            [str(python), "-m", "pytest", "-p", "no:cacheprovider", *args.pytest_args],
+            env,
+        ),
     ]
     dsn = args.postgres_dsn or os.environ.get("SMART_EXT_TEST_PG_DSN", "")
     if dsn:
@@ -96,7 +100,16 @@ def cmd_test(args: argparse.Namespace) -> int:
         steps.append(
             (
                 "pytest (integration + postgres tests, PostgreSQL)",
-                [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-m", "integration or postgres", *args.pytest_args],
+                [
+                    str(python),
+                    "-m",
+                    "pytest",
+                    "-p",
+                    "no:cacheprovider",
+                    "-m",
+                    "integration or postgres",
+                    *args.pytest_args,
+                ],
                 pg_env,
             )
         )
@@ -108,7 +121,9 @@ def cmd_test(args: argparse.Namespace) -> int:
         say(f"== {name}")
         started = time.monotonic()
         code = subprocess.run(argv, cwd=ROOT, env=step_env).returncode
-        timings.append(f"{name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {time.monotonic() - started:.0f}s")
+        timings.append(
+            f"{name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {time.monotonic() - started:.0f}s"
+        )
         if code != 0:
             failed.append(name)
     say(f"summary for Airflow {args.airflow}:")
@@ -126,16 +141,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    if sys.version_info < (3, 10):
+    if sys.version_info < (3, 10):  # noqa: UP036 - this file runs under any python3 the user has
         raise SystemExit("Python >= 3.10 is required")
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("test", "demo"):
         p = sub.add_parser(name)
-        p.add_argument("--airflow", default=DEFAULT_AIRFLOW, help=f"Airflow version (default {DEFAULT_AIRFLOW})")
-    sub.choices["test"].add_argument("--postgres-dsn", default="", help="also run the integration tier on this PostgreSQL server")
+        p.add_argument(
+            "--airflow", default=DEFAULT_AIRFLOW, help=f"Airflow version (default {DEFAULT_AIRFLOW})"
+        )
+    sub.choices["test"].add_argument(
+        "--postgres-dsn", default="", help="also run the integration tier on this PostgreSQL server"
+    )
     sub.choices["test"].add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
-    sub.choices["demo"].add_argument("--keep-ui", action="store_true", help="keep Airflow and its UI up at localhost:8080")
+    sub.choices["demo"].add_argument(
+        "--keep-ui", action="store_true", help="keep Airflow and its UI up at localhost:8080"
+    )
     args = parser.parse_args()
     return cmd_test(args) if args.command == "test" else cmd_demo(args)
 

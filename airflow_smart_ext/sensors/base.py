@@ -34,6 +34,9 @@ DEFERRAL_GRACE_SECONDS = 60.0
 #: exactly what ``PokeReturnValue.xcom_value`` says, as in Airflow).
 STATS_XCOM_KEY = "backoff_sensor_stats"
 DEFERRABLE_FALLBACKS = (None, "reschedule")
+# Reschedule mode waits for a splayed first poke only when the splay offset is at least this long: a
+# shorter wait is not worth a trip through the scheduler (poke mode always sleeps it).
+SPLAY_RESCHEDULE_MIN_SECONDS = 1.0
 _METRIC_PREFIX = "smart_ext.sensor"
 
 
@@ -209,7 +212,9 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             or not math.isfinite(factor)
             or factor < 1
         ):
-            raise ValueError(f"backoff_factor must be a finite number >= 1 (1 = fixed interval); got {factor!r}")
+            raise ValueError(
+                f"backoff_factor must be a finite number >= 1 (1 = fixed interval); got {factor!r}"
+            )
         if self.jitter not in JITTER_STRATEGIES:
             raise ValueError(f"jitter must be one of {', '.join(JITTER_STRATEGIES)}; got {self.jitter!r}")
         cap = self.max_wait.total_seconds() if self.max_wait is not None else None
@@ -224,7 +229,9 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         if splay < 0:
             raise ValueError(f"splay must be >= 0 seconds; got {self.splay!r}")
         try:
-            return BackoffPolicy(initial=initial, factor=float(factor), cap=cap, jitter=self.jitter, splay=splay)
+            return BackoffPolicy(
+                initial=initial, factor=float(factor), cap=cap, jitter=self.jitter, splay=splay
+            )
         except ValueError as err:  # backstop: the policy's own message names its parameter
             raise ValueError(f"Task {self.task_id!r}: invalid backoff settings: {err}") from err
 
@@ -239,7 +246,9 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             int(getattr(ti, "try_number", 1) or 1),
         )
 
-    def _next_check(self, seed: str, started_at: float, deadline: float, after: int) -> ScheduledCheck | None:
+    def _next_check(
+        self, seed: str, started_at: float, deadline: float, after: int | None
+    ) -> ScheduledCheck | None:
         return self.backoff_policy.next_check(seed, started_at, _wall_clock(), deadline, after=after)
 
     # ------------------------------------------------------------------ poking
@@ -258,8 +267,9 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             raise
         except Exception as err:
             if getattr(self, "silent_fail", False):
-                self.log.exception("Poke #%d (check #%d) failed; silent_fail=True: treating it as 'not yet'",
-                                   pokes, index)
+                self.log.exception(
+                    "Poke #%d (check #%d) failed; silent_fail=True: treating it as 'not yet'", pokes, index
+                )
                 self._incr("poke_errors", context)
                 return False, None
             if getattr(self, "never_fail", False):
@@ -335,7 +345,16 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         started_at = _wall_clock()
         deadline = started_at + self.timeout
         index, pokes = 0, 1
-        self.log.info("Backoff schedule: %s; timeout %gs (poke mode)", self.backoff_policy.describe(), self.timeout)
+        self.log.info(
+            "Backoff schedule: %s; timeout %gs (poke mode)", self.backoff_policy.describe(), self.timeout
+        )
+        first = self._next_check(seed, started_at, deadline, None)
+        if first is not None and first.at > _wall_clock():
+            # The splay: sensors created together spread their first poke over [0, splay).
+            self.log.info(
+                "First poke splayed by %.3fs to %s", first.at - started_at, _utc(first.at).isoformat()
+            )
+            _sleep(first.at - _wall_clock())
         while True:
             done, xcom_value = self._poke_once(context, seed, index, pokes)
             if done:
@@ -358,11 +377,25 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         deadline = started_at + self.timeout
         # Earlier pokes of this try were checks 0..count-1 in order; a late reschedule skips checks whose
         # time has passed, which next_check(now=...) skips anyway, so `after=count` gives the same answer.
-        index, pokes = count, count + 1
+        # A splay of at least SPLAY_RESCHEDULE_MIN_SECONDS costs the first run a reschedule without a poke;
+        # whether it did is a pure function of the seed, so later runs know which index they are at.
+        splay_wait = self.backoff_policy.offset(seed, 0) >= SPLAY_RESCHEDULE_MIN_SECONDS
         if count == 0:
             self.log.info(
-                "Backoff schedule: %s; timeout %gs (reschedule mode)", self.backoff_policy.describe(), self.timeout
+                "Backoff schedule: %s; timeout %gs (reschedule mode)",
+                self.backoff_policy.describe(),
+                self.timeout,
             )
+            first = self._next_check(seed, started_at, deadline, None)
+            if first is not None and first.at > _wall_clock():
+                self.log.info(
+                    "First poke splayed by %.3fs to %s", first.at - started_at, _utc(first.at).isoformat()
+                )
+                if splay_wait:
+                    raise compat.AirflowRescheduleException(_utc(first.at))
+                _sleep(first.at - _wall_clock())  # too short for a reschedule: as poke mode does
+        index = count - 1 if splay_wait and count > 0 else count
+        pokes = index + 1
         done, xcom_value = self._poke_once(context, seed, index, pokes)
         if done:
             return self._succeeded(context, started_at, pokes, xcom_value, "reschedule")
@@ -407,7 +440,12 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         self.defer(
             trigger=trigger,
             method_name="execute_complete",
-            kwargs={"started_at": started_at, "deadline": deadline, "seed": seed, "worker_pokes": worker_pokes},
+            kwargs={
+                "started_at": started_at,
+                "deadline": deadline,
+                "seed": seed,
+                "worker_pokes": worker_pokes,
+            },
             timeout=datetime.timedelta(seconds=max(0.0, deadline - now) + DEFERRAL_GRACE_SECONDS),
         )
 
@@ -423,13 +461,14 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         """Resume after ``BackoffTrigger`` fired; outcomes map exactly as in poke mode."""
         event = dict(event or {})
         status = event.get("status")
-        pokes = int(worker_pokes) + int(event.get("pokes", 0) or 0)
+        # The event counts checks #0..#index of the one schedule, the worker's check #0 included.
+        pokes = max(int(worker_pokes), int(event.get("pokes", 0) or 0))
         started = float(started_at) if started_at is not None else _wall_clock()
         message = str(event.get("message") or "")
         self.log.info(
             "Trigger finished: status=%s after %d check(s) in the triggerer (last check #%s): %s",
             status,
-            int(event.get("pokes", 0) or 0),
+            pokes - int(worker_pokes),
             event.get("check_index"),
             message,
         )
@@ -438,10 +477,14 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         if status == "timeout":
             self._timed_out(context, started, pokes)
             return None
+        if status == "skip":  # the poke raised AirflowSkipException in the triggerer, as in poke mode
+            raise compat.AirflowSkipException(message)
         if status == "failure":
             self._incr("failures", context)
             if self.soft_fail or getattr(self, "never_fail", False):
-                raise compat.AirflowSkipException(f"Failure criteria met; skipping (soft_fail/never_fail): {message}")
+                raise compat.AirflowSkipException(
+                    f"Failure criteria met; skipping (soft_fail/never_fail): {message}"
+                )
             raise compat.AirflowFailException(f"Failure criteria met: {message}")
         if status == "error":
             if getattr(self, "silent_fail", False) and deadline is not None and seed is not None:
@@ -532,7 +575,9 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         """
         classpath = callable_path(type(self))
         if classpath is None:  # validated at parse; a class can still be redefined dynamically
-            raise compat.AirflowException(f"Cannot ship {type(self).__qualname__} to the triggerer: {self.shippability_problem()}")
+            raise compat.AirflowException(
+                f"Cannot ship {type(self).__qualname__} to the triggerer: {self.shippability_problem()}"
+            )
         template_fields = set(self.template_fields or ())
         kwargs: dict[str, Any] = {}
         for key, value in self._constructor_kwargs().items():
@@ -544,4 +589,9 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
                     f"({problem})."
                 )
             kwargs[key] = rendered
-        return {"type": "sensor", "classpath": classpath, "kwargs": kwargs, "context": self._trigger_context(context)}
+        return {
+            "type": "sensor",
+            "classpath": classpath,
+            "kwargs": kwargs,
+            "context": self._trigger_context(context),
+        }

@@ -43,7 +43,9 @@ def import_callable(path: str, *, param: str = "callable") -> Criterion:
     """Import ``"pkg.module.func"`` (a module-level callable); ValueError naming ``param`` otherwise."""
     module_name, _, attr = path.rpartition(".")
     if not module_name or not attr:
-        raise ValueError(f"{param} must be a callable or a dotted path 'package.module.function'; got {path!r}")
+        raise ValueError(
+            f"{param} must be a callable or a dotted path 'package.module.function'; got {path!r}"
+        )
     try:
         target = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as err:
@@ -228,7 +230,9 @@ class BackoffSqlSensor(BackoffSensor):
                 return criterion
             dotted = callable_path(criterion)
             if dotted is None:
-                raise compat.AirflowException(f"Cannot defer task {self.task_id!r}: {self.shippability_problem()}")
+                raise compat.AirflowException(
+                    f"Cannot defer task {self.task_id!r}: {self.shippability_problem()}"
+                )
             return dotted
 
         parameters = self.parameters

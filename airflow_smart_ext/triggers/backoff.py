@@ -174,7 +174,7 @@ class BackoffTrigger(compat.BaseTrigger):
                 if outcome.status == "positive":
                     yield self._event("success", scheduled.index, outcome, "condition met")
                     return
-                if outcome.status in ("failure", "timeout", "error"):
+                if outcome.status in ("failure", "timeout", "skip", "error"):
                     yield self._event(outcome.status, scheduled.index, outcome, outcome.message)
                     return
                 if scheduled.final or following is None:

@@ -44,12 +44,14 @@ SQL_SPEC_KEYS = (
 )
 # Context values the sensor side ships as ISO strings; pokes get them back as datetimes, like on a worker.
 DATETIME_CONTEXT_KEYS = ("logical_date", "data_interval_start", "data_interval_end")
+# The shipped context keys that say *which data* a poke is about; they are part of a sensor check's identity.
+SHARED_CONTEXT_KEYS = ("ds", "ts", *DATETIME_CONTEXT_KEYS)
 
 CONFIG_SECTION = "smart_ext"
 DEFAULT_MAX_CONCURRENT_CHECKS_PER_CONNECTION = 4
 DEFAULT_CHECK_THREADS = 32
 
-OUTCOME_STATUSES = ("positive", "negative", "failure", "timeout", "error")
+OUTCOME_STATUSES = ("positive", "negative", "failure", "timeout", "skip", "error")
 
 T = TypeVar("T")
 
@@ -76,7 +78,9 @@ NEGATIVE = CheckOutcome("negative")
 def validate_check_spec(check: Mapping[str, Any]) -> None:
     """Raise ``ValueError`` naming the offending key and the accepted values."""
     if not isinstance(check, Mapping):
-        raise ValueError(f"check must be a dict with a 'type' key in {CHECK_TYPES}, got {type(check).__name__}")
+        raise ValueError(
+            f"check must be a dict with a 'type' key in {CHECK_TYPES}, got {type(check).__name__}"
+        )
     check_type = check.get("type")
     if check_type not in CHECK_TYPES:
         raise ValueError(f"check['type'] must be one of {CHECK_TYPES}, got {check_type!r}")
@@ -90,7 +94,9 @@ def validate_check_spec(check: Mapping[str, Any]) -> None:
         )
     if check_type == "sensor":
         if not isinstance(check["classpath"], str) or "." not in check["classpath"]:
-            raise ValueError(f"check['classpath'] must be a dotted 'module.Class' path, got {check['classpath']!r}")
+            raise ValueError(
+                f"check['classpath'] must be a dotted 'module.Class' path, got {check['classpath']!r}"
+            )
         for key in ("kwargs", "context"):
             if not isinstance(check[key], Mapping):
                 raise ValueError(f"check[{key!r}] must be a dict, got {type(check[key]).__name__}")
@@ -115,7 +121,16 @@ def validate_check_spec(check: Mapping[str, Any]) -> None:
 def sharing_key(check: Mapping[str, Any]) -> str:
     """Identical waits have equal keys: the parts of the spec that decide what the shared I/O does."""
     if check["type"] == "sensor":
-        shared = {"type": "sensor", "classpath": check["classpath"], "kwargs": check["kwargs"]}
+        # A poke may read the run's dates from its context (``ds``, the data interval): only waits for the
+        # same dates are identical. Task identity (dag/task/run id, try) stays out, so runs of many DAGs
+        # waiting on the same thing for the same day still share.
+        dates = {key: check["context"].get(key) for key in SHARED_CONTEXT_KEYS}
+        shared = {
+            "type": "sensor",
+            "classpath": check["classpath"],
+            "kwargs": check["kwargs"],
+            "dates": dates,
+        }
     else:
         shared = {key: check[key] for key in ("type", "conn_id", "sql", "parameters", "hook_params")}
     return json.dumps(shared, sort_keys=True, separators=(",", ":"), default=str)
@@ -235,7 +250,9 @@ class SharedCheck:
 
 def _outcome_from_exception(err: BaseException) -> CheckOutcome:
     """Map what a poke raises to the outcome poke mode would have had."""
-    if isinstance(err, compat.AirflowSensorTimeout):
+    if isinstance(err, compat.AirflowSkipException):
+        return CheckOutcome("skip", message=f"{type(err).__name__}: {err}")
+    if isinstance(err, (compat.AirflowSensorTimeout, compat.AirflowTaskTimeout)):
         return CheckOutcome("timeout", message=f"{type(err).__name__}: {err}")
     if isinstance(err, compat.AirflowFailException):
         return CheckOutcome("failure", message=f"{type(err).__name__}: {err}")
@@ -294,7 +311,7 @@ class SensorSharedCheck(SharedCheck):
                     result = await apoke(ctx)
                 else:
                     result = await run_blocking(self._poke, ctx)
-        except Exception as err:
+        except (Exception, compat.AirflowTaskTimeout) as err:
             return _outcome_from_exception(err)
         # PokeReturnValue is truthy when done and carries the XCom value; a bare bool works too.
         if not bool(result):
@@ -302,7 +319,9 @@ class SensorSharedCheck(SharedCheck):
         return _json_or_error(CheckOutcome("positive", xcom_value=getattr(result, "xcom_value", None)))
 
 
-def _query_first_row(connection: Any, sql: str, parameters: Any, hook_params: Mapping[str, Any] | None) -> Any:
+def _query_first_row(
+    connection: Any, sql: str, parameters: Any, hook_params: Mapping[str, Any] | None
+) -> Any:
     """Blocking (worker thread): the connection's DbApiHook runs the query, the sensor's rule fetches."""
     from airflow_smart_ext.sensors.sql import fetch_first_row
 
@@ -318,7 +337,9 @@ def _query_first_row(connection: Any, sql: str, parameters: Any, hook_params: Ma
 class SqlSharedCheck(SharedCheck):
     """Fetch the first row once per group; subscribers apply their own criteria to it."""
 
-    def __init__(self, conn_id: str, sql: str, parameters: Any, hook_params: Mapping[str, Any] | None) -> None:
+    def __init__(
+        self, conn_id: str, sql: str, parameters: Any, hook_params: Mapping[str, Any] | None
+    ) -> None:
         self.conn_id = conn_id
         self.sql = sql
         self.parameters = parameters
@@ -329,7 +350,9 @@ class SqlSharedCheck(SharedCheck):
         async with connection_semaphore(self.concurrency_key):
             # Airflow 3 triggers have no metadata-DB access: the connection comes through the supervisor.
             connection = await compat.aget_connection(self.conn_id)
-            return await run_blocking(_query_first_row, connection, self.sql, self.parameters, self.hook_params)
+            return await run_blocking(
+                _query_first_row, connection, self.sql, self.parameters, self.hook_params
+            )
 
 
 def make_shared_check(check: Mapping[str, Any]) -> SharedCheck:
@@ -362,7 +385,7 @@ class SqlInterpreter:
         try:
             # Truthy when done; a failure criterion raises AirflowFailException (-> "failure").
             result = evaluate_first_row(row, self.selector, self.success, self.failure, self.fail_on_empty)
-        except Exception as err:
+        except (Exception, compat.AirflowTaskTimeout) as err:
             return _outcome_from_exception(err)
         if not bool(result):
             return CheckOutcome("negative", message=str(getattr(result, "message", "")))

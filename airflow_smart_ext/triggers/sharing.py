@@ -78,7 +78,7 @@ class CheckGroup:
         try:
             raw = await self.shared_check.run(context)
             error = None
-        except Exception as err:
+        except (Exception, compat.AirflowTaskTimeout) as err:  # the latter is a BaseException on 3.x
             raw, error = None, f"{type(err).__name__}: {err}"
         self._seq += 1
         observation = Observation(self._seq, observed_at, raw, error)
@@ -90,7 +90,9 @@ class CheckGroup:
         changed.set()
         return observation
 
-    async def observe(self, due_at: float, window: float, context: Mapping[str, Any]) -> tuple[Observation, bool]:
+    async def observe(
+        self, due_at: float, window: float, context: Mapping[str, Any]
+    ) -> tuple[Observation, bool]:
         """An observation that started at or after ``due_at - window``; ``True`` when it was shared."""
         oldest_acceptable = due_at - window
         while True:
@@ -182,7 +184,9 @@ class SharingRegistry:
         compat.Stats.gauge(METRIC_SUBSCRIBERS, self.subscriber_count)
 
 
-_registries: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharingRegistry] = weakref.WeakKeyDictionary()
+_registries: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharingRegistry] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def registry() -> SharingRegistry:

@@ -36,7 +36,9 @@ def airflow_env(request: pytest.FixtureRequest) -> Iterator[AirflowEnv]:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     env = item.config.stash.get(_ENV_KEY, None)
     if report.failed and env is not None:

@@ -71,8 +71,21 @@ _DATETIME_COLUMNS = frozenset(
 
 # Keys every 3.x task log record repeats; dropped when rendering JSON lines as text.
 _LOG_CONTEXT_KEYS = frozenset(
-    {"event", "timestamp", "level", "logger", "chan", "filename", "lineno", "dag_id", "task_id", "run_id",
-     "map_index", "try_number", "ti_id"}
+    {
+        "event",
+        "timestamp",
+        "level",
+        "logger",
+        "chan",
+        "filename",
+        "lineno",
+        "dag_id",
+        "task_id",
+        "run_id",
+        "map_index",
+        "try_number",
+        "ti_id",
+    }
 )
 
 
@@ -123,11 +136,7 @@ def _render_log_line(line: str) -> str:
         return line
     if not isinstance(record, dict) or "event" not in record:
         return line
-    extras = {
-        k: v
-        for k, v in record.items()
-        if k not in _LOG_CONTEXT_KEYS
-    }
+    extras = {k: v for k, v in record.items() if k not in _LOG_CONTEXT_KEYS}
     text = f"[{record.get('timestamp', '')}] {str(record.get('level', '')).upper()} - {record['event']}"
     if extras:
         text += " " + " ".join(f"{k}={v}" for k, v in extras.items())
@@ -257,7 +266,9 @@ class AirflowEnv:
             for name in self.component_names:
                 self.start_component(name, wait=False)
             self.wait_healthy(timeout=timeout)
-            self._sampler = threading.Thread(target=self._sample_states, name="airflow-env-sampler", daemon=True)
+            self._sampler = threading.Thread(
+                target=self._sample_states, name="airflow-env-sampler", daemon=True
+            )
             self._sampler.start()
         except BaseException:
             self.stop()
@@ -307,7 +318,9 @@ class AirflowEnv:
         if self.uses_postgres:
             self.airflow_cli("db", "migrate", timeout=300)
             return
-        cache_dir = Path(os.environ.get("SMART_EXT_DB_CACHE", Path(tempfile.gettempdir()) / "smart-ext-db-cache"))
+        cache_dir = Path(
+            os.environ.get("SMART_EXT_DB_CACHE", Path(tempfile.gettempdir()) / "smart-ext-db-cache")
+        )
         template = cache_dir / f"airflow-{self.airflow_version}-{Path(sys.executable).parent.parent.name}.db"
         database = self.home / "airflow.db"
         if template.exists():
@@ -347,7 +360,11 @@ class AirflowEnv:
     def _build_env(self) -> dict[str, str]:
         from cryptography.fernet import Fernet
 
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_", "AIRFLOW_VAR_"))}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_", "AIRFLOW_VAR_"))
+        }
         bin_dir = str(Path(sys.executable).parent)  # 2.11 runs tasks as `airflow tasks run` subprocesses
         env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
         env["AIRFLOW_HOME"] = str(self.home)
@@ -413,7 +430,9 @@ class AirflowEnv:
         return env
 
     # ------------------------------------------------------------------ processes
-    def airflow_cli(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def airflow_cli(
+        self, *args: str, timeout: float = 120, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         """Run ``python -m airflow <args>`` with this env's settings (costs 2-3 s: not for polling)."""
         proc = subprocess.run(
             [sys.executable, "-m", "airflow", *args],
@@ -434,12 +453,32 @@ class AirflowEnv:
     def _component_argv(self, name: str) -> list[str]:
         base = [sys.executable, "-m", "airflow"]
         if name == "api-server":
-            return [*base, "api-server", "--port", str(self.api_port), "--host", self.bind_host, "--workers", "1"]
+            return [
+                *base,
+                "api-server",
+                "--port",
+                str(self.api_port),
+                "--host",
+                self.bind_host,
+                "--workers",
+                "1",
+            ]
         if name == "webserver":
-            return [*base, "webserver", "--port", str(self.webserver_port), "--hostname", self.bind_host, "--workers", "1"]
+            return [
+                *base,
+                "webserver",
+                "--port",
+                str(self.webserver_port),
+                "--hostname",
+                self.bind_host,
+                "--workers",
+                "1",
+            ]
         if name in {"scheduler", "triggerer", "dag-processor"}:
             return [*base, name]
-        raise ValueError(f"unknown component {name!r}; expected one of {self.component_names + ['webserver']}")
+        raise ValueError(
+            f"unknown component {name!r}; expected one of {self.component_names + ['webserver']}"
+        )
 
     def start_component(self, name: str, *, wait: bool = True, timeout: float = 120.0) -> None:
         """Start (or restart after ``stop_component``) one component in its own process group."""
@@ -478,10 +517,8 @@ class AirflowEnv:
         component.stopped_on_purpose = True
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
         # Children (task workers, gunicorn/uvicorn workers) may outlive the leader: kill the group anyway.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -503,9 +540,11 @@ class AirflowEnv:
         return out
 
     def _job_type(self, name: str) -> str | None:
-        return {"scheduler": "SchedulerJob", "triggerer": "TriggererJob", "dag-processor": "DagProcessorJob"}.get(
-            name
-        )
+        return {
+            "scheduler": "SchedulerJob",
+            "triggerer": "TriggererJob",
+            "dag-processor": "DagProcessorJob",
+        }.get(name)
 
     def _max_job_id(self, name: str) -> int:
         job_type = self._job_type(name)
@@ -525,7 +564,8 @@ class AirflowEnv:
         job_type = self._job_type(name)
         if job_type is not None:
             rows = self.query(
-                "SELECT id FROM job WHERE job_type = %s AND state = 'running' AND id > %s", (job_type, after_job_id)
+                "SELECT id FROM job WHERE job_type = %s AND state = 'running' AND id > %s",
+                (job_type, after_job_id),
             )
             return bool(rows)
         if name == "api-server":
@@ -575,7 +615,9 @@ class AirflowEnv:
             with urllib.request.urlopen(request, timeout=timeout) as resp:
                 payload = resp.read()
         except urllib.error.HTTPError as err:
-            raise AirflowEnvError(f"{method} {path} -> HTTP {err.code}: {err.read().decode(errors='replace')}") from err
+            raise AirflowEnvError(
+                f"{method} {path} -> HTTP {err.code}: {err.read().decode(errors='replace')}"
+            ) from err
         return json.loads(payload) if payload else None
 
     # ------------------------------------------------------------------ SQL
@@ -585,7 +627,9 @@ class AirflowEnv:
             if self.uses_postgres:
                 import psycopg2
 
-                conn = psycopg2.connect(self.sql_alchemy_conn.replace("postgresql+psycopg2://", "postgresql://", 1))
+                conn = psycopg2.connect(
+                    self.sql_alchemy_conn.replace("postgresql+psycopg2://", "postgresql://", 1)
+                )
                 conn.autocommit = True  # every query sees the latest committed state
             else:
                 db = self.home / "airflow.db"
@@ -642,7 +686,9 @@ class AirflowEnv:
         if self.uses_postgres:
             import psycopg2
 
-            conn = psycopg2.connect(self.sql_alchemy_conn.replace("postgresql+psycopg2://", "postgresql://", 1))
+            conn = psycopg2.connect(
+                self.sql_alchemy_conn.replace("postgresql+psycopg2://", "postgresql://", 1)
+            )
             try:
                 with conn, conn.cursor() as cur:
                     cur.execute(sql, tuple(params))
@@ -729,7 +775,9 @@ class AirflowEnv:
     def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
         """All runs of a DAG ordered by logical date / run_after (aware datetimes; 2.11 run_after = logical)."""
         order = "run_after, id" if self.is_airflow3 else "execution_date, id"
-        return self.query_dicts(f"SELECT {self._run_columns()} FROM dag_run WHERE dag_id = %s ORDER BY {order}", (dag_id,))
+        return self.query_dicts(
+            f"SELECT {self._run_columns()} FROM dag_run WHERE dag_id = %s ORDER BY {order}", (dag_id,)
+        )
 
     def dag_run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         rows = self.query_dicts(
@@ -801,7 +849,9 @@ class AirflowEnv:
         extra = sorted(folder.glob(f"attempt={try_number}.log.*"))
         return ([main] if main.exists() else []) + extra
 
-    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1, map_index: int = -1) -> str:
+    def task_log(
+        self, dag_id: str, run_id: str, task_id: str, try_number: int = 1, map_index: int = -1
+    ) -> str:
         """Text of a try's log files on disk (3.x JSON lines rendered as ``[ts] LEVEL - event k=v``)."""
         parts = []
         for path in self.task_log_paths(dag_id, run_id, task_id, try_number, map_index):

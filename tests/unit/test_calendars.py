@@ -34,7 +34,12 @@ def test_nyse_thanksgiving_and_good_friday():
     nyse = BusinessCalendar(market="NYSE")
     # Thanksgiving 2024-11-28 closed; Friday 29th (half day) is a trading day; weekend skipped
     assert business_days(nyse, "2024-11-25", "2024-12-03") == [
-        "2024-11-25", "2024-11-26", "2024-11-27", "2024-11-29", "2024-12-02", "2024-12-03",
+        "2024-11-25",
+        "2024-11-26",
+        "2024-11-27",
+        "2024-11-29",
+        "2024-12-02",
+        "2024-12-03",
     ]
     # Easter-based: Good Friday moves every year (2024-03-29, 2025-04-18)
     assert not nyse.contains(D("2024-03-29"))
@@ -66,11 +71,21 @@ def test_extra_lists_and_weekend():
         extra_holidays=["2024-01-02", dt.date(2024, 1, 3)],
         extra_business_days=["2024-01-06"],  # a Saturday
     )
-    assert business_days(cal, "2024-01-01", "2024-01-08") == ["2024-01-01", "2024-01-04", "2024-01-05", "2024-01-06", "2024-01-08"]
+    assert business_days(cal, "2024-01-01", "2024-01-08") == [
+        "2024-01-01",
+        "2024-01-04",
+        "2024-01-05",
+        "2024-01-06",
+        "2024-01-08",
+    ]
     fri_sat = BusinessCalendar(weekend=("Fri", "sat"))
     assert fri_sat.weekend == (4, 5)
     assert business_days(fri_sat, "2024-01-01", "2024-01-07") == [
-        "2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-07",
+        "2024-01-01",
+        "2024-01-02",
+        "2024-01-03",
+        "2024-01-04",
+        "2024-01-07",
     ]
     assert BusinessCalendar(weekend=[]).contains(D("2024-01-06"))
 
@@ -126,7 +141,10 @@ def test_monthly_rejects_bad_n(n):
     ("kwargs", "message"),
     [
         ({"country": "XX"}, r"country: unknown country code 'XX'\. Accepted: .*US.*list_supported_countries"),
-        ({"country": "US", "subdivision": "ZZ"}, r"subdivision: unknown subdivision 'ZZ' of country 'US'\. Accepted: .*NY"),
+        (
+            {"country": "US", "subdivision": "ZZ"},
+            r"subdivision: unknown subdivision 'ZZ' of country 'US'\. Accepted: .*NY",
+        ),
         ({"subdivision": "NY"}, r"subdivision: needs `country`"),
         ({"market": "NOPE"}, r"market: unknown financial market 'NOPE'\. Accepted .*NYSE"),
         ({"country": "US", "categories": ["nonsense"]}, r"categories: .*supported_categories"),
@@ -136,7 +154,10 @@ def test_monthly_rejects_bad_n(n):
         ({"extra_holidays": "2024-01-01"}, r"extra_holidays: expected a list of dates"),
         ({"extra_business_days": [20240101]}, r"extra_business_days: 20240101 is not a date"),
         ({"extra_holidays": [dt.datetime(2024, 1, 1)]}, r"extra_holidays: .* is a datetime"),
-        ({"extra_holidays": ["2024-01-01"], "extra_business_days": ["2024-01-01"]}, r"in both lists: 2024-01-01"),
+        (
+            {"extra_holidays": ["2024-01-01"], "extra_business_days": ["2024-01-01"]},
+            r"in both lists: 2024-01-01",
+        ),
         ({"weekend": range(7)}, r"weekend: all seven weekdays"),
         ({"weekend": "Sat"}, r"weekend: expected a collection"),
         ({"weekend": [7]}, r"weekend: 7 is not a weekday; accepted: weekday numbers 0-6"),
@@ -174,15 +195,17 @@ def test_holiday_sets_are_cached_frozensets_per_year():
 def test_labels():
     assert BusinessCalendar(market="NYSE").label() == "NYSE business days"
     assert BusinessCalendar(country="DE", subdivision="BY").label() == "DE-BY business days"
-    assert MonthlyBusinessDay(BusinessCalendar(market="NYSE"), -1).label() == "last NYSE business day of the month"
+    assert (
+        MonthlyBusinessDay(BusinessCalendar(market="NYSE"), -1).label()
+        == "last NYSE business day of the month"
+    )
     assert MonthlyBusinessDay(BusinessCalendar(), 3).label() == "3rd business day of the month"
     assert MonthlyBusinessDay(BusinessCalendar(), -2).label() == "2nd-to-last business day of the month"
 
 
 def test_importing_timetables_does_not_import_holidays():
     code = (
-        "import sys, airflow_smart_ext.timetables, airflow_smart_ext.plugin; "
-        "print('holidays' in sys.modules)"
+        "import sys, airflow_smart_ext.timetables, airflow_smart_ext.plugin; print('holidays' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "False"

@@ -23,9 +23,13 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     return fake
 
 
-def expected_times(policy: BackoffPolicy, seed: str, started_at: float, deadline: float, pokes: int) -> list[float]:
-    """Poke times the policy prescribes when every poke takes no time: check #0 at once, then next_check."""
-    times, index, now = [started_at], 0, started_at
+def expected_times(
+    policy: BackoffPolicy, seed: str, started_at: float, deadline: float, pokes: int
+) -> list[float]:
+    """Poke times the policy prescribes when every poke takes no time: check #0 at its splayed time
+    (``started_at + offset(seed, 0)``), then next_check."""
+    first = started_at + policy.offset(seed, 0)
+    times, index, now = [first], 0, first
     while len(times) < pokes:
         check = policy.next_check(seed, started_at, now, deadline, after=index)
         assert check is not None
@@ -85,7 +89,12 @@ def test_exponential_backoff_is_accepted_and_our_policy_governs() -> None:
 @pytest.mark.parametrize("jitter", ["none", "full", "equal", "decorrelated"])
 def test_poke_mode_pokes_exactly_at_the_policy_times(clock: FakeClock, jitter: str) -> None:
     sensor = ScriptedSensor(
-        task_id="task", results=[False] * 7 + [True], clock=clock, poke_interval=10, timeout=10_000, jitter=jitter
+        task_id="task",
+        results=[False] * 7 + [True],
+        clock=clock,
+        poke_interval=10,
+        timeout=10_000,
+        jitter=jitter,
     )
     context = make_context()
     assert sensor.execute(context) is None
@@ -143,7 +152,9 @@ def test_timeout_has_a_final_poke_exactly_at_the_deadline(clock: FakeClock) -> N
     assert sensor.poke_times[-1] == T0 + 300
     assert all(t < T0 + 300 for t in sensor.poke_times[:-1])
     seed = task_seed("dag", "task", "run", -1, 1)
-    assert sensor.poke_times == expected_times(sensor.backoff_policy, seed, T0, T0 + 300, len(sensor.poke_times))
+    assert sensor.poke_times == expected_times(
+        sensor.backoff_policy, seed, T0, T0 + 300, len(sensor.poke_times)
+    )
 
 
 def test_condition_arriving_just_before_the_timeout_is_caught(clock: FakeClock) -> None:
@@ -173,7 +184,10 @@ def test_poke_errors_propagate_by_default(clock: FakeClock) -> None:
 
 def test_silent_fail_treats_poke_errors_as_not_yet(clock: FakeClock) -> None:
     sensor = ScriptedSensor(
-        task_id="task", results=[RuntimeError("boom"), RuntimeError("boom"), True], clock=clock, silent_fail=True
+        task_id="task",
+        results=[RuntimeError("boom"), RuntimeError("boom"), True],
+        clock=clock,
+        silent_fail=True,
     )
     assert sensor.execute(make_context()) is None
     assert len(sensor.poke_times) == 3
@@ -195,7 +209,9 @@ def test_never_fail_skips_on_any_poke_error(clock: FakeClock, error: Exception) 
 
 
 def test_soft_fail_skips_fail_exceptions_like_airflow(clock: FakeClock) -> None:
-    sensor = ScriptedSensor(task_id="task", results=[compat.AirflowFailException("x")], clock=clock, soft_fail=True)
+    sensor = ScriptedSensor(
+        task_id="task", results=[compat.AirflowFailException("x")], clock=clock, soft_fail=True
+    )
     with pytest.raises(compat.AirflowSkipException):
         sensor.execute(make_context())
 
@@ -217,11 +233,15 @@ def test_poke_mode_survives_past_poke_1026_where_airflow_overflows(clock: FakeCl
     assert sensor.poke_times[-1] - sensor.poke_times[-2] == 2.0  # capped by max_wait
 
 
-def test_reschedule_at_a_huge_index_is_overflow_free(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reschedule_at_a_huge_index_is_overflow_free(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = datetime.datetime.fromtimestamp(T0, tz=datetime.timezone.utc)
     monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (10**7, first))
     clock.now = T0 + 10**7 * 3.0
-    sensor = ScriptedSensor(task_id="task", clock=clock, mode="reschedule", poke_interval=1, max_wait=4, timeout=10**9)
+    sensor = ScriptedSensor(
+        task_id="task", clock=clock, mode="reschedule", poke_interval=1, max_wait=4, timeout=10**9
+    )
     with pytest.raises(compat.AirflowRescheduleException) as err:
         sensor.execute(make_context())
     assert err.value.reschedule_date.timestamp() >= clock.now
@@ -229,20 +249,24 @@ def test_reschedule_at_a_huge_index_is_overflow_free(clock: FakeClock, monkeypat
 
 # ------------------------------------------------------------------ reschedule mode
 def run_reschedule_mode(
-    sensor: ScriptedSensor, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, pokes: int, dates: list | None = None
+    sensor: ScriptedSensor,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    pokes: int,
+    dates: list | None = None,
 ):
     """Drive reschedule mode as Airflow would: each execution sees the exact reschedule count/first date."""
     history: list[float] = []  # start times of earlier executions (= TaskReschedule rows of this try)
     dates = [] if dates is None else dates
     for _ in range(pokes):
-        first = (
-            datetime.datetime.fromtimestamp(history[0], tz=datetime.timezone.utc) if history else None
-        )
-        monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context, c=len(history), f=first: (c, f))
+        first = datetime.datetime.fromtimestamp(history[0], tz=datetime.timezone.utc) if history else None
+        count = len(history)
+        monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context, c=count, f=first: (c, f))
+        started = clock.now  # a TaskReschedule row's start_date is the execution's start, as in Airflow
         try:
             return sensor.execute(make_context()), dates
         except compat.AirflowRescheduleException as reschedule:
-            history.append(clock.now)
+            history.append(started)
             dates.append(reschedule.reschedule_date)
             clock.now = reschedule.reschedule_date.timestamp()
     return None, dates
@@ -264,10 +288,30 @@ def test_reschedule_mode_continues_the_same_schedule_across_reschedules(
     assert all(d.tzinfo is not None for d in dates)
 
 
+def test_reschedule_mode_waits_for_a_long_splay_without_poking_then_matches_poke_mode(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    params = {"task_id": "task", "clock": clock, "poke_interval": 10, "splay": 300}
+    poke_sensor = ScriptedSensor(results=[False] * 4 + [True], **params)
+    poke_sensor.execute(make_context())
+    splay_offset = poke_sensor.backoff_policy.offset(task_seed("dag", "task", "run", -1, 1), 0)
+    assert splay_offset >= 1.0  # precondition: long enough to be worth a reschedule
+    assert poke_sensor.poke_times[0] == pytest.approx(T0 + splay_offset)
+    clock.now = T0
+    sensor = ScriptedSensor(results=[False] * 4 + [True], mode="reschedule", **params)
+    result, dates = run_reschedule_mode(sensor, clock, monkeypatch, 10)
+    assert result is None
+    # First execution: no poke, rescheduled to the splayed check #0; then the very same pokes as poke mode.
+    assert dates[0].timestamp() == pytest.approx(T0 + splay_offset)
+    assert sensor.poke_times == pytest.approx(poke_sensor.poke_times, abs=1e-6)
+
+
 def test_late_reschedule_skips_missed_checks_instead_of_bursting(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sensor = ScriptedSensor(task_id="task", clock=clock, poke_interval=10, mode="reschedule", jitter="none", splay=0)
+    sensor = ScriptedSensor(
+        task_id="task", clock=clock, poke_interval=10, mode="reschedule", jitter="none", splay=0
+    )
     first = datetime.datetime.fromtimestamp(T0, tz=datetime.timezone.utc)
     # 2nd execution, but the scheduler ran it 1000 s late: the next check is the first one still ahead.
     monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (1, first))
@@ -319,7 +363,9 @@ def capture_defer(sensor: BackoffSensor, monkeypatch: pytest.MonkeyPatch) -> Non
 def test_deferrable_pokes_once_then_defers_with_the_remaining_time(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sensor = PathSensor(task_id="task", path="/data/{{ ds }}", min_size=3, deferrable=True, poke_interval=10, timeout=600)
+    sensor = PathSensor(
+        task_id="task", path="/data/{{ ds }}", min_size=3, deferrable=True, poke_interval=10, timeout=600
+    )
     capture_defer(sensor, monkeypatch)
     sensor.path = "/data/2026-01-01"  # what Airflow's rendering does to a template field
     with pytest.raises(Deferred) as err:
@@ -342,8 +388,12 @@ def test_deferrable_pokes_once_then_defers_with_the_remaining_time(
     json.dumps(trigger_kwargs)  # everything travels as JSON
 
 
-def test_deferrable_cheap_positive_needs_no_deferral(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
-    sensor = ScriptedSensor(task_id="task", results=[True], clock=clock, deferrable=True, deferrable_fallback="reschedule")
+def test_deferrable_cheap_positive_needs_no_deferral(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sensor = ScriptedSensor(
+        task_id="task", results=[True], clock=clock, deferrable=True, deferrable_fallback="reschedule"
+    )
     # ScriptedSensor's `results`/`clock` are not JSON: it fell back to reschedule mode at construction.
     assert sensor.mode == "reschedule" and sensor.deferrable is False
     sensor = PathSensor(task_id="task", path="/p", deferrable=True)
@@ -353,20 +403,42 @@ def test_deferrable_cheap_positive_needs_no_deferral(clock: FakeClock, monkeypat
 
 
 def test_redefer_never_resets_the_deadline(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
-    sensor = PathSensor(task_id="task", path="/p", deferrable=True, silent_fail=True, poke_interval=10, timeout=600)
+    sensor = PathSensor(
+        task_id="task", path="/p", deferrable=True, silent_fail=True, poke_interval=10, timeout=600
+    )
     capture_defer(sensor, monkeypatch)
     clock.now = T0 + 250
-    event = {"status": "error", "pokes": 3, "waited_seconds": 250, "xcom_value": None, "message": "db down", "check_index": 3}
+    event = {
+        "status": "error",
+        "pokes": 3,
+        "waited_seconds": 250,
+        "xcom_value": None,
+        "message": "db down",
+        "check_index": 3,
+    }
     seed = task_seed("dag", "task", "run", -1, 1)
     with pytest.raises(Deferred) as err:
-        sensor.execute_complete(make_context(), event, started_at=T0, deadline=T0 + 600, seed=seed, worker_pokes=1)
+        sensor.execute_complete(
+            make_context(), event, started_at=T0, deadline=T0 + 600, seed=seed, worker_pokes=1
+        )
     _, trigger_kwargs = err.value.kwargs["trigger"].serialize()
-    assert (trigger_kwargs["started_at"], trigger_kwargs["deadline"], trigger_kwargs["after"]) == (T0, T0 + 600, 3)
+    assert (trigger_kwargs["started_at"], trigger_kwargs["deadline"], trigger_kwargs["after"]) == (
+        T0,
+        T0 + 600,
+        3,
+    )
     assert err.value.kwargs["timeout"] == datetime.timedelta(seconds=350 + DEFERRAL_GRACE_SECONDS)
 
 
 def make_event(status: str, **extra: Any) -> dict[str, Any]:
-    event = {"status": status, "pokes": 4, "waited_seconds": 12.0, "xcom_value": None, "message": "m", "check_index": 4}
+    event = {
+        "status": status,
+        "pokes": 5,
+        "waited_seconds": 12.0,
+        "xcom_value": None,
+        "message": "m",
+        "check_index": 4,
+    }
     event.update(extra)
     return event
 
@@ -390,10 +462,13 @@ def test_execute_complete_success_returns_the_xcom_value(clock: FakeClock) -> No
         ("failure", {"silent_fail": True}, compat.AirflowFailException),
         ("error", {}, compat.AirflowException),
         ("error", {"never_fail": True}, compat.AirflowSkipException),
+        ("skip", {}, compat.AirflowSkipException),
         ("bogus", {}, compat.AirflowException),
     ],
 )
-def test_execute_complete_maps_outcomes_like_poke_mode(clock: FakeClock, status: str, sensor_kwargs: dict, expected: type) -> None:
+def test_execute_complete_maps_outcomes_like_poke_mode(
+    clock: FakeClock, status: str, sensor_kwargs: dict, expected: type
+) -> None:
     sensor = PathSensor(task_id="task", path="/p", deferrable=True, **sensor_kwargs)
     with pytest.raises(expected) as err:
         sensor.execute_complete(make_context(), make_event(status), started_at=T0, deadline=T0 + 100)

@@ -51,7 +51,9 @@ class ScriptedSensor(BackoffSensor):
 
     template_fields = ("target",)
 
-    def __init__(self, *, target: str = "x", results: list[Any] | None = None, clock: Any = None, **kwargs: Any):
+    def __init__(
+        self, *, target: str = "x", results: list[Any] | None = None, clock: Any = None, **kwargs: Any
+    ):
         super().__init__(**kwargs)
         self.target = target
         self.results = list(results or [False])

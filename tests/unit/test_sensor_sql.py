@@ -55,7 +55,9 @@ def test_failure_is_evaluated_before_success_and_raises_fail_exception() -> None
 def test_selector_and_criteria_accept_dotted_paths() -> None:
     row = (0, 5)
     assert evaluate_first_row(row, selector=f"{HELPERS}.second_cell", success=f"{HELPERS}.is_positive")
-    assert not evaluate_first_row((0, -5), selector=f"{HELPERS}.second_cell", success=f"{HELPERS}.is_positive")
+    assert not evaluate_first_row(
+        (0, -5), selector=f"{HELPERS}.second_cell", success=f"{HELPERS}.is_positive"
+    )
     with pytest.raises(compat.AirflowFailException):
         evaluate_first_row((0, -5), selector=f"{HELPERS}.second_cell", failure=f"{HELPERS}.is_negative")
 
@@ -72,7 +74,10 @@ def test_criteria_exceptions_propagate_as_errors() -> None:
     ("kwargs", "message"),
     [
         ({"success": "no_dots"}, "success must be a callable or a dotted path"),
-        ({"failure": "tests.unit.test_sensor_helpers.missing"}, "failure='tests.unit.test_sensor_helpers.missing' cannot be imported"),
+        (
+            {"failure": "tests.unit.test_sensor_helpers.missing"},
+            "failure='tests.unit.test_sensor_helpers.missing' cannot be imported",
+        ),
         ({"selector": 42}, "selector must be None, a callable or a dotted path"),
         ({"fail_on_empty": "yes"}, "fail_on_empty must be True or False"),
     ],
@@ -120,7 +125,12 @@ def test_lambda_criterion_is_not_shippable() -> None:
     with pytest.raises(ValueError, match="success=.*lambda.*cannot be imported by name in the triggerer"):
         BackoffSqlSensor(task_id="s", conn_id="c", sql="select 1", success=lambda v: v, deferrable=True)
     fallback = BackoffSqlSensor(
-        task_id="s2", conn_id="c", sql="select 1", success=lambda v: v, deferrable=True, deferrable_fallback="reschedule"
+        task_id="s2",
+        conn_id="c",
+        sql="select 1",
+        success=lambda v: v,
+        deferrable=True,
+        deferrable_fallback="reschedule",
     )
     assert fallback.mode == "reschedule" and not fallback.deferrable
 
@@ -138,7 +148,9 @@ def _sqlite_database(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Database
     path = tmp_path / "sensor.db"
     sqlite3.connect(path).close()
     conn_id = f"smart_sqlite_{uuid.uuid4().hex[:8]}"
-    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "sqlite", "host": str(path)}))
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "sqlite", "host": str(path)})
+    )
 
     def execute(sql: str, params: tuple = ()) -> None:
         with sqlite3.connect(path) as db:
@@ -146,7 +158,12 @@ def _sqlite_database(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Database
 
     def table_exists(name: str) -> bool:
         with sqlite3.connect(path) as db:
-            return db.execute("select count(*) from sqlite_master where type='table' and name=?", (name,)).fetchone()[0] == 1
+            return (
+                db.execute(
+                    "select count(*) from sqlite_master where type='table' and name=?", (name,)
+                ).fetchone()[0]
+                == 1
+            )
 
     return Database(conn_id, "?", execute, table_exists)
 
@@ -181,9 +198,15 @@ def _postgres_database(monkeypatch: pytest.MonkeyPatch) -> Database:
     return Database(conn_id, "%s", execute, table_exists)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def database(request: pytest.FixtureRequest, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Database]:
-    db = _sqlite_database(tmp_path, monkeypatch) if request.param == "sqlite" else _postgres_database(monkeypatch)
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database(
+    request: pytest.FixtureRequest, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Database]:
+    db = (
+        _sqlite_database(tmp_path, monkeypatch)
+        if request.param == "sqlite"
+        else _postgres_database(monkeypatch)
+    )
     table = f"t_{uuid.uuid4().hex[:8]}"
     db.execute(f"create table {table} (name varchar(100), status integer)", ())
     db.table = table  # type: ignore[attr-defined]
@@ -205,9 +228,20 @@ def test_row_appearing_later_is_detected(database: Database) -> None:
         mode="poke",
     )
     inserted = threading.Event()
+    first_poke_done = threading.Event()
+    original_poke = sensor.poke
+
+    def poke_and_signal(context: Any) -> Any:
+        result = original_poke(context)
+        first_poke_done.set()
+        return result
+
+    sensor.poke = poke_and_signal  # type: ignore[method-assign]
 
     def insert_later() -> None:
-        time.sleep(1.0)
+        # After the first (negative) poke, however slow a loaded machine makes it.
+        first_poke_done.wait(60)
+        time.sleep(0.3)
         database.execute(f"insert into {table} values ({database.placeholder}, 1)", ("job-1",))
         inserted.set()
 
@@ -241,6 +275,7 @@ def test_failure_criterion_fails_fast_without_retry(database: Database, fake_clo
         silent_fail=True,  # must not swallow a matched failure criterion (common-sql's trap)
         retries=3,
         poke_interval=10,
+        splay=0,  # no splayed first poke: any sleep would mean a second poke
     )
     with pytest.raises(compat.AirflowFailException, match="Failure criteria met"):
         sensor.execute(make_context())
@@ -278,7 +313,9 @@ def test_malicious_parameter_is_bound_not_executed(database: Database, fake_cloc
     assert sensor.poke(make_context()) is True  # the value is matched literally, as data
 
 
-def test_only_one_row_is_fetched(database: Database, fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_one_row_is_fetched(
+    database: Database, fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     table = database.table  # type: ignore[attr-defined]
     for index in range(5):
         database.execute(f"insert into {table} values ({database.placeholder}, {index + 1})", (f"n{index}",))

@@ -84,7 +84,10 @@ def test_lord_howe_half_hour_dst():
     assert hours(autumn[1]) == 24.5
     fold = DelayedDailyTimetable(delay=dt.timedelta(hours=1, minutes=45), timezone=tz)
     # 02:00 -> 01:30 on 2024-04-07: 01:45 happens twice, the first one (+11:00) is used
-    assert fold.iter_runs(local("2024-04-06", tz), 1)[0].run_after.in_tz(tz).isoformat() == "2024-04-07T01:45:00+11:00"
+    assert (
+        fold.iter_runs(local("2024-04-06", tz), 1)[0].run_after.in_tz(tz).isoformat()
+        == "2024-04-07T01:45:00+11:00"
+    )
 
 
 def test_kathmandu_quarter_hour_offset():
@@ -119,7 +122,10 @@ def test_rolling_window_is_local_days_not_24h_blocks():
     assert hours(info) == 7 * 24 - 1
 
 
-@pytest.mark.parametrize("tz", ["UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "Asia/Kathmandu", "America/Santiago"])
+@pytest.mark.parametrize(
+    "tz",
+    ["UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "Asia/Kathmandu", "America/Santiago"],
+)
 def test_intervals_start_and_end_at_local_midnight_all_year(tz):
     tt = BusinessDaysTimetable(weekend=(), window="since_previous", timezone=tz)
     infos = tt.iter_runs(local("2024-01-01", tz), 366)
@@ -127,7 +133,9 @@ def test_intervals_start_and_end_at_local_midnight_all_year(tz):
         for edge in (info.data_interval.start, info.data_interval.end):
             wall = edge.in_tz(tz)
             # Santiago's spring-forward day starts at 01:00 (midnight does not exist)
-            assert (wall.hour, wall.minute) == (0, 0) or (tz == "America/Santiago" and (wall.hour, wall.minute) == (1, 0))
+            assert (wall.hour, wall.minute) == (0, 0) or (
+                tz == "America/Santiago" and (wall.hour, wall.minute) == (1, 0)
+            )
     assert sum(hours(i) for i in infos) == 366 * 24
 
 

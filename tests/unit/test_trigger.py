@@ -60,6 +60,22 @@ class FailingSensor(compat.BaseSensorOperator):
         raise compat.AirflowFailException("bad partition")
 
 
+class SkippingSensor(compat.BaseSensorOperator):
+    def __init__(self, *, name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+
+    def poke(self, context: Any) -> bool:
+        POKES[self.name].append(sharing.now())
+        raise compat.AirflowSkipException("nothing to wait for today")
+
+
+class TimingOutSensor(SkippingSensor):
+    def poke(self, context: Any) -> bool:
+        POKES[self.name].append(sharing.now())
+        raise compat.AirflowTaskTimeout("poke took too long")
+
+
 class AsyncFlagSensor(FlagSensor):
     async def apoke(self, context: Any) -> bool:
         POKES[self.name].append(sharing.now())
@@ -180,6 +196,19 @@ async def vclock(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(sharing, "_clock", clock.time)
     monkeypatch.setattr(sharing, "_sleep", clock.sleep)
     monkeypatch.setattr(checks, "run_blocking", clock.run_blocking)
+    real_aget_connection = compat.aget_connection
+
+    async def aget_connection(conn_id: str) -> Any:
+        # Real I/O (a thread on 2.11, the supervisor on 3.x): virtual time must stand still meanwhile.
+        with clock._lock:
+            clock._threads_busy += 1
+        try:
+            return await real_aget_connection(conn_id)
+        finally:
+            with clock._lock:
+                clock._threads_busy -= 1
+
+    monkeypatch.setattr(compat, "aget_connection", aget_connection)
     driver = asyncio.ensure_future(clock.drive())
     yield clock
     driver.cancel()
@@ -216,8 +245,17 @@ def test_serialize_returns_exactly_the_contract_kwargs() -> None:
         ({**sensor_check("a"), "extra": 1}, "unknown ['extra']"),
         ({**sensor_check("a"), "classpath": "NoDots"}, "check['classpath']"),
         (
-            {"type": "sql", "conn_id": "", "sql": "select 1", "parameters": None, "hook_params": None,
-             "selector": None, "success": None, "failure": None, "fail_on_empty": False},
+            {
+                "type": "sql",
+                "conn_id": "",
+                "sql": "select 1",
+                "parameters": None,
+                "hook_params": None,
+                "selector": None,
+                "success": None,
+                "failure": None,
+                "fail_on_empty": False,
+            },
             "check['conn_id']",
         ),
     ],
@@ -311,7 +349,9 @@ async def test_deadline_passed_while_down_gives_timeout_without_checking(vclock:
 
 
 async def test_failure_exception_gives_failure_event(vclock: VirtualClock) -> None:
-    payload = await first_event(make_trigger(sensor_check("f", cls="FailingSensor"), BackoffPolicy(initial=10)))
+    payload = await first_event(
+        make_trigger(sensor_check("f", cls="FailingSensor"), BackoffPolicy(initial=10))
+    )
     assert payload["status"] == "failure"
     assert "bad partition" in payload["message"]
     assert payload["check_index"] == 1
@@ -351,7 +391,9 @@ async def test_twenty_identical_subscribers_cost_one_check_per_cycle(vclock: Vir
     policy = BackoffPolicy(initial=30, factor=1, jitter="none")
     READY_AT["shared"] = START + 185
     triggers = [
-        make_trigger(sensor_check("shared", task_id=f"t{i}"), policy, seed=f"seed-{i}", started_at=START + i * 0.1)
+        make_trigger(
+            sensor_check("shared", task_id=f"t{i}"), policy, seed=f"seed-{i}", started_at=START + i * 0.1
+        )
         for i in range(20)
     ]
     events = await asyncio.gather(*(first_event(t) for t in triggers))
@@ -365,9 +407,29 @@ async def test_different_conditions_do_not_share(vclock: VirtualClock) -> None:
     policy = BackoffPolicy(initial=30, factor=1, jitter="none")
     READY_AT["x"] = READY_AT["y"] = START + 65
     await asyncio.gather(
-        first_event(make_trigger(sensor_check("x"), policy)), first_event(make_trigger(sensor_check("y"), policy))
+        first_event(make_trigger(sensor_check("x"), policy)),
+        first_event(make_trigger(sensor_check("y"), policy)),
     )
     assert len(POKES["x"]) == len(POKES["y"]) == 3
+
+
+async def test_same_sensor_for_different_dates_does_not_share_but_other_tasks_same_date_do(
+    vclock: VirtualClock,
+) -> None:
+    policy = BackoffPolicy(initial=30, factor=1, jitter="none")
+    READY_AT["d"] = START + 65
+    other_day = sensor_check("d")
+    other_day["context"] = {**other_day["context"], "ds": "2026-01-03", "ts": "2026-01-03T00:00:00+00:00"}
+    other_task = sensor_check("d", task_id="another_task")
+    other_task["context"] = {**other_task["context"], "dag_id": "another_dag", "run_id": "r2"}
+    assert checks.sharing_key(sensor_check("d")) != checks.sharing_key(other_day)
+    assert checks.sharing_key(sensor_check("d")) == checks.sharing_key(other_task)
+    await asyncio.gather(
+        first_event(make_trigger(sensor_check("d"), policy)),
+        first_event(make_trigger(other_task, policy)),
+        first_event(make_trigger(other_day, policy)),
+    )
+    assert len(POKES["d"]) == 6  # two groups (two dates) x checks at 0, 30, 60 s — not 9
 
 
 async def test_share_false_opts_out(vclock: VirtualClock) -> None:
@@ -410,8 +472,12 @@ async def test_no_subscriber_is_checked_later_than_its_schedule(vclock: VirtualC
 async def test_positive_result_completes_every_subscriber_immediately(vclock: VirtualClock) -> None:
     """A subscriber with a long interval finishes when a fast subscriber of the group sees the row."""
     READY_AT["row"] = START + 50
-    fast = make_trigger(sensor_check("row", task_id="fast"), BackoffPolicy(initial=10, factor=1, jitter="none"))
-    slow = make_trigger(sensor_check("row", task_id="slow"), BackoffPolicy(initial=500, factor=1, jitter="none"))
+    fast = make_trigger(
+        sensor_check("row", task_id="fast"), BackoffPolicy(initial=10, factor=1, jitter="none")
+    )
+    slow = make_trigger(
+        sensor_check("row", task_id="slow"), BackoffPolicy(initial=500, factor=1, jitter="none")
+    )
     events = await asyncio.gather(first_event(fast), first_event(slow))
     assert [e["status"] for e in events] == ["success", "success"]
     assert vclock.now == START + 50
@@ -576,7 +642,9 @@ async def test_sql_check_waits_for_the_row_then_succeeds(vclock: VirtualClock, s
     assert payload["xcom_value"] is None
 
 
-async def test_sql_failure_criterion_and_per_subscriber_criteria(vclock: VirtualClock, sqlite_conn: str) -> None:
+async def test_sql_failure_criterion_and_per_subscriber_criteria(
+    vclock: VirtualClock, sqlite_conn: str
+) -> None:
     with sqlite3.connect(sqlite_conn) as db:
         db.execute("INSERT INTO partitions VALUES ('2026-01-02', 'broken')")
     policy = BackoffPolicy(initial=10, factor=1, jitter="none")
@@ -609,9 +677,21 @@ async def test_sql_checks_of_identical_queries_are_shared(vclock: VirtualClock, 
     try:
         policy = BackoffPolicy(initial=10, factor=1, jitter="none")
         events = await asyncio.gather(
-            *(first_event(make_trigger(sql_check(), policy, seed=f"s{i}", deadline=START + 40)) for i in range(5))
+            *(
+                first_event(make_trigger(sql_check(), policy, seed=f"s{i}", deadline=START + 40))
+                for i in range(5)
+            )
         )
     finally:
         checks.SqlSharedCheck.run = original  # type: ignore[method-assign]
     assert {e["status"] for e in events} == {"timeout"}
     assert len(calls) == 4  # +10, +20, +30, +40 (final) -- for five subscribers
+
+
+@pytest.mark.parametrize(("cls", "status"), [("SkippingSensor", "skip"), ("TimingOutSensor", "timeout")])
+async def test_skip_and_task_timeout_in_a_poke_map_like_poke_mode(
+    vclock: VirtualClock, cls: str, status: str
+) -> None:
+    payload = await first_event(make_trigger(sensor_check(cls.lower(), cls=cls), BackoffPolicy(initial=10)))
+    assert payload["status"] == status
+    assert len(POKES[cls.lower()]) == 1

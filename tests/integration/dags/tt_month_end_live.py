@@ -1,0 +1,30 @@
+"""Live timetable test DAG (tests/integration/test_timetables_live.py): MonthlyBusinessDayTimetable(n=-1).
+
+Last US business day of the month in Europe/Berlin; catchup from the first day of the previous month: exactly
+one run (the previous month's close) is due.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow import DAG
+
+from airflow_smart_ext.compat import task
+from airflow_smart_ext.timetables import MonthlyBusinessDayTimetable
+
+TZ = "Europe/Berlin"
+
+with DAG(
+    dag_id="tt_month_end_live",
+    schedule=MonthlyBusinessDayTimetable(n=-1, country="US", timezone=TZ),
+    start_date=pendulum.today(TZ).start_of("month").subtract(months=1),
+    catchup=True,
+    max_active_runs=2,
+    tags=["airflow-smart-ext", "integration"],
+):
+
+    @task
+    def noop() -> None:
+        pass
+
+    noop()

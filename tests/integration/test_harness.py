@@ -1,0 +1,58 @@
+"""The harness itself against a real Airflow: runs, the ``deferred`` state and task logs are observable.
+
+Uses tests/integration/dags/smart_ext_smoke.py (``echo_conf`` >> ``defer_once``, Airflow's SuccessTrigger).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.harness import AirflowEnv
+
+DAG_ID = "smart_ext_smoke"
+
+
+@pytest.fixture(scope="module")
+def smoke_run(airflow_env: AirflowEnv) -> str:
+    """One triggered run of the smoke DAG, finished (shared by the tests of this module)."""
+    airflow_env.wait_for_dag(DAG_ID)
+    airflow_env.unpause(DAG_ID)
+    run_id = airflow_env.trigger(DAG_ID, conf={"probe": "harness-smoke"})
+    state = airflow_env.wait_run(DAG_ID, run_id, timeout=180)
+    assert state == "success", airflow_env.task_instances(DAG_ID, run_id)
+    return run_id
+
+
+def test_smoke_dag_runs_to_success(airflow_env: AirflowEnv, smoke_run: str) -> None:
+    run = airflow_env.dag_run(DAG_ID, smoke_run)
+    assert run["state"] == "success"
+    assert run["run_type"] == "manual"
+    tis = {ti["task_id"]: ti for ti in airflow_env.task_instances(DAG_ID, smoke_run)}
+    assert set(tis) == {"echo_conf", "defer_once"}
+    assert {ti["state"] for ti in tis.values()} == {"success"}
+    # echo_conf is upstream of defer_once: the DB ordering must reflect it.
+    assert tis["echo_conf"]["end_date"] <= tis["defer_once"]["start_date"]
+
+
+def test_defer_once_history_shows_deferred(airflow_env: AirflowEnv, smoke_run: str) -> None:
+    history = airflow_env.state_history(DAG_ID, smoke_run, "defer_once")
+    assert "deferred" in history, history
+    assert history[-1] == "success", history
+    # Resumed after the trigger fired: the deferral is recorded on the row no more.
+    ti = next(t for t in airflow_env.task_instances(DAG_ID, smoke_run) if t["task_id"] == "defer_once")
+    assert ti["trigger_id"] is None and ti["next_method"] is None, ti
+    # The plain sensor never deferred.
+    assert "deferred" not in airflow_env.state_history(DAG_ID, smoke_run, "echo_conf")
+
+
+def test_task_logs_are_readable(airflow_env: AirflowEnv, smoke_run: str) -> None:
+    tis = {ti["task_id"]: ti for ti in airflow_env.task_instances(DAG_ID, smoke_run)}
+
+    echo_log = airflow_env.task_log(DAG_ID, smoke_run, "echo_conf", try_number=tis["echo_conf"]["try_number"])
+    assert "smoke conf:" in echo_log, echo_log[-3000:]
+    assert "harness-smoke" in echo_log, echo_log[-3000:]
+
+    defer_log = airflow_env.task_log(
+        DAG_ID, smoke_run, "defer_once", try_number=tis["defer_once"]["try_number"]
+    )
+    assert "smoke resumed after deferral" in defer_log, defer_log[-3000:]

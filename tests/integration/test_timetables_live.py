@@ -1,0 +1,235 @@
+"""Our timetables inside a real Airflow: dag-processor serialization, scheduler-created runs, API/CLI details.
+
+* every example DAG (example_dags/timetable_*.py) is serialized without import error and the scheduler's
+  first planned data interval equals the known dates documented in the example;
+* the tests/integration/dags/tt_*_live.py DAGs (catchup from a few days ago) get exactly the runs, with the
+  local-midnight data intervals, computed here independently (zoneinfo + holidays) and by the timetable
+  decoded from the serialized DAG;
+* summary and description reach the REST API (3.x) / ``airflow dags details`` (2.11).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import zlib
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import holidays
+import pytest
+
+from airflow_smart_ext.compat import decode_timetable
+from tests.integration.harness import AirflowEnv
+
+UTC = dt.timezone.utc
+
+
+def local_midnight(day: dt.date, tz: str) -> dt.datetime:
+    """00:00 local time of ``day`` in ``tz``, as an aware UTC datetime."""
+    return dt.datetime.combine(day, dt.time(0), tzinfo=ZoneInfo(tz)).astimezone(UTC)
+
+
+def local_today(tz: str) -> dt.date:
+    return dt.datetime.now(ZoneInfo(tz)).date()
+
+
+def intervals(runs: list[dict[str, Any]]) -> list[tuple[dt.datetime, dt.datetime]]:
+    return [(r["data_interval_start"], r["data_interval_end"]) for r in runs]
+
+
+def serialized_timetable(env: AirflowEnv, dag_id: str) -> Any:
+    """The timetable exactly as the scheduler sees it: decoded from the serialized DAG in the metadata DB."""
+    rows = env.query("SELECT data, data_compressed FROM serialized_dag WHERE dag_id = %s", (dag_id,))
+    assert rows, f"{dag_id} is not serialized"
+    data, compressed = rows[-1]
+    if data is None:
+        data = zlib.decompress(bytes(compressed))
+    document = json.loads(data) if isinstance(data, (str, bytes, bytearray)) else data
+    return decode_timetable(document["dag"]["timetable"])
+
+
+def expected_by_timetable(timetable: Any, start: dt.datetime) -> list[tuple[dt.datetime, dt.datetime]]:
+    """The runs due now according to the timetable object itself (catchup from ``start``)."""
+    now = dt.datetime.now(UTC)
+    return [
+        (info.data_interval.start, info.data_interval.end)
+        for info in timetable.iter_runs(start, 50)
+        if info.run_after <= now
+    ]
+
+
+# ---------------------------------------------------------------------------------------------- examples
+NY, BERLIN = "America/New_York", "Europe/Berlin"
+EXAMPLE_FIRST_INTERVALS = {
+    # [2024-03-08 00:00 EST, 2024-03-09 00:00 EST)
+    "timetable_delayed_daily": (
+        local_midnight(dt.date(2024, 3, 8), NY),
+        local_midnight(dt.date(2024, 3, 9), NY),
+    ),
+    # 3-day window starting at the start_date: [03-28, 03-31) Berlin, 72 h (before the DST change)
+    "timetable_rolling_window": (
+        local_midnight(dt.date(2024, 3, 28), BERLIN),
+        local_midnight(dt.date(2024, 3, 31), BERLIN),
+    ),
+    # Monday 2024-11-25 (first NYSE business day of the range, no previous run yet): that day only
+    "timetable_business_days": (
+        local_midnight(dt.date(2024, 11, 25), NY),
+        local_midnight(dt.date(2024, 11, 26), NY),
+    ),
+    # first 5-day window whose logical date is >= start_date: Monday 2024-07-01's [06-27, 07-02)
+    "timetable_business_rolling": (
+        local_midnight(dt.date(2024, 6, 27), NY),
+        local_midnight(dt.date(2024, 7, 2), NY),
+    ),
+    # January close on Wednesday 2024-01-31: [01-01, 02-01)
+    "timetable_month_end_close": (
+        local_midnight(dt.date(2024, 1, 1), NY),
+        local_midnight(dt.date(2024, 2, 1), NY),
+    ),
+}
+
+
+@pytest.mark.parametrize("dag_id", sorted(EXAMPLE_FIRST_INTERVALS))
+def test_example_dag_serialized_with_first_interval(airflow_env: AirflowEnv, dag_id: str) -> None:
+    airflow_env.wait_for_dag(dag_id)  # raises with the import error of its file, if any
+    errors = [e for e in airflow_env.import_errors() if f"{dag_id}.py" in e.split(":", 1)[0]]
+    assert not errors, errors
+    # The first scheduled run if another test has unpaused the DAG, else the scheduler's next planned run.
+    scheduled = [r for r in airflow_env.dag_runs(dag_id) if r["run_type"] == "scheduled"]
+    rows = scheduled[:1] or airflow_env.query_dicts(
+        "SELECT next_dagrun_data_interval_start AS data_interval_start, "
+        "next_dagrun_data_interval_end AS data_interval_end FROM dag WHERE dag_id = %s",
+        (dag_id,),
+    )
+    assert intervals(rows) == [EXAMPLE_FIRST_INTERVALS[dag_id]]
+
+
+# ---------------------------------------------------------------------------------------------- live runs
+LIVE_DAGS = ("tt_delayed_daily_live", "tt_rolling_window_live", "tt_business_days_live", "tt_month_end_live")
+
+
+@pytest.fixture(scope="module")
+def live_dags(airflow_env: AirflowEnv) -> AirflowEnv:
+    """All live DAGs serialized and unpaused at once, so their catch-up runs overlap."""
+    for dag_id in LIVE_DAGS:
+        airflow_env.wait_for_dag(dag_id)
+    for dag_id in LIVE_DAGS:
+        airflow_env.unpause(dag_id)
+    return airflow_env
+
+
+def check_runs(env: AirflowEnv, dag_id: str, expected: list[tuple[dt.datetime, dt.datetime]]) -> None:
+    assert expected, "test bug: no run expected"
+    runs = env.wait_runs(dag_id, len(expected), timeout=240)
+    assert intervals(runs[: len(expected)]) == expected, intervals(runs)
+    for run in runs:
+        assert run["run_type"] == "scheduled", run
+        assert run["logical_date"] == run["data_interval_start"], run
+    assert [r["state"] for r in runs[: len(expected)]] == ["success"] * len(expected), runs
+    # Nothing beyond what is due (a run for today would be created only after local midnight).
+    assert len(runs) <= len(expected) + 1, intervals(runs)
+
+
+def test_delayed_daily_runs(live_dags: AirflowEnv) -> None:
+    tz = "Asia/Kathmandu"
+    today = local_today(tz)
+    now = dt.datetime.now(UTC)
+    # One run per local day D-3..D-1, each due 5 minutes after its interval ends.
+    expected = [
+        (
+            local_midnight(today - dt.timedelta(days=k), tz),
+            local_midnight(today - dt.timedelta(days=k - 1), tz),
+        )
+        for k in (3, 2, 1)
+    ]
+    expected = [(start, end) for start, end in expected if end + dt.timedelta(minutes=5) <= now]
+    assert (
+        expected_by_timetable(serialized_timetable(live_dags, "tt_delayed_daily_live"), expected[0][0])
+        == expected
+    )
+    check_runs(live_dags, "tt_delayed_daily_live", expected)
+
+
+def test_rolling_window_runs(live_dags: AirflowEnv) -> None:
+    tz = "America/New_York"
+    today = local_today(tz)
+    # run for day D covers [D-1 00:00, D+1 00:00); due at its end: D-3 -> [D-3, D-1), D-2 -> [D-2, D)
+    expected = [
+        (
+            local_midnight(today - dt.timedelta(days=k), tz),
+            local_midnight(today - dt.timedelta(days=k - 2), tz),
+        )
+        for k in (3, 2)
+    ]
+    assert (
+        expected_by_timetable(serialized_timetable(live_dags, "tt_rolling_window_live"), expected[0][0])
+        == expected
+    )
+    check_runs(live_dags, "tt_rolling_window_live", expected)
+
+
+def _us_business_day(day: dt.date) -> bool:
+    return day.weekday() < 5 and day not in holidays.US(years=day.year)
+
+
+def test_business_days_runs(live_dags: AirflowEnv) -> None:
+    tz = "America/Chicago"
+    today = local_today(tz)
+    start = today - dt.timedelta(days=5)
+    business = [d for d in (start + dt.timedelta(days=i) for i in range(5)) if _us_business_day(d)]
+    # since_previous: each run reaches back to the previous run's end; the first one to the start_date.
+    expected = []
+    previous_end = local_midnight(start, tz)
+    for day in business:
+        end = local_midnight(day + dt.timedelta(days=1), tz)
+        expected.append((previous_end, end))
+        previous_end = end
+    timetable = serialized_timetable(live_dags, "tt_business_days_live")
+    assert expected_by_timetable(timetable, local_midnight(start, tz)) == expected
+    check_runs(live_dags, "tt_business_days_live", expected)
+
+
+def test_month_end_runs(live_dags: AirflowEnv) -> None:
+    tz = "Europe/Berlin"
+    this_month = local_today(tz).replace(day=1)
+    previous_month = (this_month - dt.timedelta(days=1)).replace(day=1)
+    close_day = this_month - dt.timedelta(days=1)
+    while not _us_business_day(close_day):
+        close_day -= dt.timedelta(days=1)
+    expected = [(local_midnight(previous_month, tz), local_midnight(close_day + dt.timedelta(days=1), tz))]
+    timetable = serialized_timetable(live_dags, "tt_month_end_live")
+    assert expected_by_timetable(timetable, expected[0][0]) == expected
+    check_runs(live_dags, "tt_month_end_live", expected)
+
+
+# ---------------------------------------------------------------------------------------------- details
+EXPECTED_SUMMARIES = {
+    "tt_delayed_daily_live": "daily 00:05 Asia/Kathmandu",
+    "tt_rolling_window_live": "2-day window, daily 00:00 America/New_York",
+    "tt_business_days_live": "US business days (incl. days off) 00:00 America/Chicago",
+    "tt_month_end_live": "last US business day of the month 00:00 Europe/Berlin",
+}
+
+
+def dag_details(env: AirflowEnv, dag_id: str) -> tuple[str, str]:
+    """(summary, description) as a user reads them: REST API where the env has one, else the CLI."""
+    if env.api_url:
+        details = env.api("GET", f"/api/v2/dags/{dag_id}/details")
+        return details["timetable_summary"], details["timetable_description"]
+    out = env.airflow_cli("dags", "details", dag_id, "-o", "json").stdout
+    line = next(line for line in reversed(out.splitlines()) if line.startswith("["))
+    details = json.loads(line)[0]
+    # Without a timetable_summary field (2.11) the summary is shown as the schedule.
+    summary = details.get("timetable_summary") or details["schedule_interval"]["value"]
+    return summary, details["timetable_description"]
+
+
+@pytest.mark.parametrize("dag_id", sorted(EXPECTED_SUMMARIES))
+def test_summary_and_description_shown(airflow_env: AirflowEnv, dag_id: str) -> None:
+    airflow_env.wait_for_dag(dag_id)
+    timetable = serialized_timetable(airflow_env, dag_id)
+    summary, description = dag_details(airflow_env, dag_id)
+    assert summary == EXPECTED_SUMMARIES[dag_id] == timetable.summary
+    assert description == timetable.description
+    assert description.startswith("One ") and "each run covers" in description, description
