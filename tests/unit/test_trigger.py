@@ -156,10 +156,12 @@ class VirtualClock:
     def time(self) -> float:
         return self.now
 
-    async def sleep(self, seconds: float) -> None:
+    def sleep(self, seconds: float) -> asyncio.Future[None]:
+        # Not a coroutine: the wake time is fixed at the call, even when the caller wraps the sleep in a
+        # task that only starts after the driver has moved time on.
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (self.now + max(0.0, seconds), next(self._seq), future))
-        await future
+        return future
 
     async def run_blocking(self, func: Any, *args: Any) -> Any:
         with self._lock:
