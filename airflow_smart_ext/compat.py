@@ -68,20 +68,54 @@ def decode_timetable(data: dict[str, Any]) -> Timetable:
     return _decode(data)
 
 
-# The ``@task`` decorator for example DAGs: ``airflow.sdk`` on 3.x (``airflow.decorators`` is a deprecated
-# shim there), ``airflow.decorators`` on 2.11.
-if AIRFLOW_V_3_0_PLUS:
-    from airflow.sdk import task
-else:
-    from airflow.decorators import task  # type: ignore[no-redef,attr-defined]
-
-
-# --- Sensors (SENSORS engineer) -----------------------------------------------------------------
+# --- Names resolved on first use (PEP 562) -------------------------------------------------------------
+# The plugin imports this module in every scheduler / dag-processor parse loop, which needs only the
+# timetable names above; importing the sensor SDK, the ``@task`` decorator and the trigger base eagerly
+# added ~100 ms there. Each entry: name -> (module, attribute) for the running Airflow line.
 # 3.x: the Task SDK owns sensors and task exceptions (``airflow.exceptions`` re-exports the very same
-# classes, so the task runner treats ours as a sensor timeout: no retry). 2.11: core locations.
+# classes, so the task runner treats ours as a sensor timeout: no retry); ``airflow.sdk.task`` is the
+# decorator (``airflow.decorators`` is a deprecated shim). 2.11: core locations. ``airflow.triggers.base``
+# is the trigger location on 2.11 and every 3.x (the Task SDK does not export it).
+_EXCEPTIONS = (
+    "AirflowException",
+    "AirflowFailException",
+    "AirflowRescheduleException",
+    "AirflowSensorTimeout",
+    "AirflowSkipException",
+    "AirflowTaskTimeout",
+)
+_LAZY: dict[str, tuple[str, str]] = {
+    "BaseTrigger": ("airflow.triggers.base", "BaseTrigger"),
+    "TriggerEvent": ("airflow.triggers.base", "TriggerEvent"),
+}
 if AIRFLOW_V_3_0_PLUS:
+    _LAZY.update(
+        {
+            "task": ("airflow.sdk", "task"),
+            "SensorBaseHook": ("airflow.sdk", "BaseHook"),
+            "BaseSensorOperator": ("airflow.sdk", "BaseSensorOperator"),
+            "PokeReturnValue": ("airflow.sdk", "PokeReturnValue"),
+            "airflow_conf": ("airflow.sdk.configuration", "conf"),
+            "Stats": ("airflow.sdk.observability.stats", "Stats"),
+            **{name: ("airflow.sdk.exceptions", name) for name in _EXCEPTIONS},
+        }
+    )
+else:
+    _LAZY.update(
+        {
+            "task": ("airflow.decorators", "task"),
+            "SensorBaseHook": ("airflow.hooks.base", "BaseHook"),
+            "BaseSensorOperator": ("airflow.sensors.base", "BaseSensorOperator"),
+            "PokeReturnValue": ("airflow.sensors.base", "PokeReturnValue"),
+            "airflow_conf": ("airflow.configuration", "conf"),
+            "Stats": ("airflow.stats", "Stats"),
+            **{name: ("airflow.exceptions", name) for name in _EXCEPTIONS},
+        }
+    )
+
+if TYPE_CHECKING:  # what type checkers see (3.x locations); at run time ``__getattr__`` resolves them
     from airflow.sdk import BaseHook as SensorBaseHook
-    from airflow.sdk import BaseSensorOperator, PokeReturnValue
+    from airflow.sdk import BaseSensorOperator, PokeReturnValue, task
     from airflow.sdk.configuration import conf as airflow_conf
     from airflow.sdk.exceptions import (
         AirflowException,
@@ -92,22 +126,19 @@ if AIRFLOW_V_3_0_PLUS:
         AirflowTaskTimeout,
     )
     from airflow.sdk.observability.stats import Stats
-else:
-    from airflow.configuration import conf as airflow_conf  # type: ignore[no-redef]
-    from airflow.exceptions import (  # type: ignore[no-redef,assignment]
-        AirflowException,
-        AirflowFailException,
-        AirflowRescheduleException,
-        AirflowSensorTimeout,
-        AirflowSkipException,
-        AirflowTaskTimeout,
-    )
-    from airflow.hooks.base import BaseHook as SensorBaseHook  # type: ignore[no-redef,assignment,attr-defined]
-    from airflow.sensors.base import (  # type: ignore[no-redef,assignment]
-        BaseSensorOperator,
-        PokeReturnValue,
-    )
-    from airflow.stats import Stats  # type: ignore[no-redef,assignment]
+    from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:  # also a helpful error for typos in internal imports
+        raise AttributeError(f"airflow_smart_ext.compat has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(target[0]), target[1])
+    globals()[name] = value  # resolved once
+    return value
+
 
 # 2.11's scheduler fails a deferred task whose trigger timed out with this ``__fail__`` error, which
 # BaseOperator turns into a *retryable* TaskDeferralError; 3.x raises TaskDeferralTimeout instead and its
@@ -156,9 +187,7 @@ def sensor_reschedule_state(context: Any) -> tuple[int, datetime.datetime | None
     return int(count), first
 
 
-# --- Triggers (TRIGGER engineer) ----------------------------------------------------------------
-# ``airflow.triggers.base`` is the location on 2.11 and every 3.x (the Task SDK does not export them).
-from airflow.triggers.base import BaseTrigger, TriggerEvent  # noqa: E402
+# --- Triggers -------------------------------------------------------------------------------------
 
 
 async def aget_connection(conn_id: str) -> Any:
@@ -170,9 +199,10 @@ async def aget_connection(conn_id: str) -> Any:
     """
     import asyncio
 
+    hook = __getattr__("SensorBaseHook")  # lazy names are not module globals until first resolved
     if AIRFLOW_V_3_1_PLUS:
-        return await SensorBaseHook.aget_connection(conn_id)
-    return await asyncio.to_thread(SensorBaseHook.get_connection, conn_id)
+        return await hook.aget_connection(conn_id)
+    return await asyncio.to_thread(hook.get_connection, conn_id)
 
 
 def parse_datetime(value: str) -> Any:
@@ -215,7 +245,3 @@ __all__ = [
     "decode_timetable",
     "task",
 ]
-
-
-def __getattr__(name: str) -> Any:  # pragma: no cover - helpful error for typos in internal imports
-    raise AttributeError(f"airflow_smart_ext.compat has no attribute {name!r}")

@@ -133,12 +133,37 @@ class ScheduleEngine:
         self._run_after_cache[day] = end
         return end
 
+    # --- scheduled days -----------------------------------------------------------------------------
+
+    def exists(self, day: datetime.date) -> bool:
+        """False for a local date the zone skips entirely (Pacific/Apia jumped from 2011-12-29 to 12-31):
+        it has no instant, so its interval would be empty. Such a day is never scheduled."""
+        return self.day_start(day) != self.day_start(day + _ONE_DAY)
+
+    def next_day(self, day: datetime.date) -> datetime.date:
+        """First scheduled day on or after ``day`` (calendar day that exists in the zone)."""
+        day = self.calendar.next_on_or_after(day)
+        for _ in range(_MAX_STEPS):
+            if self.exists(day):
+                return day
+            day = self.calendar.next_on_or_after(day + _ONE_DAY)
+        raise RuntimeError(f"no existing local day on or after {day.isoformat()} within {_MAX_STEPS} steps")
+
+    def prev_day(self, day: datetime.date) -> datetime.date:
+        """Last scheduled day on or before ``day`` (calendar day that exists in the zone)."""
+        day = self.calendar.prev_on_or_before(day)
+        for _ in range(_MAX_STEPS):
+            if self.exists(day):
+                return day
+            day = self.calendar.prev_on_or_before(day - _ONE_DAY)
+        raise RuntimeError(f"no existing local day on or before {day.isoformat()} within {_MAX_STEPS} steps")
+
     # --- one slot ---------------------------------------------------------------------------------
 
     def window_start_day(self, day: datetime.date, floor: datetime.date | None = None) -> datetime.date:
         if self.window_days is not None:
             return day - datetime.timedelta(days=self.window_days - 1)
-        start = self.calendar.prev_on_or_before(day - _ONE_DAY) + _ONE_DAY
+        start = self.prev_day(day - _ONE_DAY) + _ONE_DAY
         return start if floor is None or start >= floor else floor
 
     def slot(self, day: datetime.date, floor: datetime.date | None = None) -> Slot:
@@ -154,16 +179,16 @@ class ScheduleEngine:
     def due_day(self, now: datetime.datetime) -> datetime.date:
         """The latest scheduled day whose run time is <= ``now`` (jumps by date arithmetic, no walking)."""
         wall_now = now.astimezone(self.tz).replace(tzinfo=None)
-        day = self.calendar.prev_on_or_before((wall_now - self.delay).date() - _ONE_DAY)
+        day = self.prev_day((wall_now - self.delay).date() - _ONE_DAY)
         for _ in range(_MAX_STEPS):  # DST can make the estimate one scheduled day off either way
-            following = self.calendar.next_on_or_after(day + _ONE_DAY)
+            following = self.next_day(day + _ONE_DAY)
             if self.run_after(following) > now:
                 break
             day = following
         for _ in range(_MAX_STEPS):
             if self.run_after(day) <= now:
                 return day
-            day = self.calendar.prev_on_or_before(day - _ONE_DAY)
+            day = self.prev_day(day - _ONE_DAY)
         raise RuntimeError(f"no scheduled run due before {now.isoformat()} found within {_MAX_STEPS} steps")
 
     def first_day_from(self, earliest: datetime.datetime) -> tuple[datetime.date, datetime.date]:
@@ -177,18 +202,24 @@ class ScheduleEngine:
         lowest_day = (
             floor if self.window_days is None else floor + datetime.timedelta(days=self.window_days - 1)
         )
-        found = (self.calendar.next_on_or_after(lowest_day), floor)
+        found = (self.next_day(lowest_day), floor)
         self._first_day_cache = (earliest, found)
         return found
 
     def day_after(self, last_start: datetime.datetime, last_end: datetime.datetime) -> datetime.date:
         """The first scheduled day after a previous run: its window ends after ``last_end`` and it starts
         strictly after ``last_start`` (strict progress, also for intervals written by another schedule)."""
-        day = self.calendar.next_on_or_after(self.local_date(last_end))
+        day = self.local_date(last_end)
+        if self.window_days is not None:
+            # an N-day window starts N-1 days before its day: jump past ``last_start`` directly (an interval
+            # written by another schedule may start far before ``last_end`` - e.g. a daily DAG switched to a
+            # 400-day rolling window - and walking there one run at a time would exceed the step bound)
+            day = max(day, self.local_date(last_start) + datetime.timedelta(days=self.window_days - 1))
+        day = self.next_day(day)
         for _ in range(_MAX_STEPS):
             if self.day_start(self.window_start_day(day)) > last_start:
                 return day
-            day = self.calendar.next_on_or_after(day + _ONE_DAY)
+            day = self.next_day(day + _ONE_DAY)
         raise RuntimeError(
             f"no scheduled run starting after {last_start.isoformat()} within {_MAX_STEPS} steps"
         )

@@ -1,0 +1,560 @@
+"""Scheduling semantics of the timetables as Airflow uses them (docs/timetables.md, "Catch-up, pauses and
+manual runs"): catchup walks, catchup=False after a pause, delayed runs not skipped (apache/airflow#51840),
+start/end dates, long holiday runs and long gaps, serialization, UI texts, parameter errors, and local
+dates that do not exist (Pacific/Apia 2011-12-30).
+
+"now" is frozen with time_machine; nothing here measures time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import zoneinfo
+
+import pendulum
+import pytest
+import time_machine
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.calendars import BusinessCalendar, CalendarSearchError
+from airflow_smart_ext.compat import AirflowTimetableInvalid, DataInterval, TimeRestriction
+from airflow_smart_ext.timetables import (
+    TIMETABLE_CLASSES,
+    BusinessDaysTimetable,
+    DelayedDailyTimetable,
+    InvalidTimetableParameter,
+    MonthlyBusinessDayTimetable,
+    RollingWindowTimetable,
+)
+
+NY = "America/New_York"
+H = dt.timedelta(hours=1)
+D = dt.date.fromisoformat
+
+
+def at(value: str, tz: str = NY) -> pendulum.DateTime:
+    return pendulum.parse(value, tz=tz)
+
+
+def day_of(info, tz: str = NY) -> str:
+    """The run's scheduled local day D (its interval ends at the start of D+1)."""
+    end = info.data_interval.end.in_tz(tz)
+    return (end.date() - dt.timedelta(days=1)).isoformat()
+
+
+def interval(start: str, end: str, tz: str = NY) -> DataInterval:
+    return DataInterval(at(start, tz).in_tz("UTC"), at(end, tz).in_tz("UTC"))
+
+
+def next_info(timetable, *, now, last=None, earliest=None, latest=None, catchup=False):
+    restriction = TimeRestriction(earliest=earliest, latest=latest, catchup=catchup)
+    with time_machine.travel(now, tick=False):
+        return timetable.next_dagrun_info(last_automated_data_interval=last, restriction=restriction)
+
+
+def walk(timetable, *, now, earliest, latest=None, catchup=True, last=None, limit=400):
+    """Call next_dagrun_info like the scheduler until it returns None (or ``limit`` runs)."""
+    infos = []
+    for _ in range(limit):
+        info = next_info(timetable, now=now, last=last, earliest=earliest, latest=latest, catchup=catchup)
+        if info is None:
+            break
+        infos.append(info)
+        last = info.data_interval
+    return infos
+
+
+def every_local_day(first: str, last: str) -> list[dt.date]:
+    out, day = [], D(first)
+    while day <= D(last):
+        out.append(day)
+        day += dt.timedelta(days=1)
+    return out
+
+
+NYSE = BusinessCalendar(market="NYSE")
+NYSE_6H = BusinessDaysTimetable(market="NYSE", delay=6 * H, timezone=NY)
+
+# (timetable, is the day D scheduled, window_days or None for since_previous)
+CATCHUP_CASES = {
+    "daily": (DelayedDailyTimetable(delay=2 * H, timezone=NY), lambda d: True, 1),
+    "rolling-7": (RollingWindowTimetable(7, delay=H, timezone=NY), lambda d: True, 7),
+    "rolling-5-nyse": (RollingWindowTimetable(5, calendar=NYSE, delay=6 * H, timezone=NY), NYSE.contains, 5),
+    "nyse-day": (NYSE_6H, NYSE.contains, 1),
+    "nyse-since": (
+        BusinessDaysTimetable(market="NYSE", window="since_previous", timezone=NY),
+        NYSE.contains,
+        None,
+    ),
+    "monthly-last": (
+        MonthlyBusinessDayTimetable(-1, market="NYSE", delay=2 * H, timezone=NY),
+        lambda d: MonthlyBusinessDayTimetable(-1, market="NYSE")._monthly.contains(d),
+        None,
+    ),
+}
+
+
+# --- catchup=True: every interval since start_date, in order, up to end_date ---------------------------
+
+
+@pytest.mark.parametrize("name", sorted(CATCHUP_CASES))
+def test_catchup_walk_yields_every_interval_between_start_and_end_date(name):
+    timetable, scheduled, window_days = CATCHUP_CASES[name]
+    start, end = at("2026-01-01"), at("2026-12-31T12:00")
+    infos = walk(timetable, now=at("2027-06-01"), earliest=start, latest=end)
+    # expected: every scheduled day whose interval starts at/after start_date and at/before end_date
+    days = [d for d in every_local_day("2025-12-01", "2027-02-28") if scheduled(d)]
+    if window_days is not None:  # [D-(N-1), D+1): its start day must be within [01-01, 12-31]
+        lag = dt.timedelta(days=window_days - 1)
+        expected = [d for d in days if D("2026-01-01") <= d - lag <= D("2026-12-31")]
+    else:  # the first one starts at start_date, the others the day after the previous scheduled day
+        first = min(d for d in days if d >= D("2026-01-01"))
+        expected = [first] + [
+            d for prev, d in zip(days, days[1:], strict=False) if d > first and prev < D("2026-12-31")
+        ]
+    expected = [d.isoformat() for d in expected]
+    assert [day_of(i) for i in infos] == expected
+    assert all(i.data_interval.start >= start and i.data_interval.start <= end for i in infos)
+    assert all(b.data_interval.start > a.data_interval.start for a, b in zip(infos, infos[1:], strict=False))
+    assert len({i.data_interval for i in infos}) == len(infos)
+    # end_date: nothing after the last one
+    assert (
+        next_info(
+            timetable,
+            now=at("2027-06-01"),
+            last=infos[-1].data_interval,
+            earliest=start,
+            latest=end,
+            catchup=True,
+        )
+        is None
+    )
+
+
+def test_catchup_resumes_after_pause_with_every_missed_run():
+    last = interval("2026-11-20", "2026-11-21")  # Fri 11-20
+    infos = walk(NYSE_6H, now=at("2026-11-30T07:00"), earliest=at("2026-11-01"), last=last, limit=4)
+    assert [day_of(i) for i in infos] == ["2026-11-23", "2026-11-24", "2026-11-25", "2026-11-27"]
+
+
+# --- catchup=False: the latest run whose run time has passed; a pending delayed run is not skipped -------
+
+
+@pytest.mark.parametrize(
+    ("last_day", "now", "catchup", "expected"),
+    [
+        # the table in docs/timetables.md (NYSE, delay 6h, last run Fri 11-20)
+        ("2026-11-20", "2026-11-25T05:00", True, "2026-11-23"),
+        ("2026-11-20", "2026-11-25T05:00", False, "2026-11-23"),  # 11-24's run is due only at 11-25 06:00
+        ("2026-11-20", "2026-11-25T10:00", True, "2026-11-23"),
+        ("2026-11-20", "2026-11-25T10:00", False, "2026-11-24"),  # Mon 11-23 skipped
+        ("2026-11-20", "2026-11-30T07:00", False, "2026-11-27"),
+        # no earlier run, start_date 2026-11-01
+        (None, "2026-11-25T10:00", True, "2026-11-02"),
+        (None, "2026-11-25T10:00", False, "2026-11-24"),
+        (None, "2026-11-25T05:00", False, "2026-11-23"),
+    ],
+)
+def test_documented_next_run_after_pause_and_first_run(last_day, now, catchup, expected):
+    last = None
+    if last_day is not None:
+        last = interval(last_day, (D(last_day) + dt.timedelta(days=1)).isoformat())
+    info = next_info(NYSE_6H, now=at(now), last=last, earliest=at("2026-11-01"), catchup=catchup)
+    assert day_of(info) == expected
+    assert info.run_after == at(expected).add(days=1, hours=6)
+
+
+@pytest.mark.parametrize("last_day", [None, "2026-11-10", "2026-11-23"])
+def test_delayed_run_whose_time_has_not_come_is_not_skipped_51840(last_day):
+    """apache/airflow#51840: daily, delay 6h, catchup=False, now = 11-25 03:00, i.e. after the end of
+    11-24's interval (11-25 00:00) but before its run time (11-25 06:00). Documented: the next run is never
+    older than the latest run whose run time has passed (11-23, due 11-24 06:00), and 11-24's pending run
+    is not skipped: it follows, due at 06:00."""
+    timetable = DelayedDailyTimetable(delay=6 * H, timezone=NY)
+    now = at("2026-11-25T03:00")
+    last = None
+    if last_day is not None:
+        last = interval(last_day, (D(last_day) + dt.timedelta(days=1)).isoformat())
+    first = next_info(timetable, now=now, last=last, earliest=at("2026-11-01"), catchup=False)
+    if last_day == "2026-11-23":  # 11-23 already ran: the pending one is next, not skipped
+        assert day_of(first) == "2026-11-24"
+        assert first.run_after == at("2026-11-25T06:00") > now
+        return
+    assert day_of(first) == "2026-11-23"
+    assert first.run_after == at("2026-11-24T06:00") <= now
+    second = next_info(timetable, now=now, last=first.data_interval, earliest=at("2026-11-01"), catchup=False)
+    assert day_of(second) == "2026-11-24"
+    assert second.data_interval.start == first.data_interval.end
+    assert second.run_after == at("2026-11-25T06:00")
+    # once its time has passed it is still the next one (not skipped in favour of 11-25)
+    later = next_info(
+        timetable,
+        now=at("2026-11-25T06:30"),
+        last=first.data_interval,
+        earliest=at("2026-11-01"),
+        catchup=False,
+    )
+    assert day_of(later) == "2026-11-24"
+
+
+def test_catchup_false_never_repeats_a_run():
+    last = interval("2026-11-24", "2026-11-25")
+    info = next_info(NYSE_6H, now=at("2026-11-25T10:00"), last=last, earliest=at("2026-11-01"), catchup=False)
+    assert day_of(info) == "2026-11-25"  # 11-24 already ran; 11-25 is pending (due 11-26 06:00)
+
+
+# --- start_date / end_date ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(CATCHUP_CASES))
+@pytest.mark.parametrize("catchup", [True, False])
+def test_start_date_mid_day_and_in_the_future(name, catchup):
+    timetable = CATCHUP_CASES[name][0]
+    start = at("2026-03-05T13:00")
+    for now in (at("2026-03-01"), at("2026-03-06T12:00"), at("2026-04-20")):
+        info = next_info(timetable, now=now, earliest=start, catchup=catchup)
+        assert info.data_interval.start >= start
+        assert info.data_interval.start.in_tz(NY).time() == dt.time(0)
+        if catchup or now < start:
+            # the first interval of the schedule starting at/after start_date
+            runs = timetable.iter_runs(start, 1)
+            assert info.data_interval == runs[0].data_interval
+
+
+def test_end_date_stops_catchup_false_too():
+    timetable = DelayedDailyTimetable(timezone=NY)
+    end = at("2026-03-20T12:00")
+    info = next_info(timetable, now=at("2026-04-01"), earliest=at("2026-03-01"), latest=end, catchup=False)
+    assert info is None
+    info = next_info(
+        timetable, now=at("2026-03-21T01:00"), earliest=at("2026-03-01"), latest=end, catchup=False
+    )
+    assert info.data_interval.start == at("2026-03-20") <= end
+    assert (
+        next_info(
+            timetable,
+            now=at("2026-04-01"),
+            last=info.data_interval,
+            earliest=at("2026-03-01"),
+            latest=end,
+            catchup=True,
+        )
+        is None
+    )
+
+
+def test_since_previous_first_interval_starts_at_start_date_midnight():
+    timetable = BusinessDaysTimetable(market="NYSE", window="since_previous", timezone=NY)
+    info = next_info(timetable, now=at("2026-12-01"), earliest=at("2026-11-28T08:00"), catchup=True)
+    # start_date Sat 11-28 08:00 -> first local midnight at/after it is Sun 11-29; first business day Mon 11-30
+    assert info.data_interval == interval("2026-11-29", "2026-12-01")
+
+
+# --- long holiday runs and long gaps: correct and bounded -----------------------------------------------
+
+HOLIDAY_RUN = [D("2025-01-01") + dt.timedelta(days=i) for i in range(60)]  # 2025-01-01 .. 2025-03-01
+LONG_BREAK = BusinessCalendar(extra_holidays=HOLIDAY_RUN)
+
+
+@pytest.mark.parametrize("window", ["day", "since_previous"])
+def test_sixty_day_holiday_run(window):
+    timetable = BusinessDaysTimetable(calendar=LONG_BREAK, window=window, timezone=NY)
+    infos = timetable.iter_runs(at("2024-12-30"), 4)
+    assert [day_of(i) for i in infos] == ["2024-12-30", "2024-12-31", "2025-03-03", "2025-03-04"]
+    if window == "since_previous":
+        assert infos[2].data_interval == interval("2025-01-01", "2025-03-04")
+    # catchup=False inside the break: the last run before it, then the first after it (strict progress)
+    first = next_info(timetable, now=at("2025-02-10"), earliest=at("2024-12-01"), catchup=False)
+    assert day_of(first) == "2024-12-31"
+    second = next_info(timetable, now=at("2025-02-10"), last=first.data_interval, earliest=at("2024-12-01"))
+    assert day_of(second) == "2025-03-03"
+    assert second.run_after > at("2025-02-10")
+    manual = timetable.infer_manual_data_interval(run_after=at("2025-02-10"))
+    assert manual == first.data_interval
+    rolling = RollingWindowTimetable(5, calendar=LONG_BREAK, timezone=NY)
+    assert [day_of(i) for i in rolling.iter_runs(at("2024-12-27"), 3)] == [
+        "2024-12-31",
+        "2025-03-03",
+        "2025-03-04",
+    ]
+    monthly = MonthlyBusinessDayTimetable(1, calendar=LONG_BREAK, window="day", timezone=NY)
+    # January and February have no business day at all: the next monthly run is in March
+    assert [day_of(i) for i in monthly.iter_runs(at("2024-12-01"), 2)] == ["2024-12-02", "2025-03-03"]
+
+
+def test_holiday_run_longer_than_search_bound_fails_loudly_instead_of_looping():
+    closed = [D("2030-01-01") + dt.timedelta(days=i) for i in range(800)]
+    timetable = BusinessDaysTimetable(extra_holidays=closed, timezone=NY)
+    with pytest.raises(CalendarSearchError, match="no business day within"):
+        next_info(
+            timetable,
+            now=at("2031-06-01"),
+            last=interval("2029-12-31", "2030-01-01"),
+            earliest=at("2029-01-01"),
+        )
+
+
+@pytest.mark.parametrize("name", sorted(CATCHUP_CASES))
+def test_first_call_after_ten_year_gap(name):
+    timetable, scheduled, window_days = CATCHUP_CASES[name]
+    old = timetable.iter_runs(at("2016-03-01"), 1)[0]
+    now = at("2026-11-25T10:00")
+    resumed = next_info(timetable, now=now, last=old.data_interval, earliest=at("2016-03-01"), catchup=False)
+    # catchup=False: exactly the run a manual run at that moment would get = the latest due one
+    assert resumed.data_interval == timetable.infer_manual_data_interval(run_after=now)
+    assert resumed.run_after <= now
+    following = next_info(timetable, now=now, last=resumed.data_interval, earliest=at("2016-03-01"))
+    assert following.run_after > now  # nothing due was left out between them
+    day = D(day_of(resumed))
+    assert scheduled(day)
+    assert not any(scheduled(day + dt.timedelta(days=i)) for i in range(1, (D(day_of(following)) - day).days))
+    # catchup=True: the very next one after 2016's
+    caught = next_info(timetable, now=now, last=old.data_interval, earliest=at("2016-03-01"), catchup=True)
+    assert caught.data_interval == timetable.iter_runs(at("2016-03-01"), 2)[1].data_interval
+
+
+def test_schedule_switched_from_daily_to_long_rolling_window_progresses():
+    """An interval written by another schedule (a daily DAG switched to a 400-day window): the next run is
+    the first window starting after it, found without walking 400 runs (used to raise RuntimeError)."""
+    timetable = RollingWindowTimetable(400, timezone="UTC")
+    last = DataInterval(pendulum.datetime(2020, 1, 1), pendulum.datetime(2020, 1, 2))
+    info = next_info(
+        timetable,
+        now=pendulum.datetime(2030, 1, 1),
+        last=last,
+        earliest=pendulum.datetime(2019, 1, 1),
+        catchup=True,
+    )
+    assert info.data_interval.start == pendulum.datetime(2020, 1, 2)
+    assert info.data_interval.end == pendulum.datetime(2021, 2, 5)
+
+
+# --- serialization ----------------------------------------------------------------------------------------
+
+FULL_CALENDAR = BusinessCalendar(
+    country="DE",
+    subdivision="BY",
+    market="XLON",
+    categories=("public",),
+    extra_holidays=["2026-12-24", dt.date(2026, 12, 31)],
+    extra_business_days=["2026-12-27"],
+    weekend=("Fri", "Sat"),
+)
+ROUND_TRIP = [
+    DelayedDailyTimetable(),
+    DelayedDailyTimetable(
+        delay=dt.timedelta(days=1, hours=6, seconds=7, microseconds=5), timezone="Asia/Kathmandu"
+    ),
+    DelayedDailyTimetable(timezone=pendulum.timezone("Australia/Lord_Howe")),
+    DelayedDailyTimetable(timezone=zoneinfo.ZoneInfo("America/Santiago")),
+    RollingWindowTimetable(7, delay=H, timezone=NY),
+    RollingWindowTimetable(
+        3660, calendar=FULL_CALENDAR, delay=dt.timedelta(days=365, hours=23), timezone="Europe/Berlin"
+    ),
+    RollingWindowTimetable(5, calendar=FULL_CALENDAR.to_dict(), timezone=NY),
+    BusinessDaysTimetable(),
+    BusinessDaysTimetable(calendar=FULL_CALENDAR, window="since_previous", delay=6 * H, timezone=NY),
+    BusinessDaysTimetable(
+        country="US", subdivision="NY", categories="public", weekend=(6,), extra_holidays=["2026-11-27"]
+    ),
+    MonthlyBusinessDayTimetable(-1, market="NYSE", delay=2 * H, timezone=NY),
+    MonthlyBusinessDayTimetable(23, calendar=FULL_CALENDAR, window="day", timezone="Europe/Berlin"),
+    MonthlyBusinessDayTimetable(-23, weekend=(), timezone="UTC"),
+]
+
+
+@pytest.mark.parametrize("timetable", ROUND_TRIP, ids=repr)
+def test_serialize_round_trip(timetable):
+    """Both through Timetable.serialize/deserialize and Airflow's own encoder/decoder (the decoder finds the
+    class through the installed `airflow.plugins` entry point; unit tests need no extra plugin setup)."""
+    data = timetable.serialize()
+    json.dumps(data)  # JSON-able as stored
+    restored = type(timetable).deserialize(json.loads(json.dumps(data)))
+    encoded = json.loads(json.dumps(compat.encode_timetable(timetable)))
+    decoded = compat.decode_timetable(encoded)
+    for other in (restored, decoded):
+        assert type(other) is type(timetable)
+        assert other == timetable
+        assert other.serialize() == data
+        assert other.summary == timetable.summary and other.description == timetable.description
+        other.validate()
+        start = at("2026-02-20", "Europe/Berlin")
+        assert other.iter_runs(start, 5) == timetable.iter_runs(start, 5)
+    assert restored._delay == timetable._delay  # microseconds survive the float seconds
+    for key in ("timezone", "delay"):
+        assert key in data
+
+
+def test_serialized_form_is_stable():
+    """The stored form is a compatibility contract: pin one full example."""
+    timetable = BusinessDaysTimetable(
+        calendar=FULL_CALENDAR, window="since_previous", delay=6 * H, timezone=NY
+    )
+    assert timetable.serialize() == {
+        "timezone": NY,
+        "delay": 21600.0,
+        "calendar": {
+            "type": "business",
+            "country": "DE",
+            "subdivision": "BY",
+            "market": "XLON",
+            "categories": ["public"],
+            "extra_holidays": ["2026-12-24", "2026-12-31"],
+            "extra_business_days": ["2026-12-27"],
+            "weekend": [4, 5],
+        },
+        "window": "since_previous",
+    }
+
+
+def test_plugin_registers_every_timetable_class():
+    from airflow_smart_ext.plugin import SmartExtPlugin
+
+    assert set(SmartExtPlugin.timetables) == set(TIMETABLE_CLASSES)
+
+
+# --- summary / description ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("timetable", ROUND_TRIP, ids=repr)
+def test_summary_and_description(timetable):
+    assert isinstance(timetable.summary, str) and timetable.summary.strip()
+    assert isinstance(timetable.description, str) and timetable.description.strip()
+    assert len(timetable.description) <= 1000
+    assert timetable._timezone_name in timetable.summary and timetable._timezone_name in timetable.description
+
+
+# --- bad input fails loudly, naming the parameter and what is accepted ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "parameter", "accepted"),
+    [
+        (lambda: DelayedDailyTimetable(timezone="Mars/Olympus_Mons"), "timezone", "IANA"),
+        (lambda: DelayedDailyTimetable(timezone="+05:00"), "timezone", "Fixed offsets"),
+        (lambda: DelayedDailyTimetable(timezone=None), "timezone", "IANA"),
+        (lambda: DelayedDailyTimetable(delay=-H), "delay", ">= 0"),
+        (lambda: DelayedDailyTimetable(delay=7200), "delay", "timedelta"),
+        (lambda: DelayedDailyTimetable(delay=dt.timedelta(days=366)), "delay", "366 days"),
+        (lambda: BusinessDaysTimetable(country="XX"), "country", "Accepted"),
+        (lambda: BusinessDaysTimetable(country="US", subdivision="XX"), "subdivision", "Accepted: AK"),
+        (lambda: BusinessDaysTimetable(subdivision="NY"), "subdivision", "needs `country`"),
+        (lambda: BusinessDaysTimetable(market="NOPE"), "market", "NYSE"),
+        (lambda: BusinessDaysTimetable(categories=("public",)), "categories", "needs `country` or `market`"),
+        (lambda: BusinessDaysTimetable(extra_holidays=["2026-13-01"]), "extra_holidays", "YYYY-MM-DD"),
+        (lambda: BusinessDaysTimetable(extra_holidays=["26-1-1"]), "extra_holidays", "YYYY-MM-DD"),
+        (lambda: BusinessDaysTimetable(extra_holidays="2026-01-01"), "extra_holidays", "list of dates"),
+        (lambda: BusinessDaysTimetable(extra_business_days=[20260101]), "extra_business_days", "YYYY-MM-DD"),
+        (lambda: BusinessDaysTimetable(weekend=range(7)), "weekend", "leave at least one"),
+        (
+            lambda: BusinessDaysTimetable(weekend=("Sat", "Sun", "Mon", "Tue", "Wed", "Thu", "Fri")),
+            "weekend",
+            "leave at least one",
+        ),
+        (lambda: BusinessDaysTimetable(weekend=("Funday",)), "weekend", "'Mon'..'Sun'"),
+        (lambda: BusinessDaysTimetable(weekend=(7,)), "weekend", "0-6"),
+        (lambda: BusinessDaysTimetable(window="week"), "window", "'since_previous'"),
+        (lambda: MonthlyBusinessDayTimetable(1, window="month"), "window", "'day'"),
+        (lambda: BusinessDaysTimetable(calendar=NYSE, country="US"), "calendar", "not both"),
+        (lambda: BusinessDaysTimetable(calendar="NYSE"), "calendar", "BusinessCalendar"),
+        (lambda: RollingWindowTimetable(0), "days", "between 1 and 3660"),
+        (lambda: RollingWindowTimetable(-3), "days", "between 1 and 3660"),
+        (lambda: RollingWindowTimetable(3661), "days", "between 1 and 3660"),
+        (lambda: RollingWindowTimetable(2.5), "days", "whole number"),
+        (lambda: RollingWindowTimetable(True), "days", "whole number"),
+        (
+            lambda: RollingWindowTimetable(3, calendar={"type": "business", "weekend": list(range(7))}),
+            "weekend",
+            "leave at least one",
+        ),
+        (lambda: MonthlyBusinessDayTimetable(0), "n", "non-zero integer between -23 and 23"),
+        (lambda: MonthlyBusinessDayTimetable(24), "n", "non-zero integer between -23 and 23"),
+        (lambda: MonthlyBusinessDayTimetable(-24), "n", "non-zero integer between -23 and 23"),
+        (lambda: MonthlyBusinessDayTimetable(True), "n", "non-zero integer"),
+    ],
+)
+def test_bad_input_raises_invalid_timetable_parameter(make, parameter, accepted):
+    with pytest.raises(InvalidTimetableParameter) as caught:
+        make()
+    assert isinstance(caught.value, AirflowTimetableInvalid)
+    assert isinstance(caught.value, ValueError)
+    message = str(caught.value)
+    assert message.startswith(f"{parameter}:"), message
+    assert accepted in message, message
+
+
+def test_empty_weekend_is_valid_every_day_is_a_business_day():
+    timetable = BusinessDaysTimetable(weekend=(), timezone=NY)
+    assert [day_of(i) for i in timetable.iter_runs(at("2026-11-27"), 3)] == [
+        "2026-11-27",
+        "2026-11-28",
+        "2026-11-29",
+    ]
+
+
+def test_invalid_serialized_data_fails_loudly_on_deserialize():
+    data = RollingWindowTimetable(3).serialize() | {"days": 0}
+    with pytest.raises(InvalidTimetableParameter, match="days:"):
+        RollingWindowTimetable.deserialize(data)
+    data = DelayedDailyTimetable().serialize() | {"timezone": "Nowhere/Town"}
+    with pytest.raises(InvalidTimetableParameter, match="timezone:"):
+        DelayedDailyTimetable.deserialize(data)
+
+
+# --- a local date that does not exist: Pacific/Apia skipped 2011-12-30 ---------------------------------------
+
+APIA = "Pacific/Apia"
+
+
+def test_apia_missing_day_is_never_scheduled():
+    timetable = DelayedDailyTimetable(timezone=APIA)
+    infos = timetable.iter_runs(at("2011-12-28", APIA), 4)
+    assert [i.data_interval.start.in_tz(APIA).date().isoformat() for i in infos] == [
+        "2011-12-28",
+        "2011-12-29",
+        "2011-12-31",  # 12-30 does not exist: 12-29 23:59:59 -10 was followed by 12-31 00:00 +14
+        "2012-01-01",
+    ]
+    assert all(i.data_interval.start < i.data_interval.end for i in infos)
+    assert all(b.data_interval.start == a.data_interval.end for a, b in zip(infos, infos[1:], strict=False))
+
+
+@pytest.mark.parametrize(
+    "moment", ["2011-12-30T10:00:00+00:00", "2011-12-30T11:00:00+00:00", "2011-12-30T23:59:59+00:00"]
+)
+def test_apia_manual_run_on_missing_day_gets_the_covering_real_interval(moment):
+    """Before the fix, infer_manual_data_interval returned the empty interval [12-31 00:00, 12-31 00:00) of
+    the non-existent local day 12-30 for these moments (local 12-31 00:00-13:59 +14)."""
+    timetable = DelayedDailyTimetable(timezone=APIA)
+    now = pendulum.parse(moment)
+    manual = timetable.infer_manual_data_interval(run_after=now)
+    assert manual.start < manual.end
+    assert manual.start == pendulum.datetime(2011, 12, 29, tz=APIA)
+    assert manual.end == pendulum.datetime(2011, 12, 31, tz=APIA)  # the real 24 h of local 12-29
+    scheduled = next_info(timetable, now=now, earliest=pendulum.datetime(2011, 12, 1, tz=APIA), catchup=False)
+    assert scheduled.data_interval == manual
+
+
+@pytest.mark.parametrize(
+    "timetable",
+    [
+        DelayedDailyTimetable(delay=2 * H, timezone=APIA),
+        RollingWindowTimetable(3, timezone=APIA),
+        BusinessDaysTimetable(weekend=(), window="since_previous", delay=30 * H, timezone=APIA),
+        BusinessDaysTimetable(timezone=APIA),  # 2011-12-30 was a Friday
+    ],
+    ids=repr,
+)
+def test_apia_other_schedules_stay_non_empty_and_advancing(timetable):
+    infos = timetable.iter_runs(at("2011-12-25", APIA), 8)
+    assert all(i.data_interval.start < i.data_interval.end for i in infos)
+    assert all(b.data_interval.start > a.data_interval.start for a, b in zip(infos, infos[1:], strict=False))
+    assert all(b.data_interval.end > a.data_interval.end for a, b in zip(infos, infos[1:], strict=False))
+    # run times never go back; with a delay, 12-28's wall time (12-30 06:00) is in the 24-hour gap and moves
+    # forward by the gap (documented rule), so 12-28 and 12-29 may run at the same instant
+    assert all(b.run_after >= a.run_after for a, b in zip(infos, infos[1:], strict=False))
+    for hour in range(0, 48, 5):
+        moment = pendulum.datetime(2011, 12, 29, 12).add(hours=hour)
+        manual = timetable.infer_manual_data_interval(run_after=moment)
+        assert manual.start < manual.end
