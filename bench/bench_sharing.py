@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from benchlib import Goal, Result, Table, fmt_num, fmt_ratio, median, ratio, script_main
 
@@ -190,7 +191,9 @@ def _prepare_sqlite(directory: Path, conditions: int) -> str:
         db.executemany(
             "INSERT INTO bench_conditions VALUES (?, 0)", [(f"condition_{i}",) for i in range(conditions)]
         )
-    return f"sqlite:///{path}"
+    # Airflow's SQLite connection URI carries the absolute path, percent-encoded, as the host
+    # (``sqlite://%2Ftmp%2Fx.db``); ``sqlite:////tmp/x.db`` is rejected by the hook ("invalid uri authority").
+    return "sqlite://" + quote(str(path), safe="")
 
 
 def _prepare_postgres(dsn: str, conditions: int) -> str:
@@ -242,10 +245,10 @@ def run(tiny: bool) -> Result:
     # Warm-up: long enough for the interval to reach the cap; then measure whole cycles at the cap.
     from airflow_smart_ext.backoff import BackoffPolicy
 
-    to_cap = BackoffPolicy.from_dict(policy).offset("probe", 12)
+    to_cap = BackoffPolicy.from_dict(policy).offset("probe", 2 if tiny else 12)
     sizes = {
         "scale": scale,
-        "triggers": 40 if tiny else TRIGGERS,
+        "triggers": 20 if tiny else TRIGGERS,
         "conditions": 4 if tiny else CONDITIONS,
         "warmup": to_cap + (0.2 if tiny else 2.0),
         "window": cycle * (1 if tiny else 3),

@@ -65,15 +65,19 @@ def baseline_timetables() -> dict[str, Any]:
     logging.getLogger("airflow.example_dags.plugins.workday").setLevel(logging.ERROR)
     from airflow.example_dags.plugins.workday import AfterWorkdayTimetable
 
-    with_holidays = _pandas_available()
-    docs_label = DOCS_EXAMPLE + (
-        " (pandas US federal holidays)" if with_holidays else " (pandas absent: no holidays)"
-    )
-    return {
+    class AfterWorkdayWithoutHolidays(AfterWorkdayTimetable):
+        """The docs example exactly as it behaves when pandas is not importable (its own fallback)."""
+
+        _holiday_calendar = None
+
+    candidates: dict[str, Any] = {
         CRON_INTERVAL: CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),
         CRON_TRIGGER: CronTriggerTimetable("0 0 * * *", timezone="UTC", interval=timedelta(days=1)),
-        docs_label: AfterWorkdayTimetable(),
     }
+    if _pandas_available():
+        candidates[DOCS_EXAMPLE + " (pandas US federal holidays, as documented)"] = AfterWorkdayTimetable()
+    candidates[DOCS_EXAMPLE + " (pandas absent: its fallback, no holidays)"] = AfterWorkdayWithoutHolidays()
+    return candidates
 
 
 def our_timetables() -> tuple[dict[str, Any], list[str]]:
@@ -140,7 +144,11 @@ def run(tiny: bool) -> Result:
     candidates = baseline_timetables()
     ours, notes = our_timetables()
     candidates.update(ours)
-    docs_label = next(label for label in candidates if label.startswith(DOCS_EXAMPLE))
+    # The goal is judged against the docs example as documented (with holidays) when pandas is available;
+    # the no-holidays fallback gets its own column so the cheaper baseline is never hidden.
+    docs_labels = [label for label in candidates if label.startswith(DOCS_EXAMPLE)]
+    docs_label = docs_labels[0]
+    docs_fallback = docs_labels[-1]
 
     # Steady state: cycle through 64 consecutive real previous intervals of each timetable.
     per_call_fns: dict[str, Callable[[], object]] = {}
@@ -162,6 +170,7 @@ def run(tiny: bool) -> Result:
     plan_seconds: dict[str, list[float]] = {label: [] for label in candidates}
     gap_seconds: dict[str, list[float]] = {label: [] for label in candidates}
     gap_result: dict[str, str] = {}
+    gap_days_behind: dict[str, float] = {}
     now = pendulum.now("UTC")
     decade_ago = now.subtract(years=10)
     for _ in range(repeats):
@@ -178,6 +187,9 @@ def run(tiny: bool) -> Result:
             info = timetable.next_dagrun_info(last_automated_data_interval=last, restriction=restriction)
             gap_seconds[label].append(time.perf_counter() - started)
             gap_result[label] = "None" if info is None else info.data_interval.start.to_date_string()
+            gap_days_behind[label] = (
+                float("inf") if info is None else (now - info.data_interval.end).total_seconds() / 86400
+            )
 
     table = Table(
         [
@@ -185,6 +197,7 @@ def run(tiny: bool) -> Result:
             "per call",
             "÷ CronTrigger",
             "docs example ÷ this",
+            "docs fallback (no holidays) ÷ this",
             f"plan {plan_runs:,} runs",
             "10-year gap: first call",
             "gap: next run starts",
@@ -195,6 +208,7 @@ def run(tiny: bool) -> Result:
     for label in candidates:
         call_ratio = median_ratio(per_call, label, CRON_TRIGGER)
         vs_docs = median_ratio(per_call, docs_label, label)
+        vs_fallback = median_ratio(per_call, docs_fallback, label)
         plan_median = median(plan_seconds[label])
         gap_ratio = median(
             [ratio(a, b) for a, b in zip(gap_seconds[label], gap_seconds[CRON_TRIGGER], strict=True)]
@@ -212,20 +226,32 @@ def run(tiny: bool) -> Result:
                 )
                 if not ok
             ]
-            reading = "all three goals met" if not misses else "MISSED: " + "; ".join(misses)
+            reading = "per-call, docs and plan goals met" if not misses else "MISSED: " + "; ".join(misses)
             goals += [
                 Goal(f"{label}: per call ≤ 0.5× CronTriggerTimetable", fmt_ratio(call_ratio), met_call),
-                Goal(f"{label}: ≥ 100× faster than the docs example", fmt_ratio(vs_docs), met_docs),
+                Goal(
+                    f"{label}: ≥ 100× faster than the docs example ({docs_label[len(DOCS_EXAMPLE) + 2 : -1]})",
+                    f"{fmt_ratio(vs_docs)} (vs its no-holidays fallback: {fmt_ratio(vs_fallback)})",
+                    met_docs,
+                ),
                 Goal(
                     f"{label}: {plan_runs:,}-run plan < 50 ms",
                     fmt_seconds(plan_median),
                     met_plan if not tiny else None,
                 ),
+                Goal(
+                    f"{label}: first call after a 10-year gap (catchup=False) resumes near today, not 10 years "
+                    "back (the planned run's data interval ends ≤ 40 days ago)",
+                    f"interval starts {gap_result[label]}, call took {fmt_seconds(median(gap_seconds[label]))}",
+                    gap_days_behind[label] <= 40,
+                ),
             ]
         elif label == CRON_TRIGGER:
             reading = "baseline for the per-call ratio"
         elif label == docs_label:
-            reading = "baseline for the ×-faster column"
+            reading = "baseline for the ×-faster column and the goal"
+        elif label == docs_fallback:
+            reading = "the docs example without pandas (not an Airflow dependency)"
         else:
             reading = f"{fmt_ratio(call_ratio)} the cost of CronTrigger per call"
         table.add(
@@ -233,6 +259,7 @@ def run(tiny: bool) -> Result:
             fmt_seconds(median(per_call[label])),
             fmt_ratio(call_ratio),
             fmt_ratio(vs_docs),
+            fmt_ratio(vs_fallback),
             fmt_seconds(plan_median),
             f"{fmt_seconds(median(gap_seconds[label]))} ({fmt_ratio(gap_ratio)} CronTrigger)",
             gap_result[label],

@@ -109,7 +109,7 @@ def _make_trigger(kind: str, index: int, now: float) -> Any:
     )
 
 
-async def _child(kind: str, count: int, window: float, settle: float = SETTLE_SECONDS) -> dict[str, Any]:
+async def _child(kind: str, count: int, window: float, settle: float) -> dict[str, Any]:
     import warnings
 
     with warnings.catch_warnings():
@@ -177,7 +177,7 @@ async def _child(kind: str, count: int, window: float, settle: float = SETTLE_SE
     }
 
 
-def _run_child(kind: str, count: int, window: float) -> dict[str, Any]:
+def _run_child(kind: str, count: int, window: float, settle: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-trig-") as tmp:
         out = Path(tmp) / "out.json"
         env = dict(os.environ)
@@ -185,7 +185,7 @@ def _run_child(kind: str, count: int, window: float) -> dict[str, Any]:
         env["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(BENCH_DIR), env.get("PYTHONPATH")]))
         proc = subprocess.run(
-            [sys.executable, __file__, "--child", kind, str(count), str(window), str(out)],
+            [sys.executable, __file__, "--child", kind, str(count), str(window), str(settle), str(out)],
             env=env,
             stdout=subprocess.DEVNULL,  # every trigger logs; the real triggerer pays that too
             stderr=subprocess.PIPE,
@@ -199,7 +199,8 @@ def _run_child(kind: str, count: int, window: float) -> dict[str, Any]:
 
 def run(tiny: bool) -> Result:
     sizes = (20,) if tiny else (1000, 10000)
-    window = 1.0 if tiny else 10.0
+    window = 0.5 if tiny else 10.0
+    settle = 0.5 if tiny else SETTLE_SECONDS
     repeats = 1 if tiny else 3
     samples: dict[tuple[str, int], list[dict[str, Any]]] = {}
     errors: dict[tuple[str, int], str] = {}
@@ -209,7 +210,7 @@ def run(tiny: bool) -> Result:
                 if (kind, count) in errors:
                     continue
                 try:
-                    samples.setdefault((kind, count), []).append(_run_child(kind, count, window))
+                    samples.setdefault((kind, count), []).append(_run_child(kind, count, window, settle))
                 except Exception as exc:
                     errors[(kind, count)] = str(exc)
 
@@ -269,7 +270,7 @@ def run(tiny: bool) -> Result:
                 reading = (
                     f"p99 lag {fmt_seconds(p99)} "
                     + ("< 100 ms" if p99 < GOAL_P99_SECONDS else "≥ 100 ms: over the goal")
-                    + f", {fmt_num(median([r['checks'] for r in runs]), 0)} checks in {window:.0f} s"
+                    + f", {fmt_num(median([r['checks'] for r in runs]), 0)} checks in {window:g} s"
                 )
                 if alive < count:
                     reading += f"; only {alive:,} of {count:,} still running"
@@ -306,8 +307,8 @@ def run(tiny: bool) -> Result:
             "triggerer) on a plain asyncio loop in a fresh process per configuration; the runner's "
             "supervisor/DB loop is not run. Triggers are created in batches of 200 (yielding to the loop "
             "in between, as the runner does); start-up of N is that creation time. After a "
-            f"{SETTLE_SECONDS:.0f} s settle, a watchdog coroutine sleeps 50 ms in a loop and records its "
-            f"wake-up delay over a {window:.0f} s window. BackoffTrigger policy {POLICY} (compressed so "
+            f"{settle:g} s settle, a watchdog coroutine sleeps 50 ms in a loop and records its "
+            f"wake-up delay over a {window:g} s window. BackoffTrigger policy {POLICY} (compressed so "
             "checks happen in the window; its check rate is a few times that of a production 60 s "
             "`poke_interval`), one distinct never-true sensor check per trigger, `share=False`. "
             f"Median of {repeats} runs per row; kinds interleaved; ratios are BackoffTrigger ÷ TimeDeltaTrigger "
@@ -321,10 +322,10 @@ def run(tiny: bool) -> Result:
 
 def _child_main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--child", nargs=4, metavar=("KIND", "COUNT", "WINDOW", "OUT"))
+    parser.add_argument("--child", nargs=5, metavar=("KIND", "COUNT", "WINDOW", "SETTLE", "OUT"))
     args = parser.parse_args()
-    kind, count, window, out = args.child
-    result = asyncio.run(_child(kind, int(count), float(window)))
+    kind, count, window, settle, out = args.child
+    result = asyncio.run(_child(kind, int(count), float(window), float(settle)))
     Path(out).write_text(json.dumps(result))
 
 

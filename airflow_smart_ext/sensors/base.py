@@ -246,6 +246,14 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             int(getattr(ti, "try_number", 1) or 1),
         )
 
+    def _first_check_at(self, seed: str, started_at: float, deadline: float) -> float:
+        """When check #0 is due: the splayed start of the schedule (never after the deadline).
+
+        Not ``_next_check(after=None)``: that is the first check due *from now*, i.e. check #1 once check
+        #0's small (or zero) splay offset has passed, which delayed the first poke by a whole interval.
+        """
+        return min(started_at + self.backoff_policy.offset(seed, 0), deadline)
+
     def _next_check(
         self, seed: str, started_at: float, deadline: float, after: int | None
     ) -> ScheduledCheck | None:
@@ -348,13 +356,13 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         self.log.info(
             "Backoff schedule: %s; timeout %gs (poke mode)", self.backoff_policy.describe(), self.timeout
         )
-        first = self._next_check(seed, started_at, deadline, None)
-        if first is not None and first.at > _wall_clock():
+        first_at = self._first_check_at(seed, started_at, deadline)
+        if first_at > _wall_clock():
             # The splay: sensors created together spread their first poke over [0, splay).
             self.log.info(
-                "First poke splayed by %.3fs to %s", first.at - started_at, _utc(first.at).isoformat()
+                "First poke splayed by %.3fs to %s", first_at - started_at, _utc(first_at).isoformat()
             )
-            _sleep(first.at - _wall_clock())
+            _sleep(first_at - _wall_clock())
         while True:
             done, xcom_value = self._poke_once(context, seed, index, pokes)
             if done:
@@ -386,14 +394,14 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
                 self.backoff_policy.describe(),
                 self.timeout,
             )
-            first = self._next_check(seed, started_at, deadline, None)
-            if first is not None and first.at > _wall_clock():
+            first_at = self._first_check_at(seed, started_at, deadline)
+            if first_at > _wall_clock():
                 self.log.info(
-                    "First poke splayed by %.3fs to %s", first.at - started_at, _utc(first.at).isoformat()
+                    "First poke splayed by %.3fs to %s", first_at - started_at, _utc(first_at).isoformat()
                 )
                 if splay_wait:
-                    raise compat.AirflowRescheduleException(_utc(first.at))
-                _sleep(first.at - _wall_clock())  # too short for a reschedule: as poke mode does
+                    raise compat.AirflowRescheduleException(_utc(first_at))
+                _sleep(first_at - _wall_clock())  # too short for a reschedule: as poke mode does
         index = count - 1 if splay_wait and count > 0 else count
         pokes = index + 1
         done, xcom_value = self._poke_once(context, seed, index, pokes)

@@ -100,6 +100,11 @@ class CheckGroup:
             if latest is not None and latest.observed_at >= oldest_acceptable:
                 compat.Stats.incr(METRIC_CHECKS_SAVED)
                 return latest, True
+            if self._inflight is not None and self._inflight[1].done():
+                # A finished round whose done-callback has not run yet (it runs on the next loop turn).
+                # Awaiting a done task does not yield to the loop, so looping on it would spin forever and
+                # freeze the triggerer; forget it here (``latest`` already holds its observation).
+                self._round_done(self._inflight[1])
             if self._inflight is not None:
                 started, task = self._inflight
                 # shield: a cancelled subscriber must not cancel the round the others wait for.

@@ -1,0 +1,118 @@
+"""Integration-test DAGs for ``FileArrivedSensor(BackoffSensor)`` (tests/integration/test_sensors_live.py,
+test_deferrable_live.py). The file path comes from ``dag_run.conf["path"]``; the test creates the file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow import DAG
+from sn_sensors import FileArrivedSensor
+
+START = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+PATH = "{{ dag_run.conf['path'] }}"
+COUNTER = "{{ dag_run.conf.get('counter_path') or '' }}"
+NO_RETRY_PROOF = {"retries": 2, "retry_delay": dt.timedelta(seconds=1)}  # a sensor timeout must not retry
+
+# Poke mode: the default seeded full-jitter schedule, 1 s growing x2 up to 4 s.
+# Reschedule mode: a deterministic schedule (no jitter, no splay: checks at 0, 3, 9, 15, ... s) with gaps
+# of >= 3 s, because Airflow 3.3.2 fails a sensor rescheduled within ~1-2 s: the executor's late "success"
+# event of the previous run meets the next run already "running" and the scheduler marks it
+# up_for_retry (the reschedule variant of the executor race in AIRFLOW-NOTES). Timeout 12 s: final check at 12.
+MODES = {
+    "poke": {"poke_interval": 1, "max_wait": 4},
+    "reschedule": {"poke_interval": 3, "max_wait": 6, "jitter": "none", "splay": 0},
+}
+TIMEOUTS = {"poke": 6, "reschedule": 12}
+
+for mode, schedule in MODES.items():
+    with DAG(
+        dag_id=f"sn_file_{mode}",
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        tags=["airflow-smart-ext", "integration"],
+    ):
+        FileArrivedSensor(task_id="wait", path=PATH, mode=mode, timeout=90, **schedule, **NO_RETRY_PROOF)
+
+    with DAG(
+        dag_id=f"sn_file_{mode}_timeout",
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        tags=["airflow-smart-ext", "integration"],
+    ):
+        FileArrivedSensor(
+            task_id="wait", path=PATH, mode=mode, timeout=TIMEOUTS[mode], **schedule, **NO_RETRY_PROOF
+        )
+        FileArrivedSensor(
+            task_id="wait_soft",
+            path=PATH,
+            mode=mode,
+            timeout=TIMEOUTS[mode],
+            soft_fail=True,
+            **schedule,
+            **NO_RETRY_PROOF,
+        )
+
+# Deferrable: the sensor class lives in sn_sensors (importable by name in the triggerer).
+with DAG(
+    dag_id="sn_def_file",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    tags=["airflow-smart-ext", "integration"],
+):
+    FileArrivedSensor(
+        task_id="wait",
+        path=PATH,
+        counter_path=COUNTER,
+        deferrable=True,
+        poke_interval=2,
+        max_wait=4,
+        timeout=300,
+        **NO_RETRY_PROOF,
+    )
+
+with DAG(
+    dag_id="sn_def_file_timeout",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    tags=["airflow-smart-ext", "integration"],
+):
+    FileArrivedSensor(
+        task_id="wait", path=PATH, deferrable=True, poke_interval=1, max_wait=2, timeout=8, **NO_RETRY_PROOF
+    )
+    FileArrivedSensor(
+        task_id="wait_soft",
+        path=PATH,
+        deferrable=True,
+        poke_interval=1,
+        max_wait=2,
+        timeout=8,
+        soft_fail=True,
+        **NO_RETRY_PROOF,
+    )
+
+# 20 deferred waits on one condition: identical check specs -> one shared check per cycle in the triggerer.
+FANIN_TASKS = 20
+with DAG(
+    dag_id="sn_def_fanin",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    max_active_tasks=FANIN_TASKS,
+    tags=["airflow-smart-ext", "integration"],
+):
+    for number in range(FANIN_TASKS):
+        FileArrivedSensor(
+            task_id=f"wait_{number:02d}",
+            path=PATH,
+            counter_path=COUNTER,
+            deferrable=True,
+            poke_interval=3,
+            backoff_factor=1,  # a fixed 3 s cycle (no jitter; splay spreads the phases over the cycle),
+            jitter="none",  # so "checks per cycle" is well defined
+            timeout=600,
+        )

@@ -1,0 +1,57 @@
+"""Sensor classes and SQL criteria for the sensor/trigger integration tests (no DAGs in this module).
+
+Kept in a module of the DAGs folder (imported by name as ``sn_sensors``) so the triggerer can import them
+again: classes and functions defined inside a DAG file cannot be shipped to the triggerer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from airflow_smart_ext.sensors import BackoffSensor
+
+POKE_LOG_MARKER = "sn-poke"
+
+
+class FileArrivedSensor(BackoffSensor):
+    """A plain file sensor whose only change for backoff was its base class.
+
+    ``counter_path`` (optional): every poke appends one JSON line ``{"at": epoch, "where": "worker" |
+    "triggerer"}``, so tests can count real checks (a poke in the triggerer has no ``ti`` in its context).
+    """
+
+    template_fields = ("path", "counter_path")
+
+    def __init__(self, *, path: str, counter_path: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.path = path
+        self.counter_path = counter_path
+
+    def poke(self, context: Any) -> bool:
+        now = time.time()
+        where = "worker" if "ti" in context else "triggerer"
+        self.log.info("%s at=%.3f where=%s path=%s", POKE_LOG_MARKER, now, where, self.path)
+        if self.counter_path:
+            line = json.dumps({"at": now, "where": where}) + "\n"
+            fd = os.open(self.counter_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line.encode())  # one O_APPEND write per line: safe across threads/processes
+            finally:
+                os.close(fd)
+        return Path(self.path).exists()
+
+
+def is_done(value: Any) -> bool:
+    """SQL success criterion: a positive count or the status ``done``."""
+    if isinstance(value, str):
+        return value == "done"
+    return bool(value) and value > 0
+
+
+def is_error(value: Any) -> bool:
+    """SQL failure criterion: the status ``error``."""
+    return value == "error"

@@ -1,0 +1,377 @@
+"""BackoffSensor and BackoffSqlSensor in a real Airflow (poke and reschedule mode).
+
+DAGs: tests/integration/dags/sn_file_dags.py, sn_sql_dags.py (classes and criteria in sn_sensors.py).
+The test process creates each condition (a file, a row) while the sensor is waiting, and checks the
+outcome, the absence of retries, and that the pokes happened at the times of ``airflow_smart_ext.backoff``
+for the task's seed (parsed from the task log).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from airflow_smart_ext.backoff import BackoffPolicy, task_seed
+from tests.integration.harness import TERMINAL_TI_STATES, AirflowEnv
+
+SQLITE_CONN_ID = "sn_sqlite"
+PG_CONN_ID = "sn_pg"
+
+# "Poke #2 (check #1): condition not met; next check #2 in 1.234s at 2026-01-01T00:00:01.234000+00:00"
+NOT_MET_RE = re.compile(
+    r"Poke #(?P<poke>\d+) \(check #(?P<index>\d+)\): condition not met; next check #(?P<next>\d+) "
+    r"in [\d.]+s at (?P<at>\d{4}-\d\d-\d\dT[\d:.]+\+00:00)(?P<final> \(final check, at the timeout\))?"
+)
+POKE_RE = re.compile(r"sn-poke at=(?P<at>[\d.]+) where=(?P<where>\w+)")
+
+
+# ---------------------------------------------------------------------------- helpers (also used by
+# test_deferrable_live.py)
+def start_run(env: AirflowEnv, dag_id: str, conf: dict[str, Any] | None = None) -> str:
+    env.wait_for_dag(dag_id)
+    env.unpause(dag_id)
+    return env.trigger(dag_id, conf=conf or {})
+
+
+def ti_row(env: AirflowEnv, dag_id: str, run_id: str, task_id: str) -> dict[str, Any] | None:
+    for row in env.task_instances(dag_id, run_id):
+        if row["task_id"] == task_id and row["map_index"] == -1:
+            return row
+    return None
+
+
+def wait_ti_state(
+    env: AirflowEnv, dag_id: str, run_id: str, task_id: str, states: Iterable[str], timeout: float = 180
+) -> dict[str, Any]:
+    """Until the task instance is in one of ``states`` (fails early when it ends in another one)."""
+    wanted = set(states)
+    deadline = time.monotonic() + timeout
+    row = None
+    while time.monotonic() < deadline:
+        row = ti_row(env, dag_id, run_id, task_id)
+        if row is not None and row["state"] in wanted:
+            return row
+        if row is not None and row["state"] in TERMINAL_TI_STATES:
+            raise AssertionError(f"{dag_id}.{task_id} ended {row['state']!r} while waiting for {wanted}")
+        env._raise_if_component_died()
+        time.sleep(0.2)
+    raise AssertionError(f"{dag_id}.{task_id} not in {wanted} within {timeout}s: {row}")
+
+
+def policy_for(
+    poke_interval: float,
+    max_wait: float | None,
+    factor: float = 2.0,
+    jitter: str = "full",
+    splay: float | None = None,
+) -> BackoffPolicy:
+    """The policy BackoffSensor builds for these arguments (splay None = one poke_interval)."""
+    return BackoffPolicy(
+        initial=poke_interval,
+        factor=factor,
+        cap=max_wait,
+        jitter=jitter,
+        splay=poke_interval if splay is None else splay,
+    )
+
+
+def seed_of(dag_id: str, task_id: str, run_id: str, try_number: int = 1) -> str:
+    return task_seed(dag_id, task_id, run_id, -1, try_number)
+
+
+def epoch(iso: str) -> float:
+    return dt.datetime.fromisoformat(iso).timestamp()
+
+
+def sensor_log(env: AirflowEnv, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+    """The task's log; waits briefly for the last lines (log files are flushed just after the state)."""
+    text = ""
+    for _ in range(20):
+        text = env.task_log(dag_id, run_id, task_id, try_number)
+        if "Success criteria met" in text or "timed out" in text or "Failure criteria" in text:
+            break
+        time.sleep(0.5)
+    return text
+
+
+def implied_anchors(log: str, policy: BackoffPolicy, seed: str, timeout: float) -> list[float]:
+    """``started_at`` implied by each announced check: ``at - offset(seed, index)``; the final check sits
+    exactly at the timeout, ``at - timeout``."""
+    return [
+        epoch(m["at"]) - (timeout if m["final"] else policy.offset(seed, int(m["next"])))
+        for m in NOT_MET_RE.finditer(log)
+    ]
+
+
+def assert_schedule(
+    log: str,
+    policy: BackoffPolicy,
+    seed: str,
+    slack_after: float,
+    timeout: float,
+    first_anchor_slack: float = 0.0,
+) -> list[tuple[int, float]]:
+    """Every announced next check is ``started_at + policy.offset(seed, index)`` for ONE ``started_at``
+    (the final one ``started_at + timeout``), and each following poke happened at that time (not before,
+    at most ``slack_after`` later).
+
+    Returns [(index, scheduled epoch)]."""
+    announced = [(int(m["next"]), epoch(m["at"])) for m in NOT_MET_RE.finditer(log)]
+    assert announced, f"no 'condition not met' lines in the log:\n{log[-3000:]}"
+    anchors = implied_anchors(log, policy, seed, timeout)
+    if first_anchor_slack:
+        # Reschedule mode: poke #1 anchors the schedule to its own clock; later pokes to the first
+        # TaskReschedule row's start_date, which Airflow records a little later (3.x: when the reschedule
+        # is reported) or earlier (2.11: at task start). Only that first announcement may differ.
+        assert abs(anchors[0] - anchors[-1]) <= first_anchor_slack, anchors
+        anchors = anchors[1:] or anchors
+    assert max(anchors) - min(anchors) < 0.01, (
+        f"poke times do not follow one schedule of the policy for this seed: implied started_at {anchors}; "
+        f"announced {announced}"
+    )
+    indices = [index for index, _ in announced]
+    assert indices == sorted(set(indices)), f"check indices not strictly increasing: {indices}"
+    pokes = [float(m["at"]) for m in POKE_RE.finditer(log)]
+    assert len(pokes) == len(announced) + 1, f"{len(pokes)} pokes for {len(announced)} announced checks"
+    for (index, scheduled), actual in zip(announced, pokes[1:], strict=True):
+        assert scheduled - 0.05 <= actual <= scheduled + slack_after, (
+            f"check #{index} scheduled at {scheduled:.3f} but poked at {actual:.3f} ({actual - scheduled:+.3f}s)"
+        )
+    return announced
+
+
+def wait_log(env: AirflowEnv, dag_id: str, run_id: str, task_id: str, text: str, timeout: float = 120) -> str:
+    """Until the task log contains ``text`` (the sensor really checked; task start-up can take seconds)."""
+    deadline = time.monotonic() + timeout
+    log = ""
+    while time.monotonic() < deadline:
+        log = env.task_log(dag_id, run_id, task_id)
+        if text in log:
+            return log
+        env._raise_if_component_died()
+        time.sleep(0.3)
+    raise AssertionError(f"{text!r} not in the log of {dag_id}.{task_id} within {timeout}s:\n{log[-3000:]}")
+
+
+def sqlite_db(env: AirflowEnv) -> Path:
+    """A SQLite database FILE reached through the Airflow connection ``sn_sqlite`` (created once per env)."""
+    path = env.home / "sn_condition.db"
+    if not getattr(env, "_sn_sqlite_ready", False):
+        sqlite3.connect(path).close()
+        # Host = the absolute path (the sqlite hook turns it into file:/abs/path). Fields, not a URI: the 2.11
+        # CLI crashes on `connections add --conn-uri sqlite://...` (UnboundLocalError 'netloc' in its metrics).
+        add_connection_fields(env, SQLITE_CONN_ID, "sqlite", host=str(path))
+        env._sn_sqlite_ready = True  # type: ignore[attr-defined]
+    return path
+
+
+def add_connection_fields(env: AirflowEnv, conn_id: str, conn_type: str, **fields: Any) -> None:
+    """``airflow connections add`` with separate fields (host, port, login, password, schema)."""
+    env.airflow_cli("connections", "delete", conn_id, check=False)
+    args = ["connections", "add", conn_id, "--conn-type", conn_type]
+    for key, value in fields.items():
+        if value is not None:
+            args += [f"--conn-{key}", str(value)]
+    env.airflow_cli(*args)
+
+
+def sqlite_exec(path: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(path, timeout=30)
+    try:
+        with conn:
+            return conn.execute(sql, tuple(params)).fetchall()
+    finally:
+        conn.close()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+# ---------------------------------------------------------------------------- custom sensor
+# As in sn_file_dags.py: mode -> (policy, max lateness of a poke, max shift of the first anchor, timeout of
+# the *_timeout DAG).
+MODES = {
+    "poke": (policy_for(1.0, 4.0), 1.0, 0.0, 6),
+    # a reschedule waits for a scheduler loop and a free executor slot (2.11 SQLite: one task at a time)
+    "reschedule": (policy_for(3.0, 6.0, jitter="none", splay=0.0), 60.0, 5.0, 12),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_custom_sensor_succeeds_when_file_arrives_on_schedule(
+    airflow_env: AirflowEnv, tmp_path: Path, mode: str
+) -> None:
+    env = airflow_env
+    dag_id = f"sn_file_{mode}"
+    target = tmp_path / "arrived.csv"
+    run_id = start_run(env, dag_id, {"path": str(target)})
+    wait_ti_state(env, dag_id, run_id, "wait", {"running", "up_for_reschedule"})
+    time.sleep(12)  # several checks of the backoff schedule
+    target.write_text("id\n1\n")
+    assert env.wait_run(dag_id, run_id, timeout=120) == "success"
+
+    row = ti_row(env, dag_id, run_id, "wait")
+    assert row is not None and row["state"] == "success" and row["try_number"] == 1
+    log = sensor_log(env, dag_id, run_id, "wait")
+    assert "Success criteria met" in log
+    policy, slack, first, _ = MODES[mode]
+    announced = assert_schedule(log, policy, seed_of(dag_id, "wait", run_id), slack, 90, first)
+
+    assert len(announced) >= 2, announced
+    if mode == "reschedule":
+        assert "up_for_reschedule" in env.state_history(dag_id, run_id, "wait")
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_custom_sensor_times_out_without_retry_or_skips_with_soft_fail(
+    airflow_env: AirflowEnv, tmp_path: Path, mode: str
+) -> None:
+    env = airflow_env
+    dag_id = f"sn_file_{mode}_timeout"
+    run_id = start_run(env, dag_id, {"path": str(tmp_path / "never.csv")})
+    assert env.wait_run(dag_id, run_id, timeout=180) == "failed"
+
+    hard = ti_row(env, dag_id, run_id, "wait")
+    soft = ti_row(env, dag_id, run_id, "wait_soft")
+    assert hard is not None and soft is not None
+    # retries=2 on both: a sensor timeout is never retried.
+    assert (hard["state"], hard["try_number"]) == ("failed", 1), hard
+    assert (soft["state"], soft["try_number"]) == ("skipped", 1), soft
+    hard_log = sensor_log(env, dag_id, run_id, "wait")
+    assert "Sensor has timed out" in hard_log and "AirflowSensorTimeout" in hard_log
+    assert "Skipping (soft_fail=True)" in sensor_log(env, dag_id, run_id, "wait_soft")
+    if mode == "poke":
+        # The last check is placed exactly at the timeout. (In reschedule mode a slow scheduler -- 2.11's
+        # SequentialExecutor runs one task at a time -- may bring the sensor back only after the deadline,
+        # so the final check is skipped and the sensor times out at once.)
+        assert "(final check, at the timeout)" in hard_log
+    policy, slack, first, timeout = MODES[mode]
+    assert_schedule(hard_log, policy, seed_of(dag_id, "wait", run_id), slack, timeout, first)
+
+
+# ---------------------------------------------------------------------------- SQL sensor
+def sql_conf(conn_id: str, sql: str, params: Any) -> dict[str, Any]:
+    return {"conn_id": conn_id, "sql": sql, "params": params}
+
+
+def test_sql_sensor_detects_row_that_appears_later(airflow_env: AirflowEnv) -> None:
+    env = airflow_env
+    db = sqlite_db(env)
+    table = unique("batches")
+    sqlite_exec(db, f"CREATE TABLE {table} (name TEXT, status TEXT)")
+    sqlite_exec(db, f"INSERT INTO {table} VALUES ('other', 'done')")
+    conf = sql_conf(SQLITE_CONN_ID, f"SELECT status FROM {table} WHERE name = :name", {"name": "evening"})
+    run_id = start_run(env, "sn_sql_poke", conf)
+    wait_log(env, "sn_sql_poke", run_id, "wait", "No rows returned yet")
+    sqlite_exec(db, f"INSERT INTO {table} VALUES ('evening', 'pending')")  # a row, but not done yet
+    wait_log(env, "sn_sql_poke", run_id, "wait", "success('pending') returned False")
+    sqlite_exec(db, f"UPDATE {table} SET status = 'done' WHERE name = 'evening'")
+    assert env.wait_run("sn_sql_poke", run_id, timeout=120) == "success"
+    log = sensor_log(env, "sn_sql_poke", run_id, "wait")
+    assert "No rows returned yet" in log
+    assert "success('pending') returned False" in log
+    assert "Success criteria met: success('done') returned True" in log
+    assert_schedule_sql(log, "sn_sql_poke", run_id)
+
+
+def assert_schedule_sql(log: str, dag_id: str, run_id: str) -> None:
+    anchors = implied_anchors(log, policy_for(1.0, 3.0), seed_of(dag_id, "wait", run_id), 90)
+    assert anchors, log[-3000:]
+    assert max(anchors) - min(anchors) < 0.01, anchors
+
+
+def test_sql_sensor_failure_criterion_fails_fast_without_retry(airflow_env: AirflowEnv) -> None:
+    env = airflow_env
+    db = sqlite_db(env)
+    table = unique("jobs")
+    sqlite_exec(db, f"CREATE TABLE {table} (id INTEGER, status TEXT)")
+    sqlite_exec(db, f"INSERT INTO {table} VALUES (7, 'error')")
+    conf = sql_conf(SQLITE_CONN_ID, f"SELECT status FROM {table} WHERE id = ?", [7])
+    started = time.monotonic()
+    run_id = start_run(env, "sn_sql_poke", conf)
+    assert env.wait_run("sn_sql_poke", run_id, timeout=120) == "failed"
+    row = ti_row(env, "sn_sql_poke", run_id, "wait")
+    assert row is not None and (row["state"], row["try_number"]) == ("failed", 1), row  # retries=2 unused
+    assert row["duration"] is not None and row["duration"] < 30, row  # not the 90 s timeout
+    log = sensor_log(env, "sn_sql_poke", run_id, "wait")
+    assert "Failure criteria met: failure('error') returned True" in log
+    assert "AirflowFailException" in log
+    assert time.monotonic() - started < 90
+
+
+def test_sql_sensor_binds_malicious_parameter(airflow_env: AirflowEnv) -> None:
+    env = airflow_env
+    db = sqlite_db(env)
+    table = unique("items")
+    sqlite_exec(db, f"CREATE TABLE {table} (name TEXT)")
+    sqlite_exec(db, f"INSERT INTO {table} VALUES ('innocent')")
+    # Formatted into the SQL this would match every row at once (and try to drop the table).
+    evil = f"nope' OR '1'='1'; DROP TABLE {table}; --"
+    conf = sql_conf(SQLITE_CONN_ID, f"SELECT COUNT(*) FROM {table} WHERE name = :name", {"name": evil})
+    run_id = start_run(env, "sn_sql_poke", conf)
+    # The injected OR does not match anything: the sensor keeps waiting.
+    wait_log(env, "sn_sql_poke", run_id, "wait", "success(0) returned False")
+    sqlite_exec(db, f"INSERT INTO {table} VALUES (?)", [evil])  # the literal value arrives
+    assert env.wait_run("sn_sql_poke", run_id, timeout=120) == "success"
+    assert "success(1) returned True" in sensor_log(env, "sn_sql_poke", run_id, "wait")
+    assert sqlite_exec(db, f"SELECT COUNT(*) FROM {table}") == [(2,)]  # table intact
+
+
+def test_sql_sensor_against_postgres(airflow_env: AirflowEnv) -> None:
+    env = airflow_env
+    if not env.uses_postgres:
+        pytest.skip("the env runs on SQLite (set SMART_EXT_TEST_PG_DSN for the PostgreSQL variant)")
+    import psycopg2
+
+    dsn = env.sql_alchemy_conn.replace("postgresql+psycopg2://", "postgresql://", 1)
+    table = unique("sn_pg_batches")
+
+    def pg(sql: str, params: Sequence[Any] = ()) -> None:
+        conn = psycopg2.connect(dsn)
+        try:
+            with conn, conn.cursor() as cur:
+                cur.execute(sql, tuple(params))
+        finally:
+            conn.close()
+
+    pg(f"CREATE TABLE {table} (name TEXT, status TEXT)")
+    if not getattr(env, "_sn_pg_ready", False):
+        url = urlsplit(dsn)
+        add_connection_fields(
+            env,
+            PG_CONN_ID,
+            "postgres",
+            host=url.hostname,
+            port=url.port,
+            login=url.username and unquote(url.username),
+            password=url.password and unquote(url.password),
+            schema=url.path.lstrip("/"),
+        )
+        env._sn_pg_ready = True  # type: ignore[attr-defined]
+    evil = "x' OR '1'='1"
+    conf = sql_conf(PG_CONN_ID, f"SELECT status FROM {table} WHERE name = %(name)s", {"name": evil})
+    run_id = start_run(env, "sn_sql_poke", conf)
+    pg(f"INSERT INTO {table} VALUES ('innocent', 'done')")
+    wait_log(env, "sn_sql_poke", run_id, "wait", "No rows returned yet")
+    pg(f"INSERT INTO {table} VALUES (%s, 'done')", [evil])
+    assert env.wait_run("sn_sql_poke", run_id, timeout=120) == "success"
+    log = sensor_log(env, "sn_sql_poke", run_id, "wait")
+    assert "No rows returned yet" in log and "success('done') returned True" in log
+    pg(f"DROP TABLE {table}")
+
+
+def counter_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
