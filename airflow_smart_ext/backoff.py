@@ -35,6 +35,8 @@ __all__ = [
     "MAX_DECORRELATED_CHECKS",
     "BackoffPolicy",
     "ScheduledCheck",
+    "aligned_start",
+    "condition_seed",
     "replay",
     "seeded_uniform",
     "task_seed",
@@ -72,6 +74,27 @@ def task_seed(dag_id: str, task_id: str, run_id: str, map_index: int = -1, try_n
     """Seed from the task identity: every try of every mapped task instance gets its own schedule."""
     identity = json.dumps([dag_id, task_id, run_id, int(map_index), int(try_number)])
     return hashlib.sha256(identity.encode()).hexdigest()
+
+
+def condition_seed(sharing_key: str) -> str:
+    """Seed from *what* is waited for: every wait on one condition gets the same jitter and splay.
+
+    Deferrable sensors use it instead of :func:`task_seed`, so identical waits follow one schedule and a
+    shared check serves them all at once (the herd on one condition is a single check anyway).
+    """
+    return hashlib.sha256(f"condition|{sharing_key}".encode()).hexdigest()
+
+
+def aligned_start(started_at: float, grid: float) -> float:
+    """``started_at`` moved back to the start of its ``grid``-second cell of the epoch.
+
+    Waits on one condition that start a few seconds apart then anchor one schedule (no jitter: every cell
+    lies on one lattice when ``grid`` is the initial interval). Each check of the schedule moves earlier by
+    less than ``grid``; the deadline is not derived from it and does not move.
+    """
+    if grid <= 0 or not math.isfinite(grid):
+        return started_at
+    return math.floor(started_at / grid) * grid
 
 
 def _seconds(name: str, value: Any, accepted: str) -> float:

@@ -17,7 +17,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.backoff import JITTER_STRATEGIES, BackoffPolicy, ScheduledCheck, task_seed
+from airflow_smart_ext.backoff import (
+    JITTER_STRATEGIES,
+    BackoffPolicy,
+    ScheduledCheck,
+    aligned_start,
+    condition_seed,
+    task_seed,
+)
 
 if TYPE_CHECKING:
     from airflow_smart_ext.compat import PokeReturnValue
@@ -342,9 +349,9 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
                 "Running in reschedule mode instead of deferrable (deferrable_fallback='reschedule'): %s",
                 self.deferrable_fallback_reason,
             )
-        seed = self._seed(context)
         if self.deferrable:
-            return self._execute_deferrable(context, seed)
+            return self._execute_deferrable(context)
+        seed = self._seed(context)
         if self.reschedule:
             return self._execute_reschedule(context, seed)
         return self._execute_poke(context, seed)
@@ -415,31 +422,43 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         raise compat.AirflowRescheduleException(_utc(nxt.at))
 
     # ------------------------------------------------------------------ deferrable (Contract C)
-    def _execute_deferrable(self, context: Any, seed: str) -> Any:
+    def _execute_deferrable(self, context: Any) -> Any:
+        from airflow_smart_ext.triggers.checks import sharing_key  # lazy: keep DAG parsing cheap
+
         started_at = _wall_clock()
         deadline = started_at + self.timeout
+        # Identical waits get one schedule (seed of the condition, not of the task), so the triggerer's
+        # shared check serves all of them on the same cycle instead of one check per task.
+        seed = condition_seed(sharing_key(self.deferrable_check(context)))
         # A cheap positive needs no deferral: check #0 runs on the worker.
         done, xcom_value = self._poke_once(context, seed, 0, 1)
         if done:
             return self._succeeded(context, started_at, 1, xcom_value, "deferrable")
         return self._defer(context, seed, started_at, deadline, after=0, worker_pokes=1)
 
+    def _schedule_anchor(self, started_at: float) -> float:
+        """Deferrable schedules start on the ``poke_interval`` grid: waits started seconds apart align."""
+        return aligned_start(started_at, self.backoff_policy.initial)
+
     def _defer(
         self, context: Any, seed: str, started_at: float, deadline: float, *, after: int, worker_pokes: int
     ) -> Any:
-        nxt = self._next_check(seed, started_at, deadline, after)
+        anchor = self._schedule_anchor(started_at)
+        nxt = self._next_check(seed, anchor, deadline, after)
         if nxt is None:
             self._timed_out(context, started_at, worker_pokes)
             return None
         now = _wall_clock()
         self._log_not_yet(worker_pokes, after, nxt, now)
+        # Slots of the schedule that passed before this deferral were no checks: the trigger starts after them.
+        after = max(after, nxt.index - 1)
         from airflow_smart_ext.triggers import BackoffTrigger  # lazy: keep DAG parsing cheap
 
         trigger = BackoffTrigger(
             check=self.deferrable_check(context),
             policy=self.backoff_policy.to_dict(),
             seed=seed,
-            started_at=started_at,
+            started_at=anchor,
             deadline=deadline,
             after=after,
         )
@@ -453,6 +472,7 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
                 "deadline": deadline,
                 "seed": seed,
                 "worker_pokes": worker_pokes,
+                "after": after,
             },
             timeout=datetime.timedelta(seconds=max(0.0, deadline - now) + DEFERRAL_GRACE_SECONDS),
         )
@@ -465,12 +485,16 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         deadline: float | None = None,
         seed: str | None = None,
         worker_pokes: int = 1,
+        after: int | None = None,
     ) -> Any:
         """Resume after ``BackoffTrigger`` fired; outcomes map exactly as in poke mode."""
         event = dict(event or {})
         status = event.get("status")
-        # The event counts checks #0..#index of the one schedule, the worker's check #0 included.
-        pokes = max(int(worker_pokes), int(event.get("pokes", 0) or 0))
+        if after is not None and event.get("check_index") is not None:
+            # Checks #after+1..#check_index ran in the triggerer (slots passed while down count too).
+            pokes = int(worker_pokes) + max(0, int(event["check_index"]) - int(after))
+        else:  # deferred by an older version: the event counts checks #0..#index of the schedule
+            pokes = max(int(worker_pokes), int(event.get("pokes", 0) or 0))
         started = float(started_at) if started_at is not None else _wall_clock()
         message = str(event.get("message") or "")
         self.log.info(

@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,8 +44,10 @@ def now() -> float:
     return _clock()
 
 
-async def sleep(seconds: float) -> None:
-    await _sleep(max(0.0, seconds))
+def sleep(seconds: float) -> Awaitable[Any]:
+    # A plain function, not a coroutine: the sleep starts at the call, not when a task wrapping it first
+    # runs (a virtual clock may have moved on by then).
+    return _sleep(max(0.0, seconds))
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.backoff import BackoffPolicy, task_seed
+from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed, task_seed
 from airflow_smart_ext.sensors import base as sensor_base
 from airflow_smart_ext.sensors.base import DEFERRAL_GRACE_SECONDS, STATS_XCOM_KEY, BackoffSensor
+from airflow_smart_ext.triggers.checks import sharing_key
 from tests.unit.test_sensor_helpers import T0, FakeClock, FakeTI, PathSensor, ScriptedSensor, make_context
 
 
@@ -233,6 +234,20 @@ def test_poke_mode_survives_past_poke_1026_where_airflow_overflows(clock: FakeCl
     assert sensor.poke_times[-1] - sensor.poke_times[-2] == 2.0  # capped by max_wait
 
 
+@pytest.mark.parametrize("mode", ["poke", "reschedule"])
+def test_without_splay_the_first_poke_is_at_once(
+    clock: FakeClock, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: check #0 is due at the start (offset 0), not one interval later."""
+    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (0, None))  # a first run
+    sensor = ScriptedSensor(
+        task_id="task", results=[True], clock=clock, poke_interval=60, splay=0, mode=mode, timeout=600
+    )
+    sensor.execute(make_context())
+    assert sensor.poke_times == [T0]
+    assert clock.sleeps == []
+
+
 def test_reschedule_at_a_huge_index_is_overflow_free(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -376,16 +391,73 @@ def test_deferrable_pokes_once_then_defers_with_the_remaining_time(
     classpath, trigger_kwargs = deferral["trigger"].serialize()
     assert classpath.endswith("BackoffTrigger")
     assert trigger_kwargs["policy"] == sensor.backoff_policy.to_dict()
-    assert trigger_kwargs["seed"] == task_seed("dag", "task", "run", -1, 1)
+    check = trigger_kwargs["check"]
+    # The schedule belongs to the condition: its seed, anchored on the poke_interval grid (T0 is on it).
+    assert trigger_kwargs["seed"] == condition_seed(sharing_key(check))
     assert trigger_kwargs["started_at"] == T0
     assert trigger_kwargs["deadline"] == T0 + 600
     assert trigger_kwargs["after"] == 0
-    check = trigger_kwargs["check"]
     assert check["type"] == "sensor"
     assert check["classpath"] == "tests.unit.test_sensor_helpers.PathSensor"
     assert check["kwargs"] == {"path": "/data/2026-01-01", "min_size": 3}  # rendered, no framework args
     assert check["context"]["task_id"] == "task" and check["context"]["try_number"] == 1
     json.dumps(trigger_kwargs)  # everything travels as JSON
+
+
+def deferred_trigger_kwargs(sensor: BackoffSensor, context: dict[str, Any]) -> dict[str, Any]:
+    with pytest.raises(Deferred) as err:
+        sensor.execute(context)
+    return dict(err.value.kwargs["trigger"].serialize()[1])
+
+
+def test_identical_deferrable_waits_get_one_schedule(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tasks waiting on one condition, started 7 s apart in one 10 s cell: same seed, same anchor."""
+    kwargs: dict[str, Any] = {"path": "/p", "deferrable": True, "poke_interval": 10, "timeout": 600}
+    first = PathSensor(task_id="a", **kwargs)
+    second = PathSensor(task_id="b", **kwargs)
+    other = PathSensor(task_id="c", **{**kwargs, "path": "/q"})
+    for sensor in (first, second, other):
+        capture_defer(sensor, monkeypatch)
+    clock.now = T0 + 1
+    a = deferred_trigger_kwargs(first, make_context(FakeTI(task_id="a")))
+    clock.now = T0 + 8
+    b = deferred_trigger_kwargs(second, make_context(FakeTI(dag_id="other_dag", task_id="b")))
+    c = deferred_trigger_kwargs(other, make_context(FakeTI(task_id="c")))
+    assert a["seed"] == b["seed"] != c["seed"]
+    assert a["started_at"] == b["started_at"] == aligned_start(T0 + 8, 10) == T0
+    assert (a["deadline"], b["deadline"]) == (T0 + 601, T0 + 608)  # deadlines stay the tasks' own
+    policy = first.backoff_policy
+    assert policy.next_check(a["seed"], a["started_at"], T0 + 8, None) == policy.next_check(
+        b["seed"], b["started_at"], T0 + 8, None
+    )
+
+
+def test_aligned_slots_passed_before_deferring_are_not_counted_as_checks(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sensor = PathSensor(
+        task_id="task", path="/p", deferrable=True, poke_interval=10, jitter="none", splay=0, timeout=600
+    )
+    capture_defer(sensor, monkeypatch)
+    clock.now = T0 + 9.5  # aligned slots: T0 + 0, 10, 30, 70, ...; #0 at T0 passed before the start
+    kwargs = deferred_trigger_kwargs(sensor, make_context())
+    assert (kwargs["started_at"], kwargs["after"]) == (T0, 0)  # next: #1 at T0 + 10
+    clock.now = T0 + 12
+    sensor2 = PathSensor(
+        task_id="task", path="/p", deferrable=True, poke_interval=10, jitter="none", splay=0, timeout=600
+    )
+    capture_defer(sensor2, monkeypatch)
+    kwargs = deferred_trigger_kwargs(sensor2, make_context())
+    assert (kwargs["started_at"], kwargs["after"]) == (T0 + 10, 0)
+    # Resuming: the worker's check plus the triggerer's checks #after+1..#index, nothing else.
+    context = make_context()
+    clock.now = T0 + 80
+    sensor2.execute_complete(
+        context, make_event("success", check_index=4, pokes=5), started_at=T0 + 12, after=2, worker_pokes=1
+    )
+    assert context["ti"].xcoms[STATS_XCOM_KEY]["pokes"] == 3
 
 
 def test_deferrable_cheap_positive_needs_no_deferral(
@@ -416,16 +488,19 @@ def test_redefer_never_resets_the_deadline(clock: FakeClock, monkeypatch: pytest
         "message": "db down",
         "check_index": 3,
     }
-    seed = task_seed("dag", "task", "run", -1, 1)
+    seed = condition_seed("any")
     with pytest.raises(Deferred) as err:
         sensor.execute_complete(
-            make_context(), event, started_at=T0, deadline=T0 + 600, seed=seed, worker_pokes=1
+            make_context(), event, started_at=T0, deadline=T0 + 600, seed=seed, worker_pokes=1, after=0
         )
     _, trigger_kwargs = err.value.kwargs["trigger"].serialize()
+    # Same anchor and deadline; checks #4.. whose times passed while the task resumed are skipped.
+    following = sensor.backoff_policy.next_check(seed, T0, T0 + 250, T0 + 600, after=3)
+    assert following is not None and following.index > 4
     assert (trigger_kwargs["started_at"], trigger_kwargs["deadline"], trigger_kwargs["after"]) == (
         T0,
         T0 + 600,
-        3,
+        following.index - 1,
     )
     assert err.value.kwargs["timeout"] == datetime.timedelta(seconds=350 + DEFERRAL_GRACE_SECONDS)
 

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.backoff import BackoffPolicy, replay
+from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed, replay
 from airflow_smart_ext.triggers import BackoffTrigger, checks, sharing
 
 START = 1_700_000_000.0
@@ -405,6 +405,52 @@ async def test_twenty_identical_subscribers_cost_one_check_per_cycle(vclock: Vir
     assert sharing.registry().groups == {}
 
 
+def as_deferred_by_sensors(name: str, policy: BackoffPolicy, starts: list[float]) -> list[BackoffTrigger]:
+    """Triggers as ``BackoffSensor(deferrable=True)`` defers them: the condition's seed, the aligned anchor."""
+    triggers = []
+    for i, started in enumerate(starts):
+        check = sensor_check(name, task_id=f"t{i}")
+        triggers.append(
+            make_trigger(
+                check,
+                policy,
+                seed=condition_seed(checks.sharing_key(check)),
+                started_at=aligned_start(started, policy.initial),
+                deadline=started + 3600,
+            )
+        )
+    return triggers
+
+
+async def test_sensor_deferred_waits_share_every_check_with_default_jitter(vclock: VirtualClock) -> None:
+    """Full jitter, x2 growth, splay (BackoffSensor's defaults): 20 waits started within one cell of the
+    poke_interval grid follow one schedule, so every cycle costs one check and nobody is served late."""
+    policy = BackoffPolicy(initial=30, factor=2, cap=600, jitter="full", splay=30)
+    cell = aligned_start(START, 30) + 30
+    triggers = as_deferred_by_sensors("herd", policy, [cell + i * 1.4 for i in range(20)])
+    READY_AT["herd"] = cell + 2000
+    events = await asyncio.gather(*(first_event(t) for t in triggers))
+    assert {e["status"] for e in events} == {"success"}
+    seed = triggers[0].seed
+    schedule = [cell + policy.offset(seed, k) for k in range(1, 40)]
+    expected = [at for at in schedule if at < READY_AT["herd"]]
+    expected.append(next(at for at in schedule if at >= READY_AT["herd"]))
+    assert POKES["herd"] == pytest.approx(expected)  # one check per slot of the one schedule, not 20
+    assert {e["check_index"] for e in events} == {len(expected)}
+
+
+async def test_sensor_deferred_waits_started_in_different_cells_align_without_jitter(
+    vclock: VirtualClock,
+) -> None:
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none", splay=0)
+    base = aligned_start(START, 10)
+    triggers = as_deferred_by_sensors("grid", policy, [base + 3 + i * 1.7 for i in range(20)])  # 4 cells
+    READY_AT["grid"] = base + 95
+    events = await asyncio.gather(*(first_event(t) for t in triggers))
+    assert {e["status"] for e in events} == {"success"}
+    assert POKES["grid"] == [base + 10 * k for k in range(1, 11)]  # one lattice: +10 .. +100
+
+
 async def test_different_conditions_do_not_share(vclock: VirtualClock) -> None:
     policy = BackoffPolicy(initial=30, factor=1, jitter="none")
     READY_AT["x"] = READY_AT["y"] = START + 65
@@ -469,6 +515,40 @@ async def test_no_subscriber_is_checked_later_than_its_schedule(vclock: VirtualC
     for task_id, pairs in seen.items():
         for due_at, observed_at in pairs:
             assert due_at - 5.0 <= observed_at <= due_at, (task_id, due_at, observed_at)
+
+
+async def test_observe_does_not_spin_on_a_finished_round_whose_callback_is_pending(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Regression: awaiting a finished round never yields to the loop, so re-awaiting it forever froze the
+    triggerer. A finished, too-old round must be forgotten and a new check started."""
+
+    class Counting(checks.SharedCheck):
+        concurrency_key = "k"
+        runs = 0
+
+        async def run(self, context: Any) -> Any:
+            Counting.runs += 1
+            return "fresh"
+
+    group = sharing.CheckGroup("k", Counting(), None)
+    stale = sharing.Observation(1, time.time() - 100, "stale")
+    finished: asyncio.Future[sharing.Observation] = asyncio.get_running_loop().create_future()
+    finished.set_result(stale)
+    group.latest = stale
+    group._inflight = (stale.observed_at, finished)  # type: ignore[assignment]  # its done-callback never ran
+    real_shield = asyncio.shield
+    shields: list[Any] = []
+
+    def counting_shield(awaitable: Any) -> Any:
+        shields.append(awaitable)
+        if len(shields) > 10:
+            raise AssertionError("observe() keeps re-awaiting a finished round")
+        return real_shield(awaitable)
+
+    monkeypatch.setattr(sharing.asyncio, "shield", counting_shield)
+    observation, shared = await group.observe(time.time(), 5.0, {})
+    assert (observation.raw, shared, Counting.runs) == ("fresh", False, 1)
 
 
 async def test_positive_result_completes_every_subscriber_immediately(vclock: VirtualClock) -> None:
