@@ -29,7 +29,6 @@ from benchlib import (  # noqa: E402
     REPO_ROOT,
     Goal,
     Result,
-    Table,
     machine_description,
     render_result,
     verdict,
@@ -43,8 +42,8 @@ SCRIPTS: list[tuple[str, str]] = [
     ("herd", "bench_herd.py"),
     ("triggerer", "bench_triggerer.py"),
     ("sharing", "bench_sharing.py"),
+    ("worker_slots", "bench_worker_slots.py"),
 ]
-WORKER_SLOTS = "worker_slots"
 DEFAULT_OUT = REPO_ROOT / "docs" / "benchmarks.md"
 
 
@@ -74,27 +73,6 @@ def failed_result(key: str, script: str, error: str) -> Result:
         method="",
         goals=[Goal(f"{script} ran", "failed", None)],
         notes=["```\n" + error[-2000:] + "\n```"],
-    )
-
-
-def worker_slots_not_measured() -> Result:
-    """Question 7 has no script yet: an explicit 'not measured' section, never a silent gap."""
-    table = Table(["mode", "worker-occupied seconds", "tries", "reading"])
-    for mode in ("poke", "reschedule", "deferrable"):
-        table.add(mode, "not measured in this run", "not measured in this run", "no script yet")
-    return Result(
-        key=WORKER_SLOTS,
-        title="Worker slots (NOT MEASURED IN THIS RUN)",
-        question=(
-            "With real Airflow, M = 20 sensors waiting ~2 min in poke, reschedule and deferrable mode: how "
-            "many worker-occupied seconds and how many tries does each mode cost?"
-        ),
-        method=(
-            "Not measured in this run: it needs a real scheduler, triggerer and executor "
-            "(`tests/integration/harness.py` `AirflowEnv`) and `bench/` has no script for it yet."
-        ),
-        tables=[table],
-        goals=[Goal("worker-occupied seconds and tries per mode", "not measured in this run", None)],
     )
 
 
@@ -189,8 +167,6 @@ def main(argv: list[str] | None = None) -> int:
             result = failed_result(key, script, str(exc))
         sys.stderr.write(f"[bench] {script} done in {time.perf_counter() - t0:.1f} s\n")
         results.append(result)
-    if wanted is None or WORKER_SLOTS in wanted:
-        results.append(worker_slots_not_measured())
     markdown = render(results, argv, args.quick, machine, time.perf_counter() - started)
     if out is None:
         sys.stdout.write(markdown)

@@ -21,7 +21,7 @@ import run_all  # noqa: E402
 from benchlib import Result  # noqa: E402
 
 IN_PROCESS = ["bench_timetables", "bench_poke", "bench_herd"]
-FRESH_PROCESS = ["bench_import.py", "bench_triggerer.py", "bench_sharing.py"]
+FRESH_PROCESS = ["bench_import.py", "bench_triggerer.py", "bench_sharing.py", "bench_worker_slots.py"]
 
 
 def test_run_all_lists_every_script() -> None:
@@ -60,10 +60,9 @@ def test_process_scripts_run(script: str) -> None:
 
 
 def test_markdown_report(tmp_path: Path) -> None:
-    results = [importlib.import_module("bench_poke").run(True), run_all.worker_slots_not_measured()]
+    results = [importlib.import_module("bench_poke").run(True)]
     markdown = run_all.render(results, ["--quick"], True, run_all.machine_description(), 1.0)
     assert "QUICK (smoke) RUN" in markdown
     assert "bench/run_all.py --quick" in markdown
     assert "## Machine" in markdown and "| Airflow |" in markdown
     assert "## 1. Poke economy" in markdown
-    assert "not measured in this run" in markdown
