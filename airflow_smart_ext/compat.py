@@ -21,6 +21,11 @@ AIRFLOW_V_3_0_PLUS = Version("3.0.0") <= _AIRFLOW_BASE_VERSION
 AIRFLOW_V_3_1_PLUS = Version("3.1.0") <= _AIRFLOW_BASE_VERSION
 AIRFLOW_V_3_3_PLUS = Version("3.3.0") <= _AIRFLOW_BASE_VERSION
 
+# Airflow 3 (seen on 3.3.2 with LocalExecutor): a sensor rescheduled to run again within ~1-2 s can be
+# failed by the scheduler when the executor's late "success" event of the previous run meets the next run
+# (the reschedule variant of apache/airflow #71580). Reschedule mode never asks for a sooner reschedule.
+RESCHEDULE_MIN_GAP_SECONDS = 3.0 if AIRFLOW_V_3_0_PLUS else 0.0
+
 # --- Timetables ---------------------------------------------------------------------------------
 # Timetables subclass the *core* Timetable on every version: a Task-SDK BaseTimetable subclass cannot be
 # serialized (see shared AIRFLOW-NOTES).

@@ -418,8 +418,17 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         if nxt is None:
             self._timed_out(context, started_at, pokes)
             return None
-        self._log_not_yet(pokes, index, nxt, _wall_clock())
-        raise compat.AirflowRescheduleException(_utc(nxt.at))
+        now = _wall_clock()
+        self._log_not_yet(pokes, index, nxt, now)
+        run_at = max(nxt.at, now + compat.RESCHEDULE_MIN_GAP_SECONDS)
+        if run_at > nxt.at:
+            self.log.info(
+                "Check #%d runs %.3fs late: Airflow reschedules no sooner than %gs (executor race)",
+                nxt.index,
+                run_at - nxt.at,
+                compat.RESCHEDULE_MIN_GAP_SECONDS,
+            )
+        raise compat.AirflowRescheduleException(_utc(run_at))
 
     # ------------------------------------------------------------------ deferrable (Contract C)
     def _execute_deferrable(self, context: Any) -> Any:

@@ -290,6 +290,7 @@ def run_reschedule_mode(
 def test_reschedule_mode_continues_the_same_schedule_across_reschedules(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)  # the schedule itself (floor: below)
     poke_sensor = ScriptedSensor(task_id="task", results=[False] * 6 + [True], clock=clock, poke_interval=10)
     poke_sensor.execute(make_context())
     clock.now = T0
@@ -306,6 +307,7 @@ def test_reschedule_mode_continues_the_same_schedule_across_reschedules(
 def test_reschedule_mode_waits_for_a_long_splay_without_poking_then_matches_poke_mode(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)  # the schedule itself (floor: below)
     params = {"task_id": "task", "clock": clock, "poke_interval": 10, "splay": 300}
     poke_sensor = ScriptedSensor(results=[False] * 4 + [True], **params)
     poke_sensor.execute(make_context())
@@ -319,6 +321,27 @@ def test_reschedule_mode_waits_for_a_long_splay_without_poking_then_matches_poke
     # First execution: no poke, rescheduled to the splayed check #0; then the very same pokes as poke mode.
     assert dates[0].timestamp() == pytest.approx(T0 + splay_offset)
     assert sensor.poke_times == pytest.approx(poke_sensor.poke_times, abs=1e-6)
+
+
+def test_reschedule_never_sooner_than_the_minimum_gap(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow 3's executor race: a check due within the minimum gap runs at the gap, same index."""
+    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 3.0)
+    sensor = ScriptedSensor(
+        task_id="task", clock=clock, poke_interval=1, mode="reschedule", jitter="none", splay=0
+    )
+    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (0, None))
+    with pytest.raises(compat.AirflowRescheduleException) as err:
+        sensor.execute(make_context())  # check #0 at T0; #1 is due at T0 + 1
+    assert err.value.reschedule_date.timestamp() == T0 + 3
+    first = datetime.datetime.fromtimestamp(T0, tz=datetime.timezone.utc)
+    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (1, first))
+    clock.now = T0 + 3
+    with pytest.raises(compat.AirflowRescheduleException) as err:
+        sensor.execute(make_context())  # check #1 (late); #2 is due at T0 + 3, i.e. now
+    assert err.value.reschedule_date.timestamp() == T0 + 6
+    assert sensor.poke_times == [T0, T0 + 3]
 
 
 def test_late_reschedule_skips_missed_checks_instead_of_bursting(
