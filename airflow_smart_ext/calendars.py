@@ -418,6 +418,23 @@ class BusinessCalendar:
         return f"{source + ' ' if source else ''}business days{extra and ' ' + extra}{weekend}"
 
 
+@functools.lru_cache(maxsize=4096)  # calendars are frozen and hashable; a month is scanned once
+def _scheduled_in_month(calendar: BusinessCalendar, n: int, year: int, month: int) -> datetime.date | None:
+    first = datetime.date(year, month, 1)
+    last = (first + datetime.timedelta(days=32)).replace(day=1) - _ONE_DAY
+    step, day, stop = (_ONE_DAY, first, last) if n > 0 else (-_ONE_DAY, last, first)
+    found: datetime.date | None = None
+    count = 0
+    while True:
+        if calendar.contains(day):
+            found, count = day, count + 1
+            if count == abs(n):
+                return found
+        if day == stop:
+            return found  # fewer than abs(n) business days: clamp to the last one found
+        day += step
+
+
 @dataclass(frozen=True)
 class MonthlyBusinessDay:
     """The ``n``-th business day of each month (``n >= 1``), or the ``-n``-th from last (``n <= -1``).
@@ -440,19 +457,7 @@ class MonthlyBusinessDay:
 
     def in_month(self, year: int, month: int) -> datetime.date | None:
         """The scheduled day of the month, or None when the month has no business day at all."""
-        first = datetime.date(year, month, 1)
-        last = (first + datetime.timedelta(days=32)).replace(day=1) - _ONE_DAY
-        step, day, stop = (_ONE_DAY, first, last) if self.n > 0 else (-_ONE_DAY, last, first)
-        found: datetime.date | None = None
-        count = 0
-        while True:
-            if self.calendar.contains(day):
-                found, count = day, count + 1
-                if count == abs(self.n):
-                    return found
-            if day == stop:
-                return found  # fewer than abs(n) business days: clamp to the last one found
-            day += step
+        return _scheduled_in_month(self.calendar, self.n, year, month)
 
     def contains(self, day: datetime.date) -> bool:
         return self.in_month(day.year, day.month) == day
