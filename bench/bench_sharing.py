@@ -127,7 +127,7 @@ async def _child(
         check = _sql_check(index % conditions, placeholder)
         # Tasks start spread over START_SPREAD (scaled) before they defer, as a fan-out does.
         started = now - start_spread * seeded_uniform("bench_sharing", index, "start")
-        if seeds == "task":  # one seed per task, anchored at its own start (before 0.1's fix)
+        if seeds == "task":  # one seed per task, anchored at its own start (as before the fix)
             seed, anchor = f"bench_sharing/wait_{index}/run", started
         else:  # what BackoffSensor(deferrable=True) passes: the condition's seed, the aligned anchor
             seed, anchor = condition_seed(sharing_key(check)), aligned_start(started, policy["initial"])
@@ -369,7 +369,7 @@ def run(tiny: bool) -> Result:
         f"{sizes['start_spread']:.3f} s here) before deferring. 'condition seed' is what "
         "`BackoffSensor(deferrable=True)` passes the trigger (`condition_seed(sharing_key)`, anchor = "
         "`aligned_start(start, poke_interval)`); 'task seed' is the same trigger given one seed per task and its "
-        "own start (0.1.0 before this fix), kept as the baseline that shows what the coalescing window alone does."
+        "own start (as before the fix), kept as the baseline that shows what the coalescing window alone does."
     )
     return Result(
         key="sharing",
