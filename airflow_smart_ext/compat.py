@@ -26,6 +26,12 @@ AIRFLOW_V_3_3_PLUS = Version("3.3.0") <= _AIRFLOW_BASE_VERSION
 # (the reschedule variant of apache/airflow #71580). Reschedule mode never asks for a sooner reschedule.
 RESCHEDULE_MIN_GAP_SECONDS = 3.0 if AIRFLOW_V_3_0_PLUS else 0.0
 
+# Airflow 3 (seen on 3.3.2 with LocalExecutor): a trigger that fires within ~5 s of the deferral can make the
+# scheduler fail the task ("finished with state success, but the task instance's state attribute is queued",
+# apache/airflow #71580 / #72716). BackoffTrigger never yields its event sooner than this many seconds after
+# it started running. 2.11.2 showed no such failures.
+TRIGGER_MIN_EVENT_DELAY_SECONDS = 5.0 if AIRFLOW_V_3_0_PLUS else 0.0
+
 # --- Timetables ---------------------------------------------------------------------------------
 # Timetables subclass the *core* Timetable on every version: a Task-SDK BaseTimetable subclass cannot be
 # serialized (see shared AIRFLOW-NOTES).
@@ -192,6 +198,20 @@ def sensor_reschedule_state(context: Any) -> tuple[int, datetime.datetime | None
     return int(count), first
 
 
+def first_reschedule_anchor(context: Any, now: float) -> float:
+    """Predict, in a sensor's first run, the first-reschedule date that later runs of the try will read.
+
+    3.x: the API server stamps the TaskReschedule row when the reschedule is *reported*, i.e. just after the
+    first run raises: ``now``. 2.11: the row carries the start_date of the run that raised (the TI's).
+    Anchoring the first run there keeps its next check identical to what later runs compute, even when
+    the first poke is slow.
+    """
+    if AIRFLOW_V_3_0_PLUS:
+        return now
+    start = getattr(context["ti"], "start_date", None)
+    return start.timestamp() if isinstance(start, datetime.datetime) else now
+
+
 # --- Triggers -------------------------------------------------------------------------------------
 
 
@@ -235,6 +255,7 @@ __all__ = [
     "SensorBaseHook",
     "Stats",
     "airflow_conf",
+    "first_reschedule_anchor",
     "is_deferral_timeout",
     "sensor_reschedule_state",
     "AIRFLOW_V_3_0_PLUS",

@@ -12,11 +12,13 @@ from collections.abc import Callable, Iterator
 
 from benchlib import Goal, Result, Table, fmt_num, ratio, script_main
 from poke_schedules import (
+    CAP_SECONDS,
     POKE_INTERVAL,
     AirflowBackoffSensors,
     fixed_interval,
     our_policies,
     our_strategies,
+    ours,
     policies_text,
 )
 
@@ -24,6 +26,8 @@ HORIZON = 2 * 3600.0
 GOAL_SHARE = 0.10
 # One extra, clearly labelled non-default row: how much splay the 10 % goal would need.
 EXTRA_SPLAY = 600.0
+# The trade-off table: each jitter with a splay of these multiples of poke_interval (non-default settings).
+SPLAY_MULTIPLES = (1, 3, 5, 10, 15)
 FIXED = "fixed `poke_interval=60` (Airflow default)"
 AIRFLOW = "Airflow `exponential_backoff=True, max_wait=30 min` (real `_get_next_poke_interval`)"
 
@@ -47,6 +51,37 @@ def _times(schedule: Iterator[float], horizon: float) -> list[float]:
             break
         out.append(at)
     return out
+
+
+def _splay_tradeoff(sensors: int, started_at: float, fixed_peak10: float) -> Table:
+    """10 s peak per jitter × splay: what breaking a herd of ``sensors`` costs in first-poke delay."""
+    from airflow_smart_ext.backoff import JITTER_STRATEGIES, BackoffPolicy, task_seed
+
+    table = Table(
+        ["jitter", "splay", "peak / 10 s", "10 s peak vs fixed", "mean first-poke delay", "reading"]
+    )
+    for jitter in JITTER_STRATEGIES:
+        for multiple in SPLAY_MULTIPLES:
+            splay = multiple * POKE_INTERVAL
+            policy = BackoffPolicy(
+                initial=POKE_INTERVAL, factor=2.0, cap=CAP_SECONDS, jitter=jitter, splay=splay
+            )
+            times: list[float] = []
+            for index in range(sensors):
+                times.extend(
+                    _times(ours(policy, task_seed("bench_herd", f"sensor_{index}", "run_1")), HORIZON)
+                )
+            peak = peak_in_window(times, 10.0)
+            share = ratio(peak, fixed_peak10)
+            table.add(
+                jitter,
+                f"{splay:g} s ({multiple} × poke_interval)",
+                fmt_num(peak),
+                f"{share:.1%}",
+                f"{splay / 2:g} s",
+                "meets the 10 % goal" if share <= GOAL_SHARE else "over 10 %",
+            )
+    return table
 
 
 def run(tiny: bool) -> Result:
@@ -118,6 +153,7 @@ def run(tiny: bool) -> Result:
                 f"{fmt_num(values['peak10'])} vs {fmt_num(fixed['peak10'])} ({share:.1%})",
                 share <= GOAL_SHARE,
             )
+    tradeoff = _splay_tradeoff(sensors, started_at, fixed["peak10"])
     policies, _source = our_policies()
     default_policy = next(policy for label, policy in policies.items() if label.endswith("(default)"))
     splay = float(default_policy.splay)
@@ -129,6 +165,9 @@ def run(tiny: bool) -> Result:
         f"({floor / fixed['peak10']:.1%} of the fixed peak) whatever the jitter: the 10 % goal needs "
         f"splay ≥ {sensors * 10.0 / (GOAL_SHARE * fixed['peak10']):g} s for {sensors:,} sensors. "
         "The NOT-default row shows a 10-min splay for comparison; the defaults are what the goal is judged on.",
+        "Second table: the price of a herd-proof setting. Every row is a non-default `jitter` × `splay` "
+        "(same sensors, same seeds); 'mean first-poke delay' is what a condition that is already true pays "
+        "(the mean splay offset). The default keeps that delay at half a `poke_interval`.",
     ]
     return Result(
         key="herd",
@@ -143,7 +182,7 @@ def run(tiny: bool) -> Result:
             "`started_at`); ours from `BackoffPolicy.next_check` with one `task_seed` per task. Windows slide "
             "over the exact check times. Ratio = strategy's 10 s peak ÷ fixed-interval 10 s peak, same run."
         ),
-        tables=[table],
+        tables=[table, tradeoff],
         goals=[goal],
         notes=notes,
     )

@@ -146,7 +146,7 @@ def our_policies(extra_splay: float | None = None) -> tuple[dict[str, Any], str]
                 return False
 
         dag = DAG(_BENCH_DAG_ID + "_ours", schedule=None, start_date=datetime(2024, 1, 1))
-        default_jitter = inspect_default(BackoffSensor, "jitter")
+        from airflow_smart_ext.sensors.base import DEFAULT_JITTER as default_jitter
         for jitter in JITTER_STRATEGIES:
             sensor = NeverTrueBackoffSensor(
                 task_id=f"ours_{jitter}",
@@ -172,12 +172,6 @@ def our_policies(extra_splay: float | None = None) -> tuple[dict[str, Any], str]
         label = f"ours, jitter={jitter!r}" + (" (default)" if jitter == "full" else "")
         policies[label] = BackoffPolicy(initial=POKE_INTERVAL, cap=CAP_SECONDS, jitter=jitter)
     return policies, "`BackoffPolicy` defaults (the sensor module was not importable)"
-
-
-def inspect_default(cls: type, name: str) -> Any:
-    import inspect
-
-    return inspect.signature(cls.__init__).parameters[name].default
 
 
 def our_strategies(extra_splay: float | None = None) -> dict[str, Callable[[str], Iterator[float]]]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import (
     JITTER_STRATEGIES,
+    MAX_DECORRELATED_CHECKS,
     BackoffPolicy,
     ScheduledCheck,
     aligned_start,
@@ -34,6 +35,7 @@ DEFAULT_BACKOFF_FACTOR = 2.0
 DEFAULT_JITTER = "full"
 #: ``splay=None`` means "one poke_interval": enough to spread a herd over the first interval.
 DEFAULT_SPLAY: float | None = None
+DEFAULT_POKE_INTERVAL = 60.0  # BaseSensorOperator's own default
 #: Seconds added to a deferral's Airflow timeout so the trigger's own final check and "timeout" event
 #: always win over Airflow's trigger timeout (2.11 would turn that into a retryable TaskDeferralError).
 DEFERRAL_GRACE_SECONDS = 60.0
@@ -116,6 +118,63 @@ def _is_runtime_value(value: Any) -> bool:
     return hasattr(value, "resolve") and hasattr(value, "iter_references")
 
 
+def backoff_policy_for(
+    *,
+    task_id: str,
+    poke_interval: Any,
+    max_wait: Any = None,
+    timeout: Any,
+    backoff_factor: Any = DEFAULT_BACKOFF_FACTOR,
+    jitter: Any = DEFAULT_JITTER,
+    splay: Any = DEFAULT_SPLAY,
+) -> BackoffPolicy:
+    """The policy of a sensor with these arguments; ``ValueError`` naming the parameter when one is invalid.
+
+    Accepts the forms a DAG file passes (seconds or ``timedelta``), so ``.partial()`` can check a mapped
+    sensor at parse time before any instance exists.
+    """
+    initial = _to_seconds(poke_interval, "poke_interval")
+    assert initial is not None
+    if initial <= 0:
+        raise ValueError(
+            f"poke_interval must be > 0 seconds (the first backoff interval); got {poke_interval!r}"
+        )
+    factor = backoff_factor
+    if (
+        isinstance(factor, bool)
+        or not isinstance(factor, (int, float))
+        or not math.isfinite(factor)
+        or factor < 1
+    ):
+        raise ValueError(f"backoff_factor must be a finite number >= 1 (1 = fixed interval); got {factor!r}")
+    if jitter not in JITTER_STRATEGIES:
+        raise ValueError(f"jitter must be one of {', '.join(JITTER_STRATEGIES)}; got {jitter!r}")
+    cap = _to_seconds(max_wait, "max_wait", allow_none=True)
+    if cap is not None and cap < initial:
+        raise ValueError(
+            f"max_wait ({cap:g}s) must be >= poke_interval ({initial:g}s): it caps the interval that "
+            f"starts at poke_interval"
+        )
+    seconds = _to_seconds(splay, "splay", allow_none=True)
+    if seconds is None:
+        seconds = initial
+    if seconds < 0:
+        raise ValueError(f"splay must be >= 0 seconds; got {splay!r}")
+    deadline = _to_seconds(timeout, "timeout")
+    assert deadline is not None
+    if jitter == "decorrelated" and deadline / initial >= MAX_DECORRELATED_CHECKS:
+        raise ValueError(
+            f"jitter='decorrelated' is replayed check by check and supports at most "
+            f"{MAX_DECORRELATED_CHECKS:,} checks, but timeout ({deadline:g}s) / poke_interval "
+            f"({initial:g}s) allows more; raise poke_interval, lower timeout, or use jitter 'full', "
+            f"'equal' or 'none' (computed in O(1))"
+        )
+    try:
+        return BackoffPolicy(initial=initial, factor=float(factor), cap=cap, jitter=jitter, splay=seconds)
+    except ValueError as err:  # backstop: the policy's own message names its parameter
+        raise ValueError(f"Task {task_id!r}: invalid backoff settings: {err}") from err
+
+
 class _BackoffSensorMeta(type(compat.BaseSensorOperator)):  # type: ignore[misc]
     """Runs ``_validate_after_init`` once the whole ``__init__`` chain (and Airflow's wrappers) finished."""
 
@@ -135,12 +194,14 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
     Every ``BaseSensorOperator`` parameter keeps its meaning: ``poke_interval`` is the *initial*
     interval, ``max_wait`` the cap on any interval, ``timeout`` the deadline measured from the start of
     the try (the first reschedule in reschedule mode), ``soft_fail``/``silent_fail``/``never_fail`` and
-    ``mode`` behave as in Airflow. ``exponential_backoff`` is accepted and ignored: this class always
-    follows its own policy (use ``backoff_factor=1`` for a fixed interval).
+    ``mode`` behave as in Airflow. Airflow's own ``exponential_backoff`` series never runs: this class
+    always follows its own policy. An explicit ``exponential_backoff=False`` keeps its Airflow meaning, a
+    fixed interval: ``backoff_factor`` then defaults to 1 and ``jitter`` to ``none`` (splay still applies).
 
-    :param backoff_factor: growth of the interval per check, >= 1 (1 = fixed interval). Default 2.
+    :param backoff_factor: growth of the interval per check, >= 1 (1 = fixed interval). Default 2 (1 with
+        an explicit ``exponential_backoff=False``).
     :param jitter: one of ``none``, ``full``, ``equal``, ``decorrelated`` (AWS "Exponential Backoff and
-        Jitter"). Default ``full``.
+        Jitter"). Default ``full`` (``none`` with an explicit ``exponential_backoff=False``).
     :param splay: seconds or timedelta; the whole schedule of a task is shifted by a seeded U(0, splay),
         so sensors started together do not poke together. None (default) = ``poke_interval``.
     :param deferrable: wait in the triggerer (``BackoffTrigger``) between checks instead of a worker.
@@ -152,15 +213,21 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
     def __init__(
         self,
         *,
-        backoff_factor: float = DEFAULT_BACKOFF_FACTOR,
-        jitter: str = DEFAULT_JITTER,
+        backoff_factor: float | None = None,
+        jitter: str | None = None,
         splay: float | datetime.timedelta | None = DEFAULT_SPLAY,
         deferrable: bool | None = None,
         deferrable_fallback: str | None = None,
         **kwargs: Any,
     ) -> None:
-        # Airflow's own exponential backoff never runs: our policy governs every interval.
+        # Airflow's own exponential backoff never runs: our policy governs every interval. An explicit
+        # exponential_backoff=False asks for Airflow's fixed interval: it changes our defaults accordingly.
+        fixed_interval = kwargs.get("exponential_backoff") is False
         kwargs["exponential_backoff"] = False
+        if backoff_factor is None:
+            backoff_factor = 1.0 if fixed_interval else DEFAULT_BACKOFF_FACTOR
+        if jitter is None:
+            jitter = "none" if fixed_interval else DEFAULT_JITTER
         super().__init__(**kwargs)
         if deferrable is None:
             deferrable = compat.airflow_conf.getboolean("operators", "default_deferrable", fallback=False)
@@ -207,40 +274,37 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
     # ------------------------------------------------------------------ policy
     def _build_policy(self) -> BackoffPolicy:
         """Validate the backoff parameters in the sensor's own terms, then build the policy."""
-        initial = float(self.poke_interval)
-        if initial <= 0:
-            raise ValueError(
-                f"poke_interval must be > 0 seconds (the first backoff interval); got {self.poke_interval!r}"
+        return backoff_policy_for(
+            task_id=self.task_id,
+            poke_interval=self.poke_interval,
+            max_wait=self.max_wait,
+            timeout=self.timeout,
+            backoff_factor=self.backoff_factor,
+            jitter=self.jitter,
+            splay=self.splay,
+        )
+
+    @classmethod
+    def partial(cls, **kwargs: Any) -> Any:  # type: ignore[override]
+        """``.partial()`` of a mapped sensor: its constructor runs only at task run time, so check the
+        backoff arguments known now at DAG parse (values from ``.expand()`` are checked when the task runs).
+        """
+        known = {**dict(kwargs.get("default_args") or {}), **kwargs}
+        arguments = {
+            name: known[name]
+            for name in ("poke_interval", "max_wait", "timeout", "backoff_factor", "jitter", "splay")
+            if name in known
+        }
+        if not any(_is_runtime_value(value) for value in arguments.values()):
+            fixed = known.get("exponential_backoff") is False
+            arguments.setdefault("backoff_factor", 1.0 if fixed else DEFAULT_BACKOFF_FACTOR)
+            arguments.setdefault("jitter", "none" if fixed else DEFAULT_JITTER)
+            arguments.setdefault("poke_interval", DEFAULT_POKE_INTERVAL)
+            arguments.setdefault(
+                "timeout", compat.airflow_conf.getfloat("sensors", "default_timeout", fallback=7 * 86400)
             )
-        factor = self.backoff_factor
-        if (
-            isinstance(factor, bool)
-            or not isinstance(factor, (int, float))
-            or not math.isfinite(factor)
-            or factor < 1
-        ):
-            raise ValueError(
-                f"backoff_factor must be a finite number >= 1 (1 = fixed interval); got {factor!r}"
-            )
-        if self.jitter not in JITTER_STRATEGIES:
-            raise ValueError(f"jitter must be one of {', '.join(JITTER_STRATEGIES)}; got {self.jitter!r}")
-        cap = self.max_wait.total_seconds() if self.max_wait is not None else None
-        if cap is not None and cap < initial:
-            raise ValueError(
-                f"max_wait ({cap:g}s) must be >= poke_interval ({initial:g}s): it caps the interval that "
-                f"starts at poke_interval"
-            )
-        splay = _to_seconds(self.splay, "splay", allow_none=True)
-        if splay is None:
-            splay = initial
-        if splay < 0:
-            raise ValueError(f"splay must be >= 0 seconds; got {self.splay!r}")
-        try:
-            return BackoffPolicy(
-                initial=initial, factor=float(factor), cap=cap, jitter=self.jitter, splay=splay
-            )
-        except ValueError as err:  # backstop: the policy's own message names its parameter
-            raise ValueError(f"Task {self.task_id!r}: invalid backoff settings: {err}") from err
+            backoff_policy_for(task_id=str(kwargs.get("task_id")), **arguments)
+        return super().partial(**kwargs)
 
     def _seed(self, context: Mapping[str, Any]) -> str:
         ti = context["ti"]
@@ -394,7 +458,11 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         # time has passed, which next_check(now=...) skips anyway, so `after=count` gives the same answer.
         # A splay of at least SPLAY_RESCHEDULE_MIN_SECONDS costs the first run a reschedule without a poke;
         # whether it did is a pure function of the seed, so later runs know which index they are at.
-        splay_wait = self.backoff_policy.offset(seed, 0) >= SPLAY_RESCHEDULE_MIN_SECONDS
+        # Airflow 3 needs a reschedule at least RESCHEDULE_MIN_GAP_SECONDS ahead (executor race): a shorter
+        # splay is slept on the worker instead.
+        splay_wait = self.backoff_policy.offset(seed, 0) >= max(
+            SPLAY_RESCHEDULE_MIN_SECONDS, compat.RESCHEDULE_MIN_GAP_SECONDS
+        )
         if count == 0:
             self.log.info(
                 "Backoff schedule: %s; timeout %gs (reschedule mode)",
@@ -407,13 +475,19 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
                     "First poke splayed by %.3fs to %s", first_at - started_at, _utc(first_at).isoformat()
                 )
                 if splay_wait:
-                    raise compat.AirflowRescheduleException(_utc(first_at))
+                    run_at = max(first_at, _wall_clock() + compat.RESCHEDULE_MIN_GAP_SECONDS)
+                    raise compat.AirflowRescheduleException(_utc(run_at))
                 _sleep(first_at - _wall_clock())  # too short for a reschedule: as poke mode does
         index = count - 1 if splay_wait and count > 0 else count
         pokes = index + 1
         done, xcom_value = self._poke_once(context, seed, index, pokes)
         if done:
             return self._succeeded(context, started_at, pokes, xcom_value, "reschedule")
+        if count == 0:
+            # Later runs anchor on the first reschedule's recorded start date: predict it now, so a slow
+            # first poke does not shift the schedule (and the deadline) between this run and the next.
+            started_at = compat.first_reschedule_anchor(context, _wall_clock())
+            deadline = started_at + self.timeout
         nxt = self._next_check(seed, started_at, deadline, index)
         if nxt is None:
             self._timed_out(context, started_at, pokes)
@@ -545,6 +619,11 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             if self.soft_fail:
                 raise compat.AirflowSkipException(message + " Skipping (soft_fail=True).")
             raise compat.AirflowSensorTimeout(message)
+        if next_method == "execute_complete":
+            # Our own resume: execute_complete already maps every outcome exactly as poke mode does.
+            # Airflow's sensor wrapper would turn any AirflowException (a failing check) into a skip when
+            # soft_fail is set, where poke mode fails (and retries) the task.
+            return self.execute_complete(context, **(next_kwargs or {}))
         return super().resume_execution(next_method, next_kwargs, context)
 
     # ------------------------------------------------------------------ shipping to the triggerer

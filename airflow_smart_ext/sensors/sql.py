@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -106,15 +105,13 @@ def evaluate_first_row(
 def fetch_first_row(hook: DbApiHook, sql: str, parameters: Any = None) -> tuple[Any, ...] | None:
     """Run ``sql`` with *bound* ``parameters`` (never string formatting) and fetch only the first row.
 
-    Parameters use the driver's paramstyle (sqlite ``?``/``:name``, psycopg2 ``%s``/``%(name)s``).
-    Blocking; the trigger runs it in a worker thread.
+    Through the hook's own ``get_first`` (``run`` + ``fetchone``), so a hook's overrides of ``run`` /
+    ``get_conn`` and its autocommit handling apply, as for common-sql's ``SqlSensor``. Parameters use the
+    driver's paramstyle (sqlite ``?``/``:name``, psycopg2 ``%s``/``%(name)s``). Only one row is *fetched*;
+    a driver may still transfer more (psycopg2 buffers the whole result), so end the query with
+    ``LIMIT 1`` when it can match many rows. Blocking; the trigger runs it in a worker thread.
     """
-    with closing(hook.get_conn()) as conn, closing(conn.cursor()) as cursor:
-        if parameters is None:
-            cursor.execute(sql)
-        else:
-            cursor.execute(sql, parameters)
-        row = cursor.fetchone()
+    row = hook.get_first(sql, parameters)
     return None if row is None else tuple(row)
 
 

@@ -53,12 +53,40 @@ def expected_times(
         ({"deferrable_fallback": "poke"}, "deferrable_fallback must be one of (None, 'reschedule')"),
         ({"deferrable": "yes"}, "deferrable must be True or False"),
         ({"jitter": "decorrelated", "backoff_factor": 1}, "factor=1 (fixed interval) cannot be combined"),
+        (
+            {"jitter": "decorrelated", "poke_interval": 0.01, "timeout": 7 * 86400},
+            "jitter='decorrelated' is replayed check by check and supports at most 10,000,000 checks",
+        ),
     ],
 )
 def test_invalid_parameters_raise_at_construction_naming_the_parameter(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError) as err:
         ScriptedSensor(task_id="s", **kwargs)
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"jitter": "bogus"}, "jitter must be one of none, full, equal, decorrelated; got 'bogus'"),
+        ({"poke_interval": 10, "max_wait": 5}, "max_wait (5s) must be >= poke_interval (10s)"),
+        ({"default_args": {"backoff_factor": 0.5}}, "backoff_factor must be a finite number >= 1"),
+    ],
+)
+def test_mapped_sensor_partial_is_checked_at_parse(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        PathSensor.partial(task_id="mapped", **kwargs)
+    assert message in str(err.value)
+
+
+def test_mapped_sensor_with_valid_partial_expands() -> None:
+    from airflow import DAG
+
+    with DAG("mapped_dag", schedule=None, start_date=datetime.datetime(2026, 1, 1)):
+        mapped = PathSensor.partial(task_id="mapped", poke_interval=10, jitter="equal").expand(
+            path=["/a", "/b"]
+        )
+    assert mapped.partial_kwargs["jitter"] == "equal"
 
 
 def test_negative_poke_interval_is_rejected_by_airflow_itself() -> None:
@@ -78,6 +106,17 @@ def test_defaults_build_the_documented_policy() -> None:
         splay=datetime.timedelta(seconds=2),
     )
     assert sensor.backoff_policy == BackoffPolicy(initial=5, factor=1.5, cap=60, jitter="equal", splay=2)
+
+
+def test_explicit_exponential_backoff_false_means_a_fixed_interval() -> None:
+    sensor = ScriptedSensor(task_id="s", exponential_backoff=False, poke_interval=10)
+    assert (sensor.backoff_policy.factor, sensor.backoff_policy.jitter) == (1.0, "none")
+    assert sensor.exponential_backoff is False
+    # explicit backoff arguments still win
+    sensor = ScriptedSensor(task_id="s2", exponential_backoff=False, backoff_factor=3, jitter="equal")
+    assert (sensor.backoff_policy.factor, sensor.backoff_policy.jitter) == (3.0, "equal")
+    # not passing it keeps the backoff defaults
+    assert ScriptedSensor(task_id="s3").backoff_policy.factor == 2.0
 
 
 def test_exponential_backoff_is_accepted_and_our_policy_governs() -> None:
@@ -144,6 +183,31 @@ def test_no_stats_xcom_when_do_xcom_push_is_false(clock: FakeClock) -> None:
     context = make_context()
     sensor.execute(context)
     assert STATS_XCOM_KEY not in context["ti"].xcoms
+
+
+class RecordingStats:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+
+    def incr(self, name: str, count: int = 1, rate: float = 1, tags: dict | None = None) -> None:
+        self.calls.append((name, dict(tags or {})))
+
+
+def test_stats_counters_for_pokes_successes_and_timeouts(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stats = RecordingStats()
+    monkeypatch.setattr(compat, "Stats", stats, raising=False)
+    ScriptedSensor(task_id="task", results=[False, False, True], clock=clock, poke_interval=10).execute(
+        make_context()
+    )
+    tags = {"dag_id": "dag", "task_id": "task", "sensor": "ScriptedSensor"}
+    assert stats.calls == [("smart_ext.sensor.pokes", tags)] * 3 + [("smart_ext.sensor.successes", tags)]
+    stats.calls.clear()
+    with pytest.raises(compat.AirflowSensorTimeout):
+        ScriptedSensor(task_id="task", clock=clock, poke_interval=10, timeout=15).execute(make_context())
+    assert stats.calls[-1] == ("smart_ext.sensor.timeouts", tags)
+    assert {name for name, _ in stats.calls[:-1]} == {"smart_ext.sensor.pokes"}
 
 
 def test_timeout_has_a_final_poke_exactly_at_the_deadline(clock: FakeClock) -> None:
@@ -277,7 +341,8 @@ def run_reschedule_mode(
         first = datetime.datetime.fromtimestamp(history[0], tz=datetime.timezone.utc) if history else None
         count = len(history)
         monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context, c=count, f=first: (c, f))
-        started = clock.now  # a TaskReschedule row's start_date is the execution's start, as in Airflow
+        started = clock.now  # a TaskReschedule row's start_date is the execution's start (as on 2.11)
+        monkeypatch.setattr(compat, "first_reschedule_anchor", lambda context, now, s=started: s)
         try:
             return sensor.execute(make_context()), dates
         except compat.AirflowRescheduleException as reschedule:
@@ -344,6 +409,63 @@ def test_reschedule_never_sooner_than_the_minimum_gap(
     assert sensor.poke_times == [T0, T0 + 3]
 
 
+def test_a_splay_shorter_than_the_minimum_gap_is_slept_not_rescheduled(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow 3's executor race also applies to the splayed first reschedule."""
+    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 3.0)
+    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (0, None))
+    for task_id in [f"task_{n}" for n in range(20)]:
+        clock.now = T0
+        sensor = ScriptedSensor(task_id=task_id, clock=clock, poke_interval=10, splay=2.9, mode="reschedule")
+        offset = sensor.backoff_policy.offset(task_seed("dag", task_id, "run", -1, 1), 0)
+        with pytest.raises(compat.AirflowRescheduleException) as err:
+            sensor.execute(make_context(FakeTI(task_id=task_id)))
+        # check #0 was poked on the worker after sleeping the splay; the reschedule is for check #1
+        assert sensor.poke_times == [pytest.approx(T0 + offset)]
+        assert err.value.reschedule_date.timestamp() >= sensor.poke_times[0] + 3.0 - 1e-6
+
+
+@pytest.mark.parametrize("row_stamped_at", ["report", "start"])
+def test_a_slow_first_poke_does_not_shift_the_reschedule_schedule(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch, row_stamped_at: str
+) -> None:
+    """Every reschedule date is ``first reschedule date + offset(k)``, whichever time Airflow stamps on the
+    first TaskReschedule row (3.x: when the reschedule is reported; 2.11: the run's start)."""
+    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)
+    run_start = {"at": T0}
+    monkeypatch.setattr(
+        compat,
+        "first_reschedule_anchor",
+        lambda context, now: now if row_stamped_at == "report" else run_start["at"],
+    )
+
+    class SlowSensor(ScriptedSensor):
+        def poke(self, context: Any) -> Any:
+            result = super().poke(context)
+            clock.now += 7.0  # a slow query
+            return result
+
+    sensor = SlowSensor(
+        task_id="task", clock=clock, poke_interval=10, jitter="none", splay=0, mode="reschedule"
+    )
+    seed = task_seed("dag", "task", "run", -1, 1)
+    rows: list[float] = []
+    dates: list[float] = []
+    for _ in range(5):
+        run_start["at"] = clock.now
+        first = datetime.datetime.fromtimestamp(rows[0], tz=datetime.timezone.utc) if rows else None
+        count = len(rows)
+        monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context, c=count, f=first: (c, f))
+        with pytest.raises(compat.AirflowRescheduleException) as err:
+            sensor.execute(make_context())
+        rows.append(clock.now if row_stamped_at == "report" else run_start["at"])
+        dates.append(err.value.reschedule_date.timestamp())
+        clock.now = dates[-1]
+    offsets = [sensor.backoff_policy.offset(seed, k) for k in range(1, 6)]
+    assert dates == pytest.approx([rows[0] + offset for offset in offsets], abs=1e-6)
+
+
 def test_late_reschedule_skips_missed_checks_instead_of_bursting(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -369,6 +491,14 @@ def test_reschedule_mode_times_out_at_the_deadline_measured_from_the_first_resch
         run_reschedule_mode(sensor, clock, monkeypatch, 50, dates)
     assert dates[-1].timestamp() == T0 + 200  # the final check is scheduled exactly at the deadline
     assert sensor.poke_times[-1] == T0 + 200 and len(sensor.poke_times) == len(dates) + 1
+
+
+def test_first_reschedule_anchor_predicts_the_row_airflow_writes() -> None:
+    ti = FakeTI()
+    ti.start_date = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)  # type: ignore[attr-defined]
+    anchor = compat.first_reschedule_anchor({"ti": ti}, T0)
+    # 3.x stamps the row when the reschedule is reported (now); 2.11 copies the TI's start_date.
+    assert anchor == (T0 if compat.AIRFLOW_V_3_0_PLUS else ti.start_date.timestamp())  # type: ignore[attr-defined]
 
 
 def test_reschedule_state_from_airflow_3_context() -> None:
@@ -572,6 +702,27 @@ def test_execute_complete_maps_outcomes_like_poke_mode(
         sensor.execute_complete(make_context(), make_event(status), started_at=T0, deadline=T0 + 100)
     if expected is compat.AirflowException:
         assert not isinstance(err.value, (compat.AirflowFailException, compat.AirflowSensorTimeout))
+
+
+@pytest.mark.parametrize(
+    ("status", "sensor_kwargs", "expected"),
+    [
+        # poke mode fails (and retries) a raising poke even with soft_fail; Airflow's deferred-sensor
+        # wrapper would skip it -- resume_execution must keep poke mode's mapping.
+        ("error", {"soft_fail": True}, compat.AirflowException),
+        ("timeout", {"soft_fail": True}, compat.AirflowSkipException),
+        ("failure", {}, compat.AirflowFailException),
+    ],
+)
+def test_resume_execution_maps_outcomes_like_poke_mode(
+    clock: FakeClock, status: str, sensor_kwargs: dict, expected: type
+) -> None:
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True, **sensor_kwargs)
+    next_kwargs = {"event": make_event(status), "started_at": T0, "deadline": T0 + 100}
+    with pytest.raises(expected) as err:
+        sensor.resume_execution("execute_complete", next_kwargs, make_context())
+    if expected is compat.AirflowException:
+        assert not isinstance(err.value, compat.AirflowSkipException)
 
 
 def test_deferral_timeout_signal_becomes_a_sensor_timeout(monkeypatch: pytest.MonkeyPatch) -> None:

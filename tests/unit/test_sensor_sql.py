@@ -339,8 +339,8 @@ def test_only_one_row_is_fetched(
         def cursor(self) -> CursorSpy:
             return CursorSpy(self.conn.cursor())
 
-        def close(self) -> None:
-            self.conn.close()
+        def __getattr__(self, name: str) -> Any:  # commit, autocommit, ... of the real connection
+            return getattr(self.conn, name)
 
     monkeypatch.setattr(hook, "get_conn", lambda: ConnSpy(real_get_conn()))
     monkeypatch.setattr(sensor, "_get_hook", lambda: hook)
