@@ -233,6 +233,21 @@ def test_custom_sensor_succeeds_when_file_arrives_on_schedule(
         assert "up_for_reschedule" in env.state_history(dag_id, run_id, "wait")
 
 
+def test_mapped_sensor_runs_each_expanded_instance(airflow_env: AirflowEnv, tmp_path: Path) -> None:
+    env = airflow_env
+    target = tmp_path / "mapped.csv"
+    run_id = start_run(env, "sn_file_mapped", {"path": str(target)})
+    Path(f"{target}.a").write_text("a\n")
+    Path(f"{target}.b").write_text("b\n")
+    assert env.wait_run("sn_file_mapped", run_id, timeout=120) == "success"
+    rows = [row for row in env.task_instances("sn_file_mapped", run_id) if row["task_id"] == "wait"]
+    assert sorted((row["map_index"], row["state"]) for row in rows) == [(0, "success"), (1, "success")]
+    for map_index, suffix in ((0, ".a"), (1, ".b")):
+        log = env.task_log("sn_file_mapped", run_id, "wait", map_index=map_index)
+        assert "equal jitter" in log and "Success criteria met" in log, log[-2000:]
+        assert f"path={target}{suffix}" in log  # the expanded, rendered argument
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 def test_custom_sensor_times_out_without_retry_or_skips_with_soft_fail(
     airflow_env: AirflowEnv, tmp_path: Path, mode: str

@@ -116,3 +116,15 @@ with DAG(
             jitter="none",  # so "checks per cycle" is well defined
             timeout=600,
         )
+
+# Mapped: ``.partial()`` backoff arguments are checked at parse; each mapped instance is a BackoffSensor.
+with DAG(
+    dag_id="sn_file_mapped",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    tags=["airflow-smart-ext", "integration"],
+):
+    FileArrivedSensor.partial(
+        task_id="wait", mode="poke", poke_interval=1, max_wait=2, jitter="equal", timeout=60, **NO_RETRY_PROOF
+    ).expand(path=[PATH + ".a", PATH + ".b"])
