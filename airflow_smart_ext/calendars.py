@@ -80,16 +80,68 @@ def _make_holidays(
     market: str | None,
     categories: tuple[str, ...] | None,
     year: Any,
-) -> list[Any]:
-    """Fresh ``holidays`` objects (never shared: they mutate while expanding years)."""
+) -> list[tuple[str, Any]]:
+    """Fresh ``holidays`` objects (never shared: they mutate while expanding years), each with the name of
+    the calendar it comes from (e.g. ``"country 'DE' (subdivision 'BY')"``, ``"market 'NYSE'"``)."""
     lib = _holidays_module()
     cats = list(categories) if categories else None
     made = []
     if country is not None:
-        made.append(lib.country_holidays(country, subdiv=subdivision, years=year, categories=cats))
+        made.append(
+            (
+                _source_name(country, subdivision, None),
+                lib.country_holidays(country, subdiv=subdivision, years=year, categories=cats),
+            )
+        )
     if market is not None:
-        made.append(lib.financial_holidays(market, years=year, categories=cats))
+        made.append(
+            (_source_name(None, None, market), lib.financial_holidays(market, years=year, categories=cats))
+        )
     return made
+
+
+def _source_name(country: str | None, subdivision: str | None, market: str | None) -> str:
+    if market is not None:
+        return f"market {market!r}"
+    return f"country {country!r}" + (f" (subdivision {subdivision!r})" if subdivision else "")
+
+
+class HolidayYearOutOfRange(ValueError):
+    """The ``holidays`` library has no data for the requested year of a calendar (it would silently return
+    no holidays, turning every weekday into a business day)."""
+
+
+@functools.lru_cache(maxsize=256)
+def supported_years(
+    country: str | None, subdivision: str | None, market: str | None, categories: tuple[str, ...] | None
+) -> tuple[tuple[str, int, int], ...]:
+    """``(calendar name, first year, last year)`` per holiday source, from the library's own
+    ``start_year`` / ``end_year`` attributes."""
+    return tuple(
+        (name, int(source.start_year), int(source.end_year))
+        for name, source in _make_holidays(
+            country=country, subdivision=subdivision, market=market, categories=categories, year=[]
+        )
+    )
+
+
+def check_year_supported(
+    country: str | None,
+    subdivision: str | None,
+    market: str | None,
+    categories: tuple[str, ...] | None,
+    year: int,
+) -> None:
+    """Raise :class:`HolidayYearOutOfRange` naming the calendar, the year and the supported range."""
+    for name, first, last in supported_years(country, subdivision, market, categories):
+        if not first <= year <= last:
+            parameter = "market" if name.startswith("market") else "country"
+            raise HolidayYearOutOfRange(
+                f"{parameter}: the `holidays` library ({_holidays_module().__version__}) has no holiday data "
+                f"for {name} in {year}; it supports {first}-{last} only. Outside that range the calendar "
+                "would have no holidays at all, so it is refused: keep the DAG's runs within those years "
+                "(start_date / end_date), or drop this calendar source."
+            )
 
 
 @functools.lru_cache(maxsize=1024)
@@ -100,9 +152,12 @@ def holiday_dates(
     categories: tuple[str, ...] | None,
     year: int,
 ) -> frozenset[datetime.date]:
-    """The holiday dates of one year for a (country, subdivision, market, categories) source, cached."""
+    """The holiday dates of one year for a (country, subdivision, market, categories) source, cached.
+
+    Raises :class:`HolidayYearOutOfRange` for a year the library does not cover (never an empty set)."""
+    check_year_supported(country, subdivision, market, categories, year)
     dates: set[datetime.date] = set()
-    for source in _make_holidays(
+    for _name, source in _make_holidays(
         country=country, subdivision=subdivision, market=market, categories=categories, year=year
     ):
         dates.update(day for day in source if day.year == year)
@@ -143,15 +198,16 @@ def _validate_holiday_source(
                 "`python -c 'import holidays; print(holidays.list_supported_financial())'`."
             ) from None
     if categories is not None:
-        try:
-            _make_holidays(
-                country=country, subdivision=subdivision, market=market, categories=categories, year=[]
-            )
-        except ValueError as err:
-            raise ValueError(
-                f"categories: {err}. Accepted categories are listed by the `holidays` library as "
-                "`<class>.supported_categories`, e.g. `holidays.US.supported_categories`."
-            ) from None
+        for name, source in _make_holidays(
+            country=country, subdivision=subdivision, market=market, categories=None, year=[]
+        ):
+            accepted = tuple(sorted(source.supported_categories))
+            unknown = sorted(set(categories) - set(accepted))
+            if unknown:
+                raise ValueError(
+                    f"categories: {', '.join(map(repr, unknown))} not supported by {name}; accepted: "
+                    f"{', '.join(map(repr, accepted))} (None = the library default, usually 'public')."
+                )
 
 
 # --- parsing helpers ---------------------------------------------------------------------------------
@@ -325,6 +381,78 @@ class BusinessCalendar:
             raise ValueError("categories: needs `country` or `market` (categories select their holidays).")
         if self.country is not None or self.market is not None:
             _validate_holiday_source(self.country, self.subdivision, self.market, self.categories)
+            # a calendar whose library data does not cover today fails now (DAG parse), not in the scheduler
+            check_year_supported(
+                self.country, self.subdivision, self.market, self.categories, datetime.date.today().year
+            )
+        self._check_closed_runs()
+
+    def _check_closed_runs(self) -> None:
+        """Reject a calendar with a run of >= MAX_SEARCH_DAYS consecutive non-business days: every search
+        for the next/previous business day would fail there, at scheduling time instead of at DAG parse.
+
+        Exact for the weekend + ``extra_holidays`` (minus ``extra_business_days``); library holidays are
+        added at the edges of runs that are already long (cheap: few such runs can exist).
+        """
+        if not self.extra_holidays:
+            return  # the weekend alone closes at most 6 days in a row
+        run_first = run_last = None
+        longest = (0, datetime.date.min, datetime.date.min)
+        for day in [*sorted(self.extra_holidays), None]:
+            if run_last is not None and day is not None and self._weekend_between(run_last, day):
+                run_last = day
+                continue
+            if run_first is not None and run_last is not None:
+                first, last = self._extend_closed(run_first, run_last)
+                length = (last - first).days + 1
+                if length > longest[0]:
+                    longest = (length, first, last)
+            run_first = run_last = day
+        length, first, last = longest
+        if length >= MAX_SEARCH_DAYS:
+            raise ValueError(
+                f"extra_holidays: {first.isoformat()} .. {last.isoformat()} are {length} consecutive "
+                f"non-business days (with the weekend{' and library holidays' if self._has_library() else ''}); "
+                f"the timetables search at most {MAX_SEARCH_DAYS} days for a business day, so at most "
+                f"{MAX_SEARCH_DAYS - 1} consecutive days off are accepted. Shorten the list or add "
+                "extra_business_days inside that range."
+            )
+
+    def _has_library(self) -> bool:
+        return self.country is not None or self.market is not None
+
+    def _weekend_off(self, day: datetime.date) -> bool:
+        return day.weekday() in self.weekend and day not in self.extra_business_days
+
+    def _weekend_between(self, first: datetime.date, last: datetime.date) -> bool:
+        """True when every day strictly between ``first`` and ``last`` is a weekend day off."""
+        gap = (last - first).days - 1
+        if gap > 6:
+            return False  # some weekday of that week is not a weekend day
+        return all(self._weekend_off(first + datetime.timedelta(days=i)) for i in range(1, gap + 1))
+
+    def _extend_closed(
+        self, first: datetime.date, last: datetime.date
+    ) -> tuple[datetime.date, datetime.date]:
+        """Grow a run of extra holidays by the adjacent weekend days (and, for long runs, library holidays)."""
+        long_run = self._has_library() and (last - first).days + 1 >= MAX_SEARCH_DAYS // 2
+        off = self._closed_or_unknown if long_run else self._weekend_off
+        for _ in range(MAX_SEARCH_DAYS):
+            if first <= datetime.date.min + _ONE_DAY or not off(first - _ONE_DAY):
+                break
+            first -= _ONE_DAY
+        for _ in range(MAX_SEARCH_DAYS):
+            if last >= datetime.date.max - _ONE_DAY or not off(last + _ONE_DAY):
+                break
+            last += _ONE_DAY
+        return first, last
+
+    def _closed_or_unknown(self, day: datetime.date) -> bool:
+        """Not a business day; a year without library data counts as open (it fails loudly on its own)."""
+        try:
+            return not self.contains(day)
+        except HolidayYearOutOfRange:
+            return day in self.extra_holidays or self._weekend_off(day)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("BusinessCalendar is immutable")
@@ -365,21 +493,23 @@ class BusinessCalendar:
         )
 
     def next_on_or_after(self, day: datetime.date) -> datetime.date:
+        start = day
         for _ in range(MAX_SEARCH_DAYS):
             if self.contains(day):
                 return day
             day += _ONE_DAY
         raise CalendarSearchError(
-            f"{self.label()}: no business day within {MAX_SEARCH_DAYS} days before {day.isoformat()}."
+            f"{self.label()}: no business day within the {MAX_SEARCH_DAYS} days on or after {start.isoformat()}."
         )
 
     def prev_on_or_before(self, day: datetime.date) -> datetime.date:
+        start = day
         for _ in range(MAX_SEARCH_DAYS):
             if self.contains(day):
                 return day
             day -= _ONE_DAY
         raise CalendarSearchError(
-            f"{self.label()}: no business day within {MAX_SEARCH_DAYS} days after {day.isoformat()}."
+            f"{self.label()}: no business day within the {MAX_SEARCH_DAYS} days on or before {start.isoformat()}."
         )
 
     def holidays_in(self, year: int) -> frozenset[datetime.date]:
@@ -501,7 +631,40 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+BUSINESS_CALENDAR_KEYS = (
+    "type",
+    "country",
+    "subdivision",
+    "market",
+    "categories",
+    "extra_holidays",
+    "extra_business_days",
+    "weekend",
+)
+_MONTHLY_KEYS = ("type", "n", "calendar")
+CALENDAR_TYPES = ("every_day", "business", "monthly")
+
+
+def _check_keys(data: Mapping[str, Any], accepted: tuple[str, ...], what: str) -> None:
+    unknown = sorted(str(k) for k in data if k not in accepted)
+    if unknown:
+        raise ValueError(
+            f"calendar: unknown key(s) {', '.join(map(repr, unknown))} in the {what} dict; accepted keys: "
+            f"{', '.join(map(repr, accepted))}."
+        )
+
+
 def business_calendar_from_dict(data: Mapping[str, Any]) -> BusinessCalendar:
+    """A :class:`BusinessCalendar` from its ``to_dict()`` form (``type`` may be omitted). Unknown keys and a
+    ``type`` other than ``"business"`` are rejected (a typo must not silently drop a holiday source)."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"calendar: expected a dict in BusinessCalendar.to_dict() form, got {data!r}.")
+    _check_keys(data, BUSINESS_CALENDAR_KEYS, "business calendar")
+    kind = data.get("type", "business")
+    if kind != "business":
+        raise ValueError(
+            f"calendar: type {kind!r} is not a business-day calendar; accepted: 'business' (or omit 'type')."
+        )
     return BusinessCalendar(
         country=data.get("country"),
         subdivision=data.get("subdivision"),
@@ -514,14 +677,16 @@ def business_calendar_from_dict(data: Mapping[str, Any]) -> BusinessCalendar:
 
 
 def calendar_from_dict(data: Mapping[str, Any]) -> EveryDay | BusinessCalendar | MonthlyBusinessDay:
-    """Inverse of ``to_dict`` for every calendar type."""
+    """Inverse of ``to_dict`` for every calendar type (unknown keys and types are rejected)."""
     kind = data.get("type")
     if kind == "every_day":
+        _check_keys(data, ("type",), "every_day calendar")
         return EveryDay()
     if kind == "business":
         return business_calendar_from_dict(data)
     if kind == "monthly":
+        _check_keys(data, _MONTHLY_KEYS, "monthly calendar")
         return MonthlyBusinessDay(business_calendar_from_dict(data["calendar"]), int(data["n"]))
     raise ValueError(
-        f"calendar: unknown calendar type {kind!r}; accepted: 'every_day', 'business', 'monthly'."
+        f"calendar: unknown calendar type {kind!r}; accepted: {', '.join(map(repr, CALENDAR_TYPES))}."
     )

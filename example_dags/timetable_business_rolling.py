@@ -1,8 +1,10 @@
 """### RollingWindowTimetable on business days: a 5-day window, New York business days only
 
-``RollingWindowTimetable(days=5, calendar=BusinessCalendar(...))`` runs only on business days of the
-calendar (here: US holidays for the state of New York plus one company holiday, Friday 2024-07-05), and
-each run covers the last five local calendar days ``[D-4 00:00, D+1 00:00)``.
+``RollingWindowTimetable`` takes the same business-day calendar keywords as ``BusinessDaysTimetable``
+(``market="NYSE"``, ``country=``/``subdivision=``, ``extra_holidays=``, ...; or ``calendar=BusinessCalendar(...)``):
+it then runs only on business days of that calendar (here: US holidays for the state of New York plus one
+company holiday, Friday 2024-07-05), and each run covers the last five local calendar days
+``[D-4 00:00, D+1 00:00)``.
 
 Independence Day (Thursday 2024-07-04) and the company holiday get no run; Monday 2024-07-08's window
 still covers them.
@@ -13,7 +15,6 @@ from __future__ import annotations
 import pendulum
 from airflow import DAG
 
-from airflow_smart_ext.calendars import BusinessCalendar
 from airflow_smart_ext.compat import task
 from airflow_smart_ext.timetables import RollingWindowTimetable
 
@@ -22,9 +23,7 @@ NEW_YORK = "America/New_York"
 with DAG(
     dag_id="timetable_business_rolling",
     schedule=RollingWindowTimetable(
-        days=5,
-        calendar=BusinessCalendar(country="US", subdivision="NY", extra_holidays=["2024-07-05"]),
-        timezone=NEW_YORK,
+        days=5, country="US", subdivision="NY", extra_holidays=["2024-07-05"], timezone=NEW_YORK
     ),
     start_date=pendulum.datetime(2024, 6, 27, tz=NEW_YORK),
     end_date=pendulum.datetime(2024, 7, 5, tz=NEW_YORK),

@@ -7,6 +7,7 @@ Subclasses only translate their constructor arguments into (calendar, window, de
 from __future__ import annotations
 
 import datetime
+import functools
 import zoneinfo
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -53,17 +54,39 @@ def zone_name(timezone: Any) -> str:
     return name
 
 
+# Names zoneinfo can load but that mean different things on different machines (or nothing at all):
+# "localtime" is the host's own zone, "posixrules" a tzcode default, "Factory" a placeholder ("-00").
+NON_PORTABLE_ZONES = frozenset({"localtime", "posixrules", "Factory"})
+_ZONE_LIST_HINT = "list: `python -c 'import zoneinfo; print(sorted(zoneinfo.available_timezones()))'`"
+
+
+@functools.lru_cache(maxsize=1)
+def portable_zone_names() -> frozenset[str]:
+    """IANA names accepted for ``timezone``: ``zoneinfo.available_timezones()`` (+ "UTC") minus the
+    machine-dependent ones (computed once per process: ~40 ms)."""
+    return frozenset(zoneinfo.available_timezones() | {"UTC"}) - NON_PORTABLE_ZONES
+
+
 def load_zone(timezone: Any) -> zoneinfo.ZoneInfo:
     name = zone_name(timezone)
-    try:
-        return zoneinfo.ZoneInfo(name)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+    if name in NON_PORTABLE_ZONES or name.startswith(("posix/", "right/")):
         raise InvalidTimetableParameter(
-            f"timezone: unknown time zone {name!r}. Accepted: IANA time zone names such as 'UTC', "
-            "'America/New_York', 'Europe/Berlin', 'Asia/Kathmandu' (list: "
-            "`python -c 'import zoneinfo; print(sorted(zoneinfo.available_timezones()))'`). "
-            "Fixed offsets like '+05:00' are not accepted."
-        ) from None
+            f"timezone: {name!r} is not a portable IANA time zone name (it depends on the machine that "
+            "parses or schedules the DAG). Accepted: names from zoneinfo.available_timezones() such as "
+            f"'UTC', 'America/New_York', 'Europe/Berlin' ({_ZONE_LIST_HINT}); pass the zone explicitly."
+        )
+    try:
+        zone = zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        zone = None
+    if zone is None or name not in portable_zone_names():
+        raise InvalidTimetableParameter(
+            f"timezone: unknown time zone {name!r}. Accepted: IANA time zone names from "
+            "zoneinfo.available_timezones() (case-sensitive) such as 'UTC', 'America/New_York', "
+            f"'Europe/Berlin', 'Asia/Kathmandu' ({_ZONE_LIST_HINT}). Fixed offsets like '+05:00' are not "
+            "accepted."
+        )
+    return zone
 
 
 def check_delay(delay: Any) -> datetime.timedelta:
@@ -230,14 +253,16 @@ class LocalDayTimetable(Timetable):
     def validate(self) -> None:
         """Re-check the stored configuration (Airflow calls this when it serializes the DAG).
 
-        Also computes one run so that holiday data problems surface at DAG parse, not in the scheduler.
+        Also computes the run current now, so that holiday data problems surface at DAG parse, not in the
+        scheduler.
         """
         load_zone(self._timezone_name)
         check_delay(self._delay)
         if self._window_days is not None:
             check_window_days(self._window_days)
         try:
-            self._engine.manual_slot(datetime.datetime(2000, 1, 31, tzinfo=_UTC))
+            # the run current now: holiday data for this year exists, and a scheduled day can be found
+            self._engine.manual_slot(datetime.datetime.now(_UTC))
         except (CalendarSearchError, ValueError, RuntimeError) as err:
             raise InvalidTimetableParameter(f"{type(self).__name__}: cannot compute runs: {err}") from err
 

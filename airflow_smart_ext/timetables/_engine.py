@@ -12,7 +12,9 @@ All arithmetic is on local ``datetime.date`` values; instants are built only at 
 * start of a local day = its first instant that exists (America/Santiago skips 00:00 on its spring-forward
   day, so that day starts at 01:00);
 * a run time inside a DST gap moves forward by the gap length (02:30 in a 02:00-03:00 gap runs at 03:30);
-* a run time inside a DST fold uses the FIRST occurrence (the earlier instant).
+* a run time inside a DST fold uses the FIRST occurrence (the earlier instant);
+* run times strictly increase: a day whose run time would not be after the previous scheduled day's (only
+  possible across a gap of 24 h or more, e.g. Pacific/Apia 2011-12-30) runs 1 s after it.
 
 Instants returned are aware ``datetime`` objects in UTC.
 """
@@ -27,6 +29,7 @@ from airflow_smart_ext.calendars import DayCalendar
 
 UTC = datetime.timezone.utc
 _ONE_DAY = datetime.timedelta(days=1)
+_ONE_SECOND = datetime.timedelta(seconds=1)
 _MIDNIGHT = datetime.time()
 _CACHE_SIZE = 8192  # per-engine memo of day -> instant (a few hundred KB at most)
 _MAX_STEPS = 64  # bound for the small adjustment loops below (each step moves one scheduled day)
@@ -120,18 +123,40 @@ class ScheduleEngine:
                 lo = mid
         return hi.replace(microsecond=0) if hi.microsecond else hi
 
-    def run_after(self, day: datetime.date) -> datetime.datetime:
-        cached = self._run_after_cache.get(day)
-        if cached is not None:
-            return cached
+    def _wall_run_after(self, day: datetime.date) -> datetime.datetime:
+        """``(D+1) 00:00 + delay`` resolved by the gap/fold rules (never before the end of the interval)."""
         end = self.day_start(day + _ONE_DAY)
         if self.delay:
             wall = datetime.datetime.combine(day + _ONE_DAY, _MIDNIGHT) + self.delay
             end = max(self._resolve_wall(wall), end)
+        return end
+
+    def run_after(self, day: datetime.date) -> datetime.datetime:
+        """Run time of scheduled day ``day``: its wall-clock run time, but always strictly (>= 1 s) after the
+        previous scheduled day's run time.
+
+        The wall-clock rule alone can give two days the same instant when a gap of 24 h or more swallows a
+        run time (Pacific/Apia skipped 2011-12-30: with ``delay=30h`` the run of 12-28, due at 12-30 06:00,
+        moves forward by the gap to 12-31 06:00 - the run time of 12-29). Airflow 3 derives run ids from
+        ``run_after``, so the later day then runs 1 s after the earlier one. Only the previous *calendar*
+        day can collide: scheduled days two or more days apart are >= 48 h apart in wall time, more than
+        any UTC offset change.
+        """
+        cached = self._run_after_cache.get(day)
+        if cached is not None:
+            return cached
+        instant = self._wall_run_after(day)
+        previous = day - _ONE_DAY
+        if (
+            self._wall_run_after(previous) >= instant
+            and self.calendar.contains(previous)
+            and self.exists(previous)
+        ):
+            instant = self.run_after(previous) + _ONE_SECOND
         if len(self._run_after_cache) >= _CACHE_SIZE:
             self._run_after_cache.clear()
-        self._run_after_cache[day] = end
-        return end
+        self._run_after_cache[day] = instant
+        return instant
 
     # --- scheduled days -----------------------------------------------------------------------------
 

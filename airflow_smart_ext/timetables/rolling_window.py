@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_smart_ext.calendars import BusinessCalendar, EveryDay
@@ -16,7 +16,9 @@ class RollingWindowTimetable(LocalDayTimetable):
 
     :param days: window length in local calendar days (>= 1; not 24-hour multiples: DST-safe).
     :param calendar: a :class:`~airflow_smart_ext.calendars.BusinessCalendar` to run only on its business
-        days (e.g. ``BusinessCalendar(market="NYSE")``); None (default) runs every day.
+        days (e.g. ``BusinessCalendar(market="NYSE")``), or the same keyword arguments directly
+        (``market="NYSE"``, ``country``/``subdivision``/``categories``, ``extra_holidays``,
+        ``extra_business_days``, ``weekend``), as for ``BusinessDaysTimetable``. Neither (default): every day.
     :param delay: how long after the end of day D the run starts (>= 0, wall clock; default 0).
     :param timezone: IANA time zone name (default ``"UTC"``).
     """
@@ -26,10 +28,29 @@ class RollingWindowTimetable(LocalDayTimetable):
         days: int,
         *,
         calendar: BusinessCalendar | Mapping[str, Any] | None = None,
+        country: str | None = None,
+        subdivision: str | None = None,
+        market: str | None = None,
+        categories: str | Iterable[str] | None = None,
+        extra_holidays: Iterable[datetime.date | str] | None = None,
+        extra_business_days: Iterable[datetime.date | str] | None = None,
+        weekend: Iterable[int | str] | None = None,
         delay: datetime.timedelta = datetime.timedelta(0),
         timezone: Any = "UTC",
     ) -> None:
-        self._business = business = business_calendar_arg(calendar, {}, required=False)
+        self._business = business = business_calendar_arg(
+            calendar,
+            {
+                "country": country,
+                "subdivision": subdivision,
+                "market": market,
+                "categories": categories,
+                "extra_holidays": extra_holidays,
+                "extra_business_days": extra_business_days,
+                "weekend": weekend,
+            },
+            required=False,
+        )
         self._days = check_window_days(days)
         super().__init__(
             calendar=business if business is not None else EveryDay(),

@@ -1,26 +1,32 @@
 """Our timetables inside a real Airflow: dag-processor serialization, scheduler-created runs, API/CLI details.
 
 * every example DAG (example_dags/timetable_*.py) is serialized without import error and the scheduler's
-  first planned data interval equals the known dates documented in the example;
+  first planned data interval equals the known dates documented in the example; unpaused, the scheduler
+  creates runs whose data intervals are exactly the timetable's (decoded from the serialized DAG);
 * the tests/integration/dags/tt_*_live.py DAGs (catchup from a few days ago) get exactly the runs, with the
   local-midnight data intervals, computed here independently (zoneinfo + holidays) and by the timetable
   decoded from the serialized DAG;
-* summary and description reach the REST API (3.x) / ``airflow dags details`` (2.11).
+* a catchup=False DAG with a start_date years ago gets the latest due run planned, as the timetable says;
+* summary and description of every example and live DAG reach the REST API (3.x) / ``airflow dags details``
+  (2.11).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 import zlib
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import holidays
+import pendulum
 import pytest
+import time_machine
 
-from airflow_smart_ext.compat import decode_timetable
-from tests.integration.harness import AirflowEnv
+from airflow_smart_ext.compat import TimeRestriction, decode_timetable
+from tests.integration.harness import AirflowEnv, AirflowEnvError
 
 UTC = dt.timezone.utc
 
@@ -105,6 +111,126 @@ def test_example_dag_serialized_with_first_interval(airflow_env: AirflowEnv, dag
     assert intervals(rows) == [EXAMPLE_FIRST_INTERVALS[dag_id]]
 
 
+# (start_date, end_date) of each example DAG, as written in its file
+EXAMPLE_RANGES = {
+    "timetable_delayed_daily": (pendulum.datetime(2024, 3, 8, tz=NY), pendulum.datetime(2024, 3, 12, tz=NY)),
+    "timetable_rolling_window": (
+        pendulum.datetime(2024, 3, 28, tz=BERLIN),
+        pendulum.datetime(2024, 4, 1, tz=BERLIN),
+    ),
+    "timetable_business_days": (
+        pendulum.datetime(2024, 11, 25, tz=NY),
+        pendulum.datetime(2024, 11, 30, 12, tz=NY),
+    ),
+    "timetable_business_rolling": (
+        pendulum.datetime(2024, 6, 27, tz=NY),
+        pendulum.datetime(2024, 7, 5, tz=NY),
+    ),
+    "timetable_month_end_close": (
+        pendulum.datetime(2024, 1, 1, tz=NY),
+        pendulum.datetime(2024, 4, 30, tz=NY),
+    ),
+}
+# Runs created per example DAG before comparing: its max_active_runs (2), so no run has to finish first and
+# the second run shows the scheduler continuing from the first one's interval.
+EXAMPLE_RUNS_CHECKED = 2
+
+
+def set_paused(env: AirflowEnv, dag_id: str, paused: bool, attempts: int = 5) -> None:
+    """``env.set_paused`` that retries an HTTP 500 from the api-server: on SQLite, with tasks of several DAGs
+    running, its write can exceed the 5 s busy timeout ("database is locked")."""
+    for attempt in range(attempts):
+        try:
+            env.set_paused(dag_id, paused)
+            return
+        except AirflowEnvError as err:
+            if "HTTP 500" not in str(err) or attempt == attempts - 1:
+                raise
+            time.sleep(2)
+
+
+def wait_created_runs(env: AirflowEnv, dag_id: str, count: int, timeout: float = 180) -> list[dict[str, Any]]:
+    """Until the scheduler has created ``count`` scheduled runs of the DAG (any state; DB polling)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = [r for r in env.dag_runs(dag_id) if r["run_type"] == "scheduled"]
+        if len(runs) >= count:
+            return runs
+        assert time.monotonic() < deadline, f"{dag_id}: {len(runs)} of {count} runs created: {runs}"
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def scheduled_examples(airflow_env: AirflowEnv) -> dict[str, list[dict[str, Any]]]:
+    """Unpause every example timetable DAG at once, collect its first runs, pause it again and let those
+    runs finish (so they neither occupy the executor nor contend for the SQLite DB in later tests)."""
+    for dag_id in EXAMPLE_RANGES:
+        airflow_env.wait_for_dag(dag_id)
+    for dag_id in EXAMPLE_RANGES:
+        set_paused(airflow_env, dag_id, False)
+    try:
+        for dag_id in EXAMPLE_RANGES:
+            wait_created_runs(airflow_env, dag_id, EXAMPLE_RUNS_CHECKED)
+    finally:
+        for dag_id in EXAMPLE_RANGES:
+            set_paused(airflow_env, dag_id, True)
+    return {
+        dag_id: [
+            r
+            for r in airflow_env.wait_runs(dag_id, EXAMPLE_RUNS_CHECKED, timeout=300)
+            if r["run_type"] == "scheduled"
+        ]
+        for dag_id in EXAMPLE_RANGES
+    }
+
+
+@pytest.mark.parametrize("dag_id", sorted(EXAMPLE_RANGES))
+def test_example_dag_runs_have_the_timetables_intervals(
+    airflow_env: AirflowEnv, scheduled_examples: dict[str, list[dict[str, Any]]], dag_id: str
+) -> None:
+    runs = scheduled_examples[dag_id]
+    start, end = EXAMPLE_RANGES[dag_id]
+    timetable = serialized_timetable(airflow_env, dag_id)
+    planned = timetable.iter_runs(start, 50, end=end)
+    expected = [(i.data_interval.start, i.data_interval.end) for i in planned]
+    assert len(expected) >= EXAMPLE_RUNS_CHECKED
+    assert intervals(runs) == expected[: len(runs)], (intervals(runs), expected)
+    assert intervals(runs)[0] == EXAMPLE_FIRST_INTERVALS[dag_id]  # independent of the timetable code
+    for run in runs:
+        assert run["logical_date"] == run["data_interval_start"], run
+    states = [r["state"] for r in runs]
+    assert states.count("success") >= EXAMPLE_RUNS_CHECKED and "failed" not in states, runs
+    if airflow_env.is_airflow3:  # 2.11 has no run_after column (the harness shows the logical date there)
+        assert [r["run_after"] for r in runs] == [i.run_after for i in planned[: len(runs)]]
+
+
+def test_catchup_false_plans_the_latest_due_run(airflow_env: AirflowEnv) -> None:
+    """The next run the dag-processor/scheduler planned for a catchup=False DAG whose start_date is years
+    ago is the latest run already due (not the first since start_date): what the timetable computes with no
+    previous run and, identically, with a last run far in the past (a DAG unpaused after a long pause)."""
+    dag_id = "tt_catchup_false_live"
+    airflow_env.wait_for_dag(dag_id)
+    row = airflow_env.query_dicts(
+        "SELECT next_dagrun_data_interval_start AS data_interval_start, "
+        "next_dagrun_data_interval_end AS data_interval_end, last_parsed_time AS timestamp "
+        "FROM dag WHERE dag_id = %s",
+        (dag_id,),
+    )[0]
+    timetable = serialized_timetable(airflow_env, dag_id)
+    restriction = TimeRestriction(
+        earliest=pendulum.datetime(2020, 1, 1, tz="America/New_York"), latest=None, catchup=False
+    )
+    old = timetable.iter_runs(pendulum.datetime(2020, 1, 1, tz="America/New_York"), 1)[0].data_interval
+    with time_machine.travel(row["timestamp"], tick=False):  # "now" as the planner saw it
+        fresh = timetable.next_dagrun_info(last_automated_data_interval=None, restriction=restriction)
+        after_pause = timetable.next_dagrun_info(last_automated_data_interval=old, restriction=restriction)
+    assert fresh is not None and after_pause is not None
+    assert after_pause.data_interval == fresh.data_interval
+    assert fresh.run_after <= row["timestamp"]  # already due when planned, the latest such run
+    assert intervals([row]) == [(fresh.data_interval.start, fresh.data_interval.end)]
+    assert fresh.data_interval.start.year >= dt.datetime.now(UTC).year - 1
+
+
 # ---------------------------------------------------------------------------------------------- live runs
 LIVE_DAGS = ("tt_delayed_daily_live", "tt_rolling_window_live", "tt_business_days_live", "tt_month_end_live")
 
@@ -115,7 +241,7 @@ def live_dags(airflow_env: AirflowEnv) -> AirflowEnv:
     for dag_id in LIVE_DAGS:
         airflow_env.wait_for_dag(dag_id)
     for dag_id in LIVE_DAGS:
-        airflow_env.unpause(dag_id)
+        set_paused(airflow_env, dag_id, False)
     return airflow_env
 
 
@@ -205,6 +331,12 @@ def test_month_end_runs(live_dags: AirflowEnv) -> None:
 
 # ---------------------------------------------------------------------------------------------- details
 EXPECTED_SUMMARIES = {
+    "timetable_delayed_daily": "daily 02:00 America/New_York",
+    "timetable_rolling_window": "3-day window, daily 00:00 Europe/Berlin",
+    "timetable_business_days": "NYSE business days (incl. days off) 01:00 America/New_York",
+    "timetable_business_rolling": "5-day window, US-NY business days +custom 00:00 America/New_York",
+    "timetable_month_end_close": "last NYSE business day of the month 06:00 America/New_York",
+    "tt_catchup_false_live": "1st NYSE business day of the month 00:00 America/New_York",
     "tt_delayed_daily_live": "daily 00:05 Asia/Kathmandu",
     "tt_rolling_window_live": "2-day window, daily 00:00 America/New_York",
     "tt_business_days_live": "US business days (incl. days off) 00:00 America/Chicago",

@@ -17,7 +17,7 @@ import pytest
 import time_machine
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.calendars import BusinessCalendar, CalendarSearchError
+from airflow_smart_ext.calendars import BusinessCalendar
 from airflow_smart_ext.compat import AirflowTimetableInvalid, DataInterval, TimeRestriction
 from airflow_smart_ext.timetables import (
     TIMETABLE_CLASSES,
@@ -283,16 +283,29 @@ def test_sixty_day_holiday_run(window):
     assert [day_of(i) for i in monthly.iter_runs(at("2024-12-01"), 2)] == ["2024-12-02", "2025-03-03"]
 
 
-def test_holiday_run_longer_than_search_bound_fails_loudly_instead_of_looping():
-    closed = [D("2030-01-01") + dt.timedelta(days=i) for i in range(800)]
-    timetable = BusinessDaysTimetable(extra_holidays=closed, timezone=NY)
-    with pytest.raises(CalendarSearchError, match="no business day within"):
-        next_info(
-            timetable,
-            now=at("2031-06-01"),
-            last=interval("2029-12-31", "2030-01-01"),
-            earliest=at("2029-01-01"),
-        )
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda closed: BusinessDaysTimetable(extra_holidays=closed, timezone=NY),
+        lambda closed: MonthlyBusinessDayTimetable(-1, extra_holidays=closed, timezone=NY),
+        lambda closed: RollingWindowTimetable(5, extra_holidays=closed, timezone=NY),
+        lambda closed: RollingWindowTimetable(5, calendar={"extra_holidays": closed}, timezone=NY),
+    ],
+)
+def test_holiday_run_longer_than_search_bound_fails_at_construction(make):
+    """Before the fix construction and validate() succeeded and next_dagrun_info raised CalendarSearchError
+    in the scheduler (Airflow 3.3 logs it and the DAG silently stops being scheduled)."""
+    closed = [(D("2030-01-01") + dt.timedelta(days=i)).isoformat() for i in range(800)]
+    with pytest.raises(
+        InvalidTimetableParameter, match=r"^extra_holidays: 2030-01-01 \.\. 2032-03-10 are 800 "
+    ):
+        make(closed)
+    # just below the bound: accepted, and the scheduler gets the first business day after the run
+    timetable = BusinessDaysTimetable(extra_holidays=closed[:731], timezone=NY)
+    info = next_info(
+        timetable, now=at("2031-06-01"), last=interval("2029-12-31", "2030-01-01"), earliest=at("2029-01-01")
+    )
+    assert day_of(info) == "2032-01-02"
 
 
 @pytest.mark.parametrize("name", sorted(CATCHUP_CASES))
@@ -551,10 +564,162 @@ def test_apia_other_schedules_stay_non_empty_and_advancing(timetable):
     assert all(i.data_interval.start < i.data_interval.end for i in infos)
     assert all(b.data_interval.start > a.data_interval.start for a, b in zip(infos, infos[1:], strict=False))
     assert all(b.data_interval.end > a.data_interval.end for a, b in zip(infos, infos[1:], strict=False))
-    # run times never go back; with a delay, 12-28's wall time (12-30 06:00) is in the 24-hour gap and moves
-    # forward by the gap (documented rule), so 12-28 and 12-29 may run at the same instant
-    assert all(b.run_after >= a.run_after for a, b in zip(infos, infos[1:], strict=False))
+    # run times strictly increase (3.x run ids derive from run_after), also across the 24-hour gap
+    assert all(b.run_after > a.run_after for a, b in zip(infos, infos[1:], strict=False))
     for hour in range(0, 48, 5):
         moment = pendulum.datetime(2011, 12, 29, 12).add(hours=hour)
         manual = timetable.infer_manual_data_interval(run_after=moment)
         assert manual.start < manual.end
+
+
+@pytest.mark.parametrize("hours", [24, 30, 47])
+@pytest.mark.parametrize("window", ["day", "since_previous"])
+def test_apia_delay_of_a_day_or_more_gives_strictly_increasing_run_after(hours, window):
+    """Before the fix, with delay >= 1 day the runs of 2011-12-28 and 12-29 had the same run_after: 12-28's
+    wall time (12-30 + delay - 24 h) is in the skipped day and moves forward by 24 h onto 12-29's. The
+    later day now runs 1 s after the earlier one (documented rule); other days keep their wall time."""
+    timetable = BusinessDaysTimetable(weekend=(), window=window, delay=hours * H, timezone=APIA)
+    infos = timetable.iter_runs(at("2011-12-25", APIA), 8)
+    runs = [i.run_after for i in infos]
+    assert all(b > a for a, b in zip(runs, runs[1:], strict=False)), runs
+    # keyed by the local date the interval ends on (12-29's interval ends on 12-31: 12-30 does not exist)
+    by_end = {i.data_interval.end.in_tz(APIA).date().isoformat(): i.run_after for i in infos}
+    # 12-28's wall time 12-30 00:00 + (hours - 24) h is in the skipped day: moved forward by 24 h
+    assert by_end["2011-12-29"] == pendulum.datetime(2011, 12, 31, tz=APIA).add(hours=hours - 24)
+    # 12-29's own wall time is that same instant: it runs 1 s later
+    assert by_end["2011-12-31"] == by_end["2011-12-29"] + dt.timedelta(seconds=1)
+    assert by_end["2012-01-02"] == pendulum.datetime(2012, 1, 2, tz=APIA).add(hours=hours)
+    # manual runs and catchup=False agree with the adjusted run times
+    for info in infos:
+        assert timetable.infer_manual_data_interval(run_after=info.run_after) == info.data_interval
+        before = info.run_after - dt.timedelta(microseconds=1)
+        assert timetable.infer_manual_data_interval(run_after=before) != info.data_interval
+
+
+# --- time zones: portable IANA names only ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["localtime", "posixrules", "Factory", "posix/Europe/Berlin", "right/UTC"])
+def test_machine_dependent_zone_names_are_rejected(name):
+    """Before the fix 'localtime' (the parsing machine's own zone) and friends were accepted."""
+    with pytest.raises(InvalidTimetableParameter, match=r"^timezone: .*not a portable IANA") as caught:
+        DelayedDailyTimetable(timezone=name)
+    assert "zoneinfo.available_timezones()" in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["utc", "america/new_york", "Mars/Olympus_Mons", "+05:00", ""])
+def test_zone_names_not_in_available_timezones_are_rejected(name):
+    with pytest.raises(InvalidTimetableParameter, match=r"^timezone: ") as caught:
+        DelayedDailyTimetable(timezone=name)
+    assert "available_timezones()" in str(caught.value) or "IANA" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "zone",
+    [
+        "UTC",
+        "EST5EDT",
+        "Etc/GMT+5",
+        "US/Eastern",
+        pendulum.timezone("Europe/Berlin"),
+        zoneinfo.ZoneInfo("Asia/Kathmandu"),
+        pendulum.UTC,
+    ],
+    ids=str,
+)
+def test_iana_names_and_named_zone_objects_are_accepted(zone):
+    timetable = DelayedDailyTimetable(timezone=zone)
+    assert DelayedDailyTimetable.deserialize(timetable.serialize()) == timetable
+    assert timetable._timezone_name in zoneinfo.available_timezones() | {"UTC"}
+
+
+# --- RollingWindowTimetable takes the business-day calendar keywords -----------------------------------------
+
+
+def test_rolling_window_on_nyse_trading_days_is_one_line():
+    by_keyword = RollingWindowTimetable(5, market="NYSE", delay=6 * H, timezone=NY)
+    by_calendar = RollingWindowTimetable(5, calendar=NYSE, delay=6 * H, timezone=NY)
+    assert by_keyword == by_calendar and by_keyword.serialize() == by_calendar.serialize()
+    assert by_keyword.summary == "5-day window, NYSE business days 06:00 America/New_York"
+    runs = by_keyword.iter_runs(at("2026-11-16"), 5)
+    assert [day_of(i) for i in runs] == ["2026-11-20", "2026-11-23", "2026-11-24", "2026-11-25", "2026-11-27"]
+    assert runs == by_calendar.iter_runs(at("2026-11-16"), 5)
+    restored = RollingWindowTimetable.deserialize(json.loads(json.dumps(by_keyword.serialize())))
+    assert restored == by_keyword
+
+
+def test_rolling_window_accepts_every_business_days_timetable_calendar_keyword():
+    import inspect
+
+    def keywords(cls):
+        return {
+            name for name, p in inspect.signature(cls.__init__).parameters.items() if p.kind is p.KEYWORD_ONLY
+        }
+
+    calendar_keywords = keywords(BusinessDaysTimetable) - {"window"}
+    assert calendar_keywords <= keywords(RollingWindowTimetable)
+    rolling = RollingWindowTimetable(
+        3,
+        country="US",
+        subdivision="NY",
+        categories=("public",),
+        extra_holidays=["2026-11-27"],
+        extra_business_days=["2026-11-28"],
+        weekend=("Sun",),
+        timezone=NY,
+    )
+    business = BusinessDaysTimetable(
+        country="US",
+        subdivision="NY",
+        categories=("public",),
+        extra_holidays=["2026-11-27"],
+        extra_business_days=["2026-11-28"],
+        weekend=("Sun",),
+        timezone=NY,
+    )
+    assert rolling._business == business._business
+    with pytest.raises(InvalidTimetableParameter, match=r"^calendar: pass either .* \['market'\], not both"):
+        RollingWindowTimetable(3, calendar=NYSE, market="NYSE")
+    with pytest.raises(InvalidTimetableParameter, match=r"^market: unknown financial market 'NYSEE'"):
+        RollingWindowTimetable(3, market="NYSEE")
+    with pytest.raises(InvalidTimetableParameter, match=r"^categories: 'bank' not supported by country 'US'"):
+        RollingWindowTimetable(3, country="US", categories=["bank"])
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RollingWindowTimetable(3, calendar={"markte": "NYSE"}),
+        lambda: BusinessDaysTimetable(calendar={"contry": "US"}),
+        lambda: MonthlyBusinessDayTimetable(-1, calendar={"type": "every_day"}),
+    ],
+)
+def test_calendar_dict_typos_fail_at_construction(make):
+    """Before the fix a misspelt key was ignored: a calendar without the intended holidays."""
+    with pytest.raises(InvalidTimetableParameter, match=r"^calendar: .*accepted"):
+        make()
+
+
+# --- holiday data outside the library's years: loud, never an empty holiday set -----------------------------
+
+
+def test_timetable_for_years_without_holiday_data_fails_loudly():
+    timetable = BusinessDaysTimetable(market="XETR", timezone="Europe/Berlin")
+    with pytest.raises(
+        ValueError, match=r"^market: .*no holiday data for market 'XETR' in 2015; it supports 2016-"
+    ):
+        next_info(timetable, now=at("2026-01-10"), earliest=at("2015-06-01"), catchup=True)
+    with pytest.raises(ValueError, match=r"'XETR' in 2015"):
+        timetable.infer_manual_data_interval(run_after=at("2015-06-01"))
+    # at DAG parse on a machine whose clock is in an uncovered year: the constructor refuses it
+    with time_machine.travel(dt.datetime(2015, 6, 1, tzinfo=dt.timezone.utc), tick=False):
+        with pytest.raises(InvalidTimetableParameter, match=r"^market: .*'XETR' in 2015; it supports 2016-"):
+            BusinessDaysTimetable(market="XETR")
+        with pytest.raises(InvalidTimetableParameter, match=r"^market: .*'XETR' in 2015"):
+            RollingWindowTimetable(3, market="XETR")
+
+
+def test_validate_computes_the_current_run():
+    """validate() used to compute a run in 2000, which would now fail for calendars covered only later."""
+    for market in ("XETR", "HKEX", "ENX"):
+        BusinessDaysTimetable(market=market).validate()
