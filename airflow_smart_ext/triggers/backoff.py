@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
-from airflow_smart_ext.triggers import sharing
+from airflow_smart_ext.triggers import checks, sharing
 from airflow_smart_ext.triggers.checks import (
     CheckOutcome,
     config_non_negative_float,
@@ -38,14 +38,22 @@ def _iso(epoch: float | None) -> str:
     return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
-def coalescing_window(interval: float) -> float:
+def sharing_window_config() -> tuple[float, float]:
+    """``([smart_ext] sharing_window_seconds, [smart_ext] sharing_window_fraction)``, validated."""
+    return (
+        config_non_negative_float("sharing_window_seconds", DEFAULT_SHARING_WINDOW_SECONDS),
+        config_non_negative_float("sharing_window_fraction", DEFAULT_SHARING_WINDOW_FRACTION),
+    )
+
+
+def coalescing_window(interval: float, config: tuple[float, float] | None = None) -> float:
     """How much earlier than due a subscriber may be served by a shared check.
 
     ``min([smart_ext] sharing_window_seconds, [smart_ext] sharing_window_fraction * interval)``, where
-    ``interval`` is the gap to this subscriber's previous scheduled check.
+    ``interval`` is the gap to this subscriber's previous scheduled check. ``config`` is
+    :func:`sharing_window_config` (read once per trigger run, not on every check).
     """
-    seconds = config_non_negative_float("sharing_window_seconds", DEFAULT_SHARING_WINDOW_SECONDS)
-    fraction = config_non_negative_float("sharing_window_fraction", DEFAULT_SHARING_WINDOW_FRACTION)
+    seconds, fraction = config if config is not None else sharing_window_config()
     return max(0.0, min(seconds, fraction * max(0.0, interval)))
 
 
@@ -81,7 +89,12 @@ class BackoffTrigger(compat.BaseTrigger):
         self.after = after
         self.share = share
         self._backoff_policy = BackoffPolicy.from_dict(policy)  # validates; ValueError names the parameter
+        # decorrelated offsets replay the series from the seed (O(n), seconds for a cold replay far into a
+        # long wait): computed off the event loop. The other strategies are O(1) and stay inline.
+        self._offload_schedule = self._backoff_policy.jitter == "decorrelated"
+        self._offsets: dict[int, float] = {}  # the few offsets of the current step (O(1) strategies)
         self._group: sharing.CheckGroup | None = None
+        self._subscription: sharing.Subscription | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -99,46 +112,104 @@ class BackoffTrigger(compat.BaseTrigger):
 
     # -- schedule --
 
-    def _next(self, after: int) -> ScheduledCheck | None:
-        return self._backoff_policy.next_check(
-            self.seed, self.started_at, sharing.now(), self.deadline, after=after
-        )
+    def _offset(self, index: int) -> float:
+        """``policy.offset`` memoised for the current step (each offset is needed two or three times)."""
+        offset = self._offsets.get(index)
+        if offset is None:
+            if len(self._offsets) > 4:
+                self._offsets.clear()
+            offset = self._offsets[index] = self._backoff_policy.offset(self.seed, index)
+        return offset
 
-    def _interval_before(self, scheduled: ScheduledCheck) -> float:
+    def _next_inline(self, after: int) -> ScheduledCheck | None:
+        """``policy.next_check(seed, started_at, now, deadline, after)``, cheap in the usual case.
+
+        The usual case is that check ``after + 1`` is still ahead: then the answer is that check (clipped
+        to the deadline) and needs one or two offsets, not the policy's search. Otherwise (checks were
+        missed, e.g. after a restart) the policy skips them.
+        """
+        now = sharing.now()
+        deadline = self.deadline
+        index = max(0, after + 1)
+        at = self.started_at + self._offset(index)
+        if at < now or (deadline is not None and now > deadline):
+            return self._backoff_policy.next_check(self.seed, self.started_at, now, deadline, after=after)
+        if deadline is None or at < deadline:
+            return ScheduledCheck(index, at, False)
+        if index > 0 and self.started_at + self._offset(index - 1) >= deadline:
+            return None
+        return ScheduledCheck(index, deadline, True)
+
+    def _interval_before_inline(self, scheduled: ScheduledCheck) -> float:
         if scheduled.index <= 0:
             return scheduled.at - self.started_at
-        previous = self.started_at + self._backoff_policy.offset(self.seed, scheduled.index - 1)
-        return scheduled.at - previous
+        return scheduled.at - (self.started_at + self._offset(scheduled.index - 1))
 
-    def _event(self, status: str, index: int, outcome: CheckOutcome | None, message: str) -> Any:
+    async def _next(self, after: int) -> ScheduledCheck | None:
+        if self._offload_schedule:
+            return await checks.run_blocking(self._next_blocking, after, sharing.now())
+        return self._next_inline(after)
+
+    def _next_blocking(self, after: int, now: float) -> ScheduledCheck | None:
+        return self._backoff_policy.next_check(self.seed, self.started_at, now, self.deadline, after=after)
+
+    async def _interval_before(self, scheduled: ScheduledCheck) -> float:
+        if self._offload_schedule and scheduled.index > 0:
+            previous = await checks.run_blocking(self._backoff_policy.offset, self.seed, scheduled.index - 1)
+            return scheduled.at - (self.started_at + previous)
+        return self._interval_before_inline(scheduled)
+
+    def _event(
+        self, status: str, index: int, outcome: CheckOutcome | None, message: str, checked_at: float
+    ) -> Any:
+        """The event of check ``index``; every value comes from the schedule or the observation.
+
+        ``waited_seconds`` is ``checked_at - started_at``: the check's scheduled time (the deadline for a
+        timeout), or the observation's time for an early completion, never the current clock, so a check
+        gives the same payload whenever its event is built or redelivered.
+        """
         return compat.TriggerEvent(
             {
                 "status": status,
                 "pokes": max(index, self.after) + 1,
-                "waited_seconds": round(max(0.0, sharing.now() - self.started_at), 3),
+                "waited_seconds": round(max(0.0, checked_at - self.started_at), 3),
                 "xcom_value": outcome.xcom_value if outcome is not None and status == "success" else None,
                 "message": message,
                 "check_index": index,
             }
         )
 
-    def _timeout_event(self, index: int) -> Any:
+    def _timeout_event(self, index: int, checked_at: float) -> Any:
         return self._event(
             "timeout",
             index,
             None,
             f"condition not met by the deadline {_iso(self.deadline)} "
             f"({max(index, self.after) + 1} checks since {_iso(self.started_at)})",
+            checked_at,
         )
+
+    async def _hold(self, run_started: float) -> None:
+        """Airflow 3.3.2 executor race: never fire sooner than the minimum delay after we started running.
+
+        ``compat.TRIGGER_MIN_EVENT_DELAY_SECONDS`` (5 s on Airflow 3, 0 on 2.11): a trigger that fires
+        within ~5 s of the deferral can make the scheduler fail the task (apache/airflow #71580).
+        """
+        remaining = run_started + compat.TRIGGER_MIN_EVENT_DELAY_SECONDS - sharing.now()
+        if remaining > 0:
+            await sharing.sleep(remaining)
 
     # -- run --
 
     async def run(self) -> AsyncIterator[Any]:
+        run_started = sharing.now()
         interpret = await make_interpreter(self.check)
+        window_config = sharing_window_config()  # once per run, not per check
         group = sharing.join(sharing_key(self.check), lambda: make_shared_check(self.check), self.share)
         self._group = group
+        self._subscription = subscription = group.subscribe()
         try:
-            scheduled = self._next(self.after)
+            scheduled = await self._next(self.after)
             self.log.info(
                 "BackoffTrigger: %s; seed=%s started_at=%s (%.3f) deadline=%s; resuming after check #%d; "
                 "next check #%s at %s; sharing=%s (group of %d)",
@@ -156,51 +227,77 @@ class BackoffTrigger(compat.BaseTrigger):
             while True:
                 if scheduled is None:
                     # Only when the deadline passed while nobody was checking (e.g. triggerer down).
-                    yield self._timeout_event(self.after)
+                    event = self._timeout_event(self.after, self.deadline or self.started_at)
+                    await self._hold(run_started)
+                    yield event
                     return
-                outcome, shared, early = await self._check_when_due(group, scheduled, interpret)
-                following = None if outcome.is_terminal or scheduled.final else self._next(scheduled.index)
-                self.log.info(
-                    "check #%d at=%.3f (scheduled %s)%s: %s%s; group of %d; next check %s",
-                    scheduled.index,
-                    scheduled.at,
-                    _iso(scheduled.at),
-                    " early" if early else (" shared" if shared else ""),
-                    outcome.status,
-                    f" ({outcome.message})" if outcome.message else "",
-                    group.subscribers,
-                    f"#{following.index} at {_iso(following.at)}" if following else "none",
+                outcome, checked_at, shared, early = await self._check_when_due(
+                    group, subscription, scheduled, interpret, window_config
                 )
+                following = None
+                if not (outcome.is_terminal or scheduled.final):
+                    following = await self._next(scheduled.index)
+                # The required per-check line; one pre-formatted message (no extra processor work).
+                self.log.info(
+                    f"check #{scheduled.index} at={scheduled.at:.3f} (scheduled {_iso(scheduled.at)})"
+                    f"{' early' if early else (' shared' if shared else '')}: {outcome.status}"
+                    f"{f' ({outcome.message})' if outcome.message else ''}; group of {group.subscribers}; "
+                    f"next check {f'#{following.index} at {_iso(following.at)}' if following else 'none'}"
+                )
+                event = None
                 if outcome.status == "positive":
-                    yield self._event("success", scheduled.index, outcome, "condition met")
-                    return
-                if outcome.status in ("failure", "timeout", "skip", "error"):
-                    yield self._event(outcome.status, scheduled.index, outcome, outcome.message)
-                    return
-                if scheduled.final or following is None:
-                    yield self._timeout_event(scheduled.index)
+                    event = self._event("success", scheduled.index, outcome, "condition met", checked_at)
+                elif outcome.status in ("failure", "timeout", "skip", "error"):
+                    event = self._event(outcome.status, scheduled.index, outcome, outcome.message, checked_at)
+                elif scheduled.final or following is None:
+                    event = self._timeout_event(scheduled.index, scheduled.at)
+                if event is not None:
+                    await self._hold(run_started)
+                    yield event
                     return
                 scheduled = following
         finally:
             self._leave()
 
     async def _check_when_due(
-        self, group: sharing.CheckGroup, scheduled: ScheduledCheck, interpret: Any
-    ) -> tuple[CheckOutcome, bool, bool]:
-        """Wait until ``scheduled.at``, completing early on a group observation terminal for us."""
-        seen = group.seq
+        self,
+        group: sharing.CheckGroup,
+        subscription: sharing.Subscription,
+        scheduled: ScheduledCheck,
+        interpret: Any,
+        window_config: tuple[float, float],
+    ) -> tuple[CheckOutcome, float, bool, bool]:
+        """Wait until ``scheduled.at``, completing early on a group observation terminal for us.
+
+        Returns (outcome, the time the outcome is about, shared, early).
+        """
         while True:
-            news = await group.wait_for_news(seen, scheduled.at - sharing.now())
-            if news is None:
+            for news in subscription.take():
+                outcome = self._interpret(news, interpret)
+                # Another subscriber's check found our condition (or a failure criterion): done now.
+                if outcome.status in ("positive", "failure"):
+                    return outcome, min(news.observed_at, scheduled.at), True, True
+            remaining = scheduled.at - sharing.now()
+            if remaining <= 0:
                 break
-            seen = news.seq
-            outcome = self._interpret(news, interpret)
-            # Another subscriber's check found our condition (or a failure criterion): done now.
+            await subscription.wait(remaining)  # news, or our due time (a spurious wake just loops)
+        window = coalescing_window(await self._interval_before(scheduled), window_config)
+        terminal: list[CheckOutcome] = []
+
+        def accept(observation: Observation) -> bool:
+            # While our own round runs: another round's result that is terminal for us completes us too.
+            outcome = self._interpret(observation, interpret)
             if outcome.status in ("positive", "failure"):
-                return outcome, True, True
-        window = coalescing_window(self._interval_before(scheduled))
-        observation, shared = await group.observe(scheduled.at, window, self.check.get("context", {}))
-        return self._interpret(observation, interpret), shared, False
+                terminal.append(outcome)
+                return True
+            return False
+
+        observation, shared = await group.observe(
+            scheduled.at, window, self.check.get("context", {}), subscription, accept
+        )
+        if terminal:
+            return terminal[-1], scheduled.at, True, False
+        return self._interpret(observation, interpret), scheduled.at, shared, False
 
     @staticmethod
     def _interpret(observation: Observation, interpret: Any) -> CheckOutcome:
@@ -211,7 +308,10 @@ class BackoffTrigger(compat.BaseTrigger):
 
     def _leave(self) -> None:
         group, self._group = self._group, None
+        subscription, self._subscription = self._subscription, None
         if group is not None:
+            if subscription is not None:
+                group.unsubscribe(subscription)
             group.leave()
 
     async def cleanup(self) -> None:

@@ -136,11 +136,26 @@ def sharing_key(check: Mapping[str, Any]) -> str:
     return json.dumps(shared, sort_keys=True, separators=(",", ":"), default=str)
 
 
+def sensor_concurrency_key(classpath: str, kwargs: Mapping[str, Any]) -> str:
+    """A sensor's bound: its connection when its kwargs name one, else its class.
+
+    A string-valued constructor argument whose name ends with ``conn_id`` (``conn_id``, ``aws_conn_id``,
+    ``http_conn_id``, ...) keys the bound by that connection (``conn_id:<value>``, shared with SQL checks
+    on it), so hung pokes against one system do not block the same class's checks against another. With
+    several such arguments the first name in sorted order decides. Otherwise ``sensor:<classpath>``.
+    """
+    for name in sorted(kwargs):
+        value = kwargs[name]
+        if name.endswith("conn_id") and isinstance(value, str) and value:
+            return f"conn_id:{value}"
+    return f"sensor:{classpath}"
+
+
 def concurrency_key(check: Mapping[str, Any]) -> str:
-    """Checks with the same key compete for one semaphore (one database, or one sensor class)."""
+    """Checks with the same key compete for one semaphore (one connection, or one sensor class)."""
     if check["type"] == "sql":
         return f"conn_id:{check['conn_id']}"
-    return f"sensor:{check['classpath']}"
+    return sensor_concurrency_key(check["classpath"], check["kwargs"])
 
 
 # --- configuration -----------------------------------------------------------------------------------
@@ -181,6 +196,8 @@ _semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyn
 def _check_executor() -> ThreadPoolExecutor:
     """A pool of our own: the loop's default executor is small (cpu + 4) and shared with everything else."""
     global _executor
+    if _executor is not None:  # the hot path (every blocking check): no lock once created
+        return _executor
     with _executor_lock:
         if _executor is None:
             _executor = ThreadPoolExecutor(
@@ -272,13 +289,28 @@ def _json_or_error(outcome: CheckOutcome) -> CheckOutcome:
     return outcome
 
 
+_PARSED_DATETIMES: dict[str, Any] = {}  # ISO string -> parsed value; shipped dates repeat every check
+
+
+def _parse_datetime_cached(value: str) -> Any:
+    parsed = _PARSED_DATETIMES.get(value)
+    if parsed is None:
+        if len(_PARSED_DATETIMES) >= 4096:  # bounded: a long-lived triggerer sees ever new run dates
+            _PARSED_DATETIMES.clear()
+        parsed = _PARSED_DATETIMES[value] = compat.parse_datetime(value)
+    return parsed
+
+
 def poke_context(context: Mapping[str, Any]) -> dict[str, Any]:
-    """The reduced context a poke gets in the triggerer: the shipped keys, datetimes parsed back."""
+    """The reduced context a poke gets in the triggerer: the shipped keys, datetimes parsed back.
+
+    A fresh dict each call (a poke may modify it); the parsed datetimes are immutable and cached.
+    """
     result = dict(context)
     for key in DATETIME_CONTEXT_KEYS:
         value = result.get(key)
         if isinstance(value, str) and value:
-            result[key] = compat.parse_datetime(value)
+            result[key] = _parse_datetime_cached(value)
     return result
 
 
@@ -289,7 +321,7 @@ class SensorSharedCheck(SharedCheck):
         self.classpath = classpath
         self.kwargs = dict(kwargs)
         self.task_id = task_id
-        self.concurrency_key = f"sensor:{classpath}"
+        self.concurrency_key = sensor_concurrency_key(classpath, self.kwargs)
         self._sensor: Any = None
 
     def _build(self) -> Any:
@@ -331,7 +363,25 @@ def _query_first_row(
             f"connection {connection.conn_id!r} of type {connection.conn_type!r} has hook "
             f"{type(hook).__name__}, not a common-sql DbApiHook"
         )
+    use_fetched_connection(hook, connection)
     return fetch_first_row(hook, sql, parameters)
+
+
+def use_fetched_connection(hook: Any, connection: Any) -> None:
+    """Make ``hook`` use the Connection the trigger already fetched, never look it up a second time.
+
+    A sync lookup from the worker thread would go through the supervisor again on 3.x (a second round
+    trip; untested on 3.0-3.2). common-sql's ``DbApiHook.connection`` reads the cached ``_connection``
+    (e.g. PostgresHook.get_conn), but some hooks call ``self.get_connection(conn_id)`` directly
+    (SqliteHook.get_uri): shadow that on this instance for our conn_id too.
+    """
+    hook._connection = connection
+    lookup = hook.get_connection
+
+    def get_connection(conn_id: str) -> Any:
+        return connection if conn_id == connection.conn_id else lookup(conn_id)
+
+    hook.get_connection = get_connection
 
 
 class SqlSharedCheck(SharedCheck):

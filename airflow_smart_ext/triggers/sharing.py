@@ -3,9 +3,11 @@
 Triggers whose checks have the same sharing key (``checks.sharing_key``) join one ``CheckGroup`` in the
 triggerer process. A subscriber due at ``t`` reuses the group's latest observation when that check started
 at or after ``t - window`` (its coalescing window), or joins a check already in flight that started in that
-window; otherwise it runs a new check for the group. So a subscriber is never checked later than its own
+window; otherwise it starts a new check for the group right away, even when an older check is still in
+flight (a group may have several rounds in flight). So a subscriber is never checked later than its own
 schedule, at most ``window`` seconds earlier. Every new observation is offered to all subscribers at once:
-one that is positive (or a failure) for a subscriber completes it immediately, even before its due time.
+one that is positive (or a failure) for a subscriber completes it immediately, even before its due time or
+while its own round is still running.
 
 A check that raises is reported as an ``error`` outcome to the subscribers that took part in that round
 only; the others keep their schedule and will run a fresh check when due.
@@ -23,7 +25,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.triggers.checks import SharedCheck
@@ -35,9 +37,11 @@ METRIC_CHECKS_SAVED = "smart_ext.trigger.checks_saved"
 METRIC_GROUPS = "smart_ext.trigger.groups"
 METRIC_SUBSCRIBERS = "smart_ext.trigger.subscribers"
 
-# Clock and sleep hooks: tests patch these to run schedules on a virtual clock.
+# Clock and sleep hooks: tests patch these to run schedules on a virtual clock. ``_call_later`` (None: the
+# running loop's ``call_later``) arms the wake-up timer of a waiting subscriber; patch it with ``_sleep``.
 _clock: Callable[[], float] = time.time
 _sleep: Callable[[float], Any] = asyncio.sleep
+_call_later: Callable[[float, Callable[[], None]], Any] | None = None
 
 
 def now() -> float:
@@ -50,6 +54,17 @@ def sleep(seconds: float) -> Awaitable[Any]:
     return _sleep(max(0.0, seconds))
 
 
+class _Cancellable(Protocol):
+    def cancel(self) -> Any: ...
+
+
+def call_later(seconds: float, callback: Callable[[], None]) -> _Cancellable:
+    """Run ``callback`` after ``seconds`` (cheaper than racing a sleep task against an event)."""
+    if _call_later is not None:
+        return _call_later(max(0.0, seconds), callback)  # type: ignore[no-any-return]
+    return asyncio.get_running_loop().call_later(max(0.0, seconds), callback)
+
+
 @dataclass(frozen=True)
 class Observation:
     """One run of a group's shared check. ``observed_at`` is when it started (a conservative data time)."""
@@ -60,8 +75,43 @@ class Observation:
     error: str | None = None
 
 
+class Subscription:
+    """One subscriber's inbox: every observation of its group since it last looked."""
+
+    __slots__ = ("_future", "news")
+
+    def __init__(self) -> None:
+        self.news: list[Observation] = []
+        self._future: asyncio.Future[None] | None = None
+
+    def _wake(self) -> None:
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def take(self) -> list[Observation]:
+        news, self.news = self.news, []
+        return news
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Wait for news (or until ``timeout`` seconds passed); ``True`` when there is news."""
+        if self.news:
+            return True
+        if timeout is not None and timeout <= 0:
+            return False
+        future = self._future = asyncio.get_running_loop().create_future()
+        timer = call_later(timeout, self._wake) if timeout is not None else None
+        try:
+            await future
+        finally:
+            self._future = None
+            if timer is not None:
+                timer.cancel()
+        return bool(self.news)
+
+
 class CheckGroup:
-    """Subscribers of one sharing key, the latest observation, and the round in flight (if any)."""
+    """Subscribers of one sharing key, the latest observation, and the rounds in flight."""
 
     def __init__(self, key: str, shared_check: SharedCheck, registry: SharingRegistry | None) -> None:
         self.key = key
@@ -71,8 +121,10 @@ class CheckGroup:
         self.checks_run = 0
         self._registry = registry
         self._seq = 0
-        self._inflight: tuple[float, asyncio.Task[Observation]] | None = None
-        self._changed = asyncio.Event()
+        # Rounds in flight -> the time each started; several when a subscriber's due time came while an
+        # older round (too old for its window) was still running.
+        self._inflight: dict[asyncio.Future[Observation], float] = {}
+        self._subscriptions: set[Subscription] = set()
 
     # -- observations --
 
@@ -84,63 +136,88 @@ class CheckGroup:
             raw, error = None, f"{type(err).__name__}: {err}"
         self._seq += 1
         observation = Observation(self._seq, observed_at, raw, error)
-        self.latest = observation
+        # Rounds may finish out of order: ``latest`` is the freshest data, i.e. the latest *start*.
+        if self.latest is None or observed_at >= self.latest.observed_at:
+            self.latest = observation
         self.checks_run += 1
         compat.Stats.incr(METRIC_CHECKS)
-        # Wake every waiting subscriber; a fresh Event for the next round.
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        for subscription in self._subscriptions:  # offered to every subscriber at once
+            subscription.news.append(observation)
+            subscription._wake()
         return observation
 
+    def _start_round(self, context: Mapping[str, Any]) -> asyncio.Future[Observation]:
+        started = now()
+        task = asyncio.ensure_future(self._round(started, context))
+        self._inflight[task] = started
+        task.add_done_callback(self._round_done)
+        return task
+
     async def observe(
-        self, due_at: float, window: float, context: Mapping[str, Any]
+        self,
+        due_at: float,
+        window: float,
+        context: Mapping[str, Any],
+        subscription: Subscription | None = None,
+        accept: Callable[[Observation], bool] | None = None,
     ) -> tuple[Observation, bool]:
-        """An observation that started at or after ``due_at - window``; ``True`` when it was shared."""
+        """An observation that started at or after ``due_at - window``; ``True`` when it was shared.
+
+        Meanwhile, an observation of *any* round for which ``accept`` is true (terminal for this subscriber)
+        is returned as soon as it arrives (as shared). The round is never awaited directly: a cancelled
+        subscriber does not cancel a round that others wait for.
+        """
         oldest_acceptable = due_at - window
-        while True:
-            latest = self.latest
-            if latest is not None and latest.observed_at >= oldest_acceptable:
-                compat.Stats.incr(METRIC_CHECKS_SAVED)
-                return latest, True
-            if self._inflight is not None and self._inflight[1].done():
-                # A finished round whose done-callback has not run yet (it runs on the next loop turn).
-                # Awaiting a done task does not yield to the loop, so looping on it would spin forever and
-                # freeze the triggerer; forget it here (``latest`` already holds its observation).
-                self._round_done(self._inflight[1])
-            if self._inflight is not None:
-                started, task = self._inflight
-                # shield: a cancelled subscriber must not cancel the round the others wait for.
-                observation = await asyncio.shield(task)
-                if started >= oldest_acceptable:
-                    compat.Stats.incr(METRIC_CHECKS_SAVED)
-                    return observation, True
-                continue
-            started = now()
-            task = asyncio.ensure_future(self._round(started, context))
-            self._inflight = (started, task)
-            task.add_done_callback(self._round_done)
-            return await asyncio.shield(task), False
-
-    def _round_done(self, task: asyncio.Task[Observation]) -> None:
-        if self._inflight is not None and self._inflight[1] is task:
-            self._inflight = None
-
-    async def wait_for_news(self, seen_seq: int, timeout: float) -> Observation | None:
-        """Sleep up to ``timeout``; return early with a newer observation than ``seen_seq`` if one arrives."""
-        if self.latest is not None and self.latest.seq > seen_seq:
-            return self.latest
-        if timeout <= 0:
-            return None
-        changed = asyncio.ensure_future(self._changed.wait())
-        timer = asyncio.ensure_future(sleep(timeout))
+        latest = self.latest
+        if latest is not None and latest.observed_at >= oldest_acceptable:
+            compat.Stats.incr(METRIC_CHECKS_SAVED)
+            return latest, True
+        round_: asyncio.Future[Observation] | None = None
+        for task, started in self._inflight.items():  # the freshest round in our window, if any
+            fresher = round_ is None or started > self._inflight[round_]
+            if started >= oldest_acceptable and fresher and not task.cancelled():
+                round_ = task
+        shared = round_ is not None
+        if round_ is None:
+            round_ = self._start_round(context)
+        if subscription is None:
+            subscription = Subscription()
+            self._subscriptions.add(subscription)
+            private = True
+        else:
+            private = False
         try:
-            await asyncio.wait({changed, timer}, return_when=asyncio.FIRST_COMPLETED)
+            while True:
+                news = subscription.take()
+                if accept is not None:
+                    own = round_.result() if round_.done() and not round_.cancelled() else None
+                    for observation in news:
+                        if observation is not own and accept(observation):
+                            return observation, True
+                if round_.done():
+                    observation = round_.result()  # a cancelled round (group closed) raises here
+                    if shared:
+                        compat.Stats.incr(METRIC_CHECKS_SAVED)
+                    return observation, shared
+                await subscription.wait()
         finally:
-            changed.cancel()
-            timer.cancel()
-        if self.latest is not None and self.latest.seq > seen_seq:
-            return self.latest
-        return None
+            if private:
+                self._subscriptions.discard(subscription)
+
+    def _round_done(self, task: asyncio.Future[Observation]) -> None:
+        self._inflight.pop(task, None)
+        if task.cancelled():  # (group closed) nobody may keep waiting for a round that will never report
+            for subscription in self._subscriptions:
+                subscription._wake()
+
+    def subscribe(self) -> Subscription:
+        """An inbox that receives every observation of this group until :meth:`unsubscribe`."""
+        subscription = Subscription()
+        self._subscriptions.add(subscription)
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        self._subscriptions.discard(subscription)
 
     @property
     def seq(self) -> int:
@@ -156,9 +233,9 @@ class CheckGroup:
             self.close()
 
     def close(self) -> None:
-        if self._inflight is not None:
-            self._inflight[1].cancel()
-            self._inflight = None
+        inflight, self._inflight = self._inflight, {}
+        for task in inflight:
+            task.cancel()
 
 
 class SharingRegistry:
@@ -166,16 +243,20 @@ class SharingRegistry:
 
     def __init__(self) -> None:
         self.groups: dict[str, CheckGroup] = {}
+        self._subscribers = 0  # kept up to date on join/release: O(1) with any number of groups
 
     def join(self, key: str, factory: Callable[[], SharedCheck]) -> CheckGroup:
         group = self.groups.get(key)
         if group is None:
             group = self.groups[key] = CheckGroup(key, factory(), self)
         group.subscribers += 1
+        self._subscribers += 1
         self._report()
         return group
 
     def release(self, group: CheckGroup) -> None:
+        """Called by ``group.leave()`` after it counted the subscriber out."""
+        self._subscribers -= 1
         # The last one out tears the group down.
         if group.subscribers <= 0 and self.groups.get(group.key) is group:
             del self.groups[group.key]
@@ -184,11 +265,11 @@ class SharingRegistry:
 
     @property
     def subscriber_count(self) -> int:
-        return sum(group.subscribers for group in self.groups.values())
+        return self._subscribers
 
     def _report(self) -> None:
         compat.Stats.gauge(METRIC_GROUPS, len(self.groups))
-        compat.Stats.gauge(METRIC_SUBSCRIBERS, self.subscriber_count)
+        compat.Stats.gauge(METRIC_SUBSCRIBERS, self._subscribers)
 
 
 _registries: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharingRegistry] = (
@@ -198,9 +279,10 @@ _registries: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharingRegistr
 
 def registry() -> SharingRegistry:
     loop = asyncio.get_running_loop()
-    if loop not in _registries:
-        _registries[loop] = SharingRegistry()
-    return _registries[loop]
+    found = _registries.get(loop)
+    if found is None:
+        found = _registries[loop] = SharingRegistry()
+    return found
 
 
 def join(key: str, factory: Callable[[], SharedCheck], share: bool) -> CheckGroup:

@@ -163,6 +163,11 @@ class VirtualClock:
         heapq.heappush(self._sleepers, (self.now + max(0.0, seconds), next(self._seq), future))
         return future
 
+    def call_later(self, seconds: float, callback: Any) -> asyncio.Future[None]:
+        future = self.sleep(seconds)
+        future.add_done_callback(lambda done: None if done.cancelled() else callback())
+        return future  # .cancel() disarms it, like a TimerHandle
+
     async def run_blocking(self, func: Any, *args: Any) -> Any:
         with self._lock:
             self._threads_busy += 1
@@ -197,6 +202,7 @@ async def vclock(monkeypatch: pytest.MonkeyPatch) -> Any:
     clock = VirtualClock(START)
     monkeypatch.setattr(sharing, "_clock", clock.time)
     monkeypatch.setattr(sharing, "_sleep", clock.sleep)
+    monkeypatch.setattr(sharing, "_call_later", clock.call_later, raising=False)
     monkeypatch.setattr(checks, "run_blocking", clock.run_blocking)
     real_aget_connection = compat.aget_connection
 
@@ -495,8 +501,8 @@ async def test_no_subscriber_is_checked_later_than_its_schedule(vclock: VirtualC
     seen: dict[str, list[tuple[float, float]]] = defaultdict(list)
     original_observe = sharing.CheckGroup.observe
 
-    async def spy(self: sharing.CheckGroup, due_at: float, window: float, context: Any) -> Any:
-        observation, shared = await original_observe(self, due_at, window, context)
+    async def spy(self: sharing.CheckGroup, due_at: float, window: float, context: Any, *args: Any) -> Any:
+        observation, shared = await original_observe(self, due_at, window, context, *args)
         seen[context["task_id"]].append((due_at, observation.observed_at))
         return observation, shared
 
@@ -536,7 +542,7 @@ async def test_observe_does_not_spin_on_a_finished_round_whose_callback_is_pendi
     finished: asyncio.Future[sharing.Observation] = asyncio.get_running_loop().create_future()
     finished.set_result(stale)
     group.latest = stale
-    group._inflight = (stale.observed_at, finished)  # type: ignore[assignment]  # its done-callback never ran
+    group._inflight = {finished: stale.observed_at}  # its done-callback never ran
     real_shield = asyncio.shield
     shields: list[Any] = []
 
@@ -616,7 +622,8 @@ async def test_cleanup_and_on_kill_are_idempotent(vclock: VirtualClock) -> None:
 # --- never blocking the loop (real time on purpose) --------------------------------------------------------------
 
 
-async def test_a_blocking_poke_does_not_delay_the_event_loop() -> None:
+async def test_a_blocking_poke_does_not_delay_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compat, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)  # real time: no 3.x event guard
     BLOCK_SECONDS["slow"] = 1.0
     READY_AT["slow"] = 0.0
     READY_AT["quick"] = 0.0
@@ -777,3 +784,320 @@ async def test_skip_and_task_timeout_in_a_poke_map_like_poke_mode(
     payload = await first_event(make_trigger(sensor_check(cls.lower(), cls=cls), BackoffPolicy(initial=10)))
     assert payload["status"] == status
     assert len(POKES[cls.lower()]) == 1
+
+
+# --- sharing: a due subscriber never waits for an older round -------------------------------------------------
+
+DELAY: dict[str, float] = {}
+
+
+class SlowAsyncSensor(compat.BaseSensorOperator):
+    """Observes READY_AT at the start of its poke, then takes DELAY[name] virtual seconds to answer."""
+
+    def __init__(self, *, name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+
+    async def apoke(self, context: Any) -> bool:
+        POKES[self.name].append(sharing.now())
+        ready = sharing.now() >= READY_AT.get(self.name, float("inf"))
+        await sharing.sleep(DELAY.get(self.name, 0.0))
+        return ready
+
+
+class ConnSensor(SlowAsyncSensor):
+    def __init__(self, *, name: str, conn_id: str, **kwargs: Any) -> None:
+        super().__init__(name=name, **kwargs)
+        self.conn_id = conn_id
+
+
+async def _event_with_time(trigger: BackoffTrigger, clock: VirtualClock) -> tuple[dict[str, Any], float]:
+    payload = await first_event(trigger)
+    return payload, clock.now
+
+
+@pytest.mark.parametrize(
+    ("ready_at", "b_event_at", "b_status_from"),
+    [
+        (START + 12, START + 21, "own round"),  # A's round (+10) is negative; B's own round (+13) positive
+        (START + 5, START + 18, "A's round"),  # A's positive result (+18) completes B during its own round
+    ],
+)
+async def test_due_subscriber_starts_its_own_round_while_an_older_round_is_in_flight(
+    vclock: VirtualClock, ready_at: float, b_event_at: float, b_status_from: str
+) -> None:
+    """A is due at +10, B at +13 (window 1 s): A's 8-s round is too old for B. B must start its own round
+    at +13 (not wait until +18 and then check), and still take A's positive result when it comes first."""
+    READY_AT["older"] = ready_at
+    DELAY["older"] = 8.0
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none")
+    a = make_trigger(sensor_check("older", cls="SlowAsyncSensor", task_id="a"), policy)
+    b = make_trigger(sensor_check("older", cls="SlowAsyncSensor", task_id="b"), policy, started_at=START + 3)
+    (a_event, a_at), (b_event, b_at) = await asyncio.gather(
+        _event_with_time(a, vclock), _event_with_time(b, vclock)
+    )
+    assert POKES["older"][:2] == [START + 10, START + 13], b_status_from
+    assert b_event["status"] == "success" and b_event["check_index"] == 1
+    assert b_at == b_event_at
+    assert sharing.registry().groups == {}
+
+
+async def test_latest_stays_the_freshest_observation_and_rounds_overlap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(sharing, "_clock", lambda: clock[0])
+    releases: list[asyncio.Future[Any]] = []
+
+    class Controlled(checks.SharedCheck):
+        concurrency_key = "k"
+
+        async def run(self, context: Any) -> Any:
+            release: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            releases.append(release)
+            return await release
+
+    group = sharing.CheckGroup("k", Controlled(), None)
+    first = asyncio.ensure_future(group.observe(1000.0, 1.0, {}))
+    await asyncio.sleep(0)
+    clock[0] = 1003.0
+    second = asyncio.ensure_future(group.observe(1003.0, 1.0, {}, None, lambda o: o.raw == "yes"))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert len(releases) == 2  # the second subscriber did not wait for the older round
+    releases[1].set_result("no")
+    observation, shared = await second
+    assert (observation.raw, observation.observed_at, shared) == ("no", 1003.0, False)
+    releases[0].set_result("no")
+    observation, shared = await first
+    assert (observation.raw, shared) == ("no", False)
+    assert group.latest is not None and group.latest.observed_at == 1003.0  # not the older, later answer
+
+    # A terminal answer of an older round completes a subscriber whose own round is still in flight.
+    clock[0] = 1010.0
+    older = asyncio.ensure_future(group.observe(1010.0, 1.0, {}))
+    await asyncio.sleep(0)
+    clock[0] = 1013.0
+    newer = asyncio.ensure_future(group.observe(1013.0, 1.0, {}, None, lambda o: o.raw == "yes"))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    releases[2].set_result("yes")
+    observation, shared = await newer
+    assert (observation.raw, observation.observed_at, shared) == ("yes", 1010.0, True)
+    assert not releases[3].done()  # its own round keeps running for anyone else; latest will be fresher
+    releases[3].set_result("no")
+    await older
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert group.latest is not None and group.latest.observed_at == 1013.0
+    assert group._inflight == {}
+
+
+# --- concurrency bound per connection ---------------------------------------------------------------------------
+
+
+def test_concurrency_key_uses_a_conn_id_argument_of_a_sensor() -> None:
+    base = sensor_check("x")
+    assert checks.concurrency_key(base) == f"sensor:{__name__}.FlagSensor"
+    for name in ("conn_id", "aws_conn_id", "http_conn_id"):
+        check = {**base, "kwargs": {"name": "x", name: "warehouse"}}
+        assert checks.concurrency_key(check) == "conn_id:warehouse"
+        assert checks.make_shared_check(check).concurrency_key == "conn_id:warehouse"
+    assert checks.concurrency_key({**base, "kwargs": {"conn_id": 3}}) == f"sensor:{__name__}.FlagSensor"
+    assert checks.concurrency_key({**base, "kwargs": {"conn_ids": "a"}}) == f"sensor:{__name__}.FlagSensor"
+
+
+async def test_hung_pokes_on_one_connection_do_not_block_the_class_on_another(vclock: VirtualClock) -> None:
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none")
+
+    def conn_check(name: str, conn_id: str) -> dict[str, Any]:
+        check = sensor_check(name, cls="ConnSensor")
+        check["kwargs"] = {"name": name, "conn_id": conn_id}
+        return check
+
+    for i in range(4):  # the default bound (4) of the same class, all hung on conn "stuck"
+        DELAY[f"hung{i}"] = 10_000.0
+    hung = [
+        asyncio.ensure_future(first_event(make_trigger(conn_check(f"hung{i}", "stuck"), policy)))
+        for i in range(4)
+    ]
+    READY_AT["fine"] = START + 15
+    payload = await first_event(make_trigger(conn_check("fine", "healthy"), policy, started_at=START + 1))
+    assert payload["status"] == "success"
+    assert POKES["fine"] == [START + 11, START + 21]  # on its own schedule, not after the hung pokes
+    for task in hung:
+        task.cancel()
+    await asyncio.gather(*hung, return_exceptions=True)
+
+
+# --- decorrelated schedules off the loop ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("jitter", "off_loop"), [("decorrelated", True), ("full", False)])
+async def test_decorrelated_schedule_is_computed_off_the_event_loop(
+    vclock: VirtualClock, monkeypatch: pytest.MonkeyPatch, jitter: str, off_loop: bool
+) -> None:
+    threads: set[str] = set()
+    for method in ("next_check", "offset"):
+        original = getattr(BackoffPolicy, method)
+
+        def spy(self: BackoffPolicy, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            threads.add(threading.current_thread().name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(BackoffPolicy, method, spy)
+    policy = BackoffPolicy(initial=5, factor=2, cap=40, jitter=jitter)
+    threads.clear()  # the constructor's validation is not part of the run
+    payload = await first_event(make_trigger(sensor_check("dec"), policy, deadline=START + 120))
+    assert payload["status"] == "timeout"
+    assert threads
+    main = threading.current_thread().name
+    assert (main not in threads) is off_loop, threads
+
+
+def test_inline_next_check_matches_the_policy() -> None:
+    import random
+
+    rng = random.Random(7)
+    for _ in range(400):
+        policy = BackoffPolicy(
+            initial=rng.choice([1, 5, 30]),
+            factor=rng.choice([1, 1.5, 2]),
+            cap=rng.choice([60, 600]),
+            jitter=rng.choice(["none", "full", "equal"]),
+            splay=rng.choice([0, 3]),
+        )
+        deadline = rng.choice([None, START + rng.uniform(0, 900)])
+        trigger = make_trigger(sensor_check("eq"), policy, seed=f"s{rng.random()}", deadline=deadline)
+        after = rng.randrange(0, 12)
+        now = START + rng.uniform(-5, 1000)
+        sharing._clock = lambda now=now: now  # type: ignore[misc]
+        try:
+            ours = trigger._next_inline(after)
+        finally:
+            sharing._clock = time.time
+        assert ours == policy.next_check(trigger.seed, START, now, deadline, after=after)
+
+
+# --- SQL: one connection lookup ------------------------------------------------------------------------------------
+
+
+async def test_sql_check_does_not_look_the_connection_up_again_in_the_thread(
+    vclock: VirtualClock, sqlite_conn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.providers.sqlite.hooks.sqlite import SqliteHook
+
+    lookups: list[str] = []
+
+    def get_connection(cls: Any, conn_id: str) -> Any:
+        lookups.append(conn_id)
+        raise AssertionError("second connection lookup from the worker thread")
+
+    monkeypatch.setattr(SqliteHook, "get_connection", classmethod(get_connection))
+    with sqlite3.connect(sqlite_conn) as db:
+        db.execute("INSERT INTO partitions VALUES ('2026-01-02', 'ready')")
+    payload = await first_event(make_trigger(sql_check(), BackoffPolicy(initial=10)))
+    assert payload["status"] == "success", payload["message"]
+    assert lookups == []
+
+
+# --- Airflow 3.3.2 executor race guard --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("delay", [5.0, 0.0])
+async def test_event_is_never_sooner_than_the_minimum_delay_after_start(
+    vclock: VirtualClock, monkeypatch: pytest.MonkeyPatch, delay: float
+) -> None:
+    monkeypatch.setattr(compat, "TRIGGER_MIN_EVENT_DELAY_SECONDS", delay)
+    READY_AT["soon"] = START
+    policy = BackoffPolicy(initial=1, factor=1, jitter="none")
+    payload, at = await _event_with_time(make_trigger(sensor_check("soon"), policy), vclock)
+    assert POKES["soon"] == [START + 1]
+    assert (payload["status"], payload["check_index"], payload["waited_seconds"]) == ("success", 1, 1.0)
+    assert at == START + max(1.0, delay)
+    # A trigger that starts after its deadline answers at once, but not before the guard either.
+    vclock.now = START + 4000
+    payload, at = await _event_with_time(make_trigger(sensor_check("late"), policy), vclock)
+    assert payload["status"] == "timeout"
+    assert at == START + 4000 + delay
+
+
+def test_the_guard_is_five_seconds_on_airflow_3_only() -> None:
+    assert (5.0 if compat.AIRFLOW_V_3_0_PLUS else 0.0) == compat.TRIGGER_MIN_EVENT_DELAY_SECONDS
+
+
+# --- deterministic events -----------------------------------------------------------------------------------------
+
+
+async def test_event_payload_does_not_depend_on_when_it_is_built(vclock: VirtualClock) -> None:
+    policy = BackoffPolicy(initial=10)
+    payloads = []
+    for restart_at in (START + 4000, START + 5000):
+        vclock.now = restart_at
+        payloads.append(await first_event(make_trigger(sensor_check("det"), policy, after=3)))
+    assert payloads[0] == payloads[1]
+    assert payloads[0]["waited_seconds"] == 3600.0
+
+
+async def test_early_completion_reports_the_observation_time(vclock: VirtualClock) -> None:
+    READY_AT["early"] = START + 50
+    fast = make_trigger(
+        sensor_check("early", task_id="fast"), BackoffPolicy(initial=10, factor=1, jitter="none")
+    )
+    slow = make_trigger(
+        sensor_check("early", task_id="slow"), BackoffPolicy(initial=500, factor=1, jitter="none")
+    )
+    events = await asyncio.gather(first_event(fast), first_event(slow))
+    assert [e["waited_seconds"] for e in events] == [50.0, 50.0]
+
+
+# --- metrics ------------------------------------------------------------------------------------------------------
+
+
+class RecordingStats:
+    def __init__(self) -> None:
+        self.counters: dict[str, int] = defaultdict(int)
+        self.gauges: dict[str, list[float]] = defaultdict(list)
+
+    def incr(self, name: str, count: int = 1, **kwargs: Any) -> None:
+        self.counters[name] += count
+
+    def gauge(self, name: str, value: float, **kwargs: Any) -> None:
+        self.gauges[name].append(value)
+
+
+async def test_stats_counters_and_gauges(vclock: VirtualClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    stats = RecordingStats()
+    monkeypatch.setattr(compat, "Stats", stats, raising=False)
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none")
+    READY_AT["mx"] = READY_AT["my"] = START + 25
+    await asyncio.gather(
+        *(first_event(make_trigger(sensor_check("mx", task_id=f"t{i}"), policy)) for i in range(3)),
+        first_event(make_trigger(sensor_check("my"), policy)),
+    )
+    # Checks at +10, +20, +30 for each of the two conditions. x's other two subscribers are served by the
+    # +10 and +20 checks (4 saved); the positive +30 check completes them before their own turn (early
+    # completions are not counted as saved).
+    assert stats.counters == {sharing.METRIC_CHECKS: 6, sharing.METRIC_CHECKS_SAVED: 4}
+    assert stats.gauges[sharing.METRIC_GROUPS][:4] == [1, 1, 1, 2]
+    assert stats.gauges[sharing.METRIC_SUBSCRIBERS][:4] == [1, 2, 3, 4]
+    assert max(stats.gauges[sharing.METRIC_GROUPS]) == 2
+    assert stats.gauges[sharing.METRIC_GROUPS][-1] == 0
+    assert stats.gauges[sharing.METRIC_SUBSCRIBERS][-1] == 0
+
+
+def test_subscriber_count_is_o1_with_many_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compat, "Stats", RecordingStats(), raising=False)
+
+    class NoScan(dict):  # type: ignore[type-arg]
+        def values(self) -> Any:
+            raise AssertionError("the registry scans every group")
+
+    registry = sharing.SharingRegistry()
+    registry.groups = NoScan()
+    groups = [registry.join(f"k{i}", checks.SharedCheck) for i in range(2000)]
+    groups.append(registry.join("k0", checks.SharedCheck))
+    assert registry.subscriber_count == 2001 and len(registry.groups) == 2000
+    for group in groups:
+        group.leave()
+    assert registry.subscriber_count == 0 and registry.groups == {}
