@@ -236,12 +236,20 @@ class BackoffPolicy:
         return max(self._slot_end(seed, index - 1), end - width * seeded_uniform(seed, index, "jitter"))
 
     def next_check(
-        self, seed: str, started_at: float, now: float, deadline: float | None, after: int | None = None
+        self,
+        seed: str,
+        started_at: float,
+        now: float,
+        deadline: float | None,
+        after: int | None = None,
+        offset_of: Callable[[int], float] | None = None,
     ) -> ScheduledCheck | None:
         """The earliest check with index > ``after`` and time >= ``now``; missed checks are skipped.
 
         The first check whose time would reach or pass ``deadline`` is placed exactly at the deadline and is
         ``final``; nothing follows it (None). ``now > deadline`` gives None. Times are epoch seconds.
+        ``offset_of`` may supply ``offset(seed, k)`` from a caller's memo (a trigger asks for the same few
+        offsets at every step); it must return exactly what :meth:`offset` returns.
         """
         if not (math.isfinite(started_at) and math.isfinite(now)):
             raise ValueError(f"started_at and now must be finite epoch seconds; got {started_at!r}, {now!r}")
@@ -250,13 +258,21 @@ class BackoffPolicy:
                 raise ValueError(f"deadline must be finite epoch seconds or None; got {deadline!r}")
             if now > deadline:
                 return None
+        if offset_of is None:
+
+            def offset_of(k: int) -> float:
+                return self.offset(seed, k)
+
         first = 0 if after is None else max(0, after + 1)
-        index = self._first_index_at_or_after(seed, started_at, now, first)
-        at = started_at + self.offset(seed, index)
+        at = started_at + offset_of(first)
+        index = first
+        if at < now:  # checks were missed (a slow poke, a restart): skip them
+            index = self._first_index_at_or_after(seed, started_at, now, first)
+            at = started_at + offset_of(index)
         if deadline is None or at < deadline:
             return ScheduledCheck(index, at, False)
         # This check reaches the deadline: it is the final one unless an earlier check already did.
-        if index > 0 and started_at + self.offset(seed, index - 1) >= deadline:
+        if index > 0 and started_at + offset_of(index - 1) >= deadline:
             return None
         return ScheduledCheck(index, deadline, True)
 

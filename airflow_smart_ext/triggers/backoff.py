@@ -122,23 +122,9 @@ class BackoffTrigger(compat.BaseTrigger):
         return offset
 
     def _next_inline(self, after: int) -> ScheduledCheck | None:
-        """``policy.next_check(seed, started_at, now, deadline, after)``, cheap in the usual case.
-
-        The usual case is that check ``after + 1`` is still ahead: then the answer is that check (clipped
-        to the deadline) and needs one or two offsets, not the policy's search. Otherwise (checks were
-        missed, e.g. after a restart) the policy skips them.
-        """
-        now = sharing.now()
-        deadline = self.deadline
-        index = max(0, after + 1)
-        at = self.started_at + self._offset(index)
-        if at < now or (deadline is not None and now > deadline):
-            return self._backoff_policy.next_check(self.seed, self.started_at, now, deadline, after=after)
-        if deadline is None or at < deadline:
-            return ScheduledCheck(index, at, False)
-        if index > 0 and self.started_at + self._offset(index - 1) >= deadline:
-            return None
-        return ScheduledCheck(index, deadline, True)
+        return self._backoff_policy.next_check(
+            self.seed, self.started_at, sharing.now(), self.deadline, after=after, offset_of=self._offset
+        )
 
     def _interval_before_inline(self, scheduled: ScheduledCheck) -> float:
         if scheduled.index <= 0:
