@@ -508,22 +508,39 @@ class AirflowEnv:
         if wait:
             self._wait_component(name, before, time.monotonic() + timeout)
 
-    def stop_component(self, name: str, grace: float = 10.0) -> None:
-        """Kill a component's whole process group: SIGTERM, then SIGKILL after ``grace`` seconds."""
+    def stop_component(self, name: str, grace: float = 10.0, *, crash: bool = False) -> None:
+        """Kill a component's whole process tree: SIGTERM, then SIGKILL after ``grace`` seconds.
+
+        ``crash=True``: SIGKILL at once, like a machine or container dying (no graceful shutdown).
+        Airflow 3 puts some children in process groups of their own (the triggerer's trigger runner, task
+        runners), which a signal to the leader's group misses: every descendant is collected first and
+        killed as well, so nothing keeps running after this returns.
+        """
+        import psutil  # an Airflow dependency
+
         component = self.components.get(name)
         if component is None or component.process is None:
             return
         proc = component.process
         component.stopped_on_purpose = True
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=grace)
+        try:
+            descendants = psutil.Process(proc.pid).children(recursive=True)
+        except psutil.Error:
+            descendants = []
+        if not crash:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=grace)
         # Children (task workers, gunicorn/uvicorn workers) may outlive the leader: kill the group anyway.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
+        for child in descendants:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
+        psutil.wait_procs(descendants, timeout=5)
 
     def component_log(self, name: str) -> str:
         path = self.component_log_folder / f"{name}.log"

@@ -140,7 +140,7 @@ def test_triggerer_killed_mid_wait_continues_original_schedule(
     wait_ti_state(env, dag_id, run_id, "wait", {"deferred"})
     wait_for(lambda: len(triggerer_pokes(counter)) >= 2, 60, "2 checks in the triggerer", env)
 
-    env.stop_component("triggerer")
+    env.stop_component("triggerer", crash=True)  # SIGKILL to the whole tree: no graceful shutdown
     killed_at = time.time()
     before = triggerer_pokes(counter)
     time.sleep(6)
