@@ -162,26 +162,24 @@ def wait_created_runs(env: AirflowEnv, dag_id: str, count: int, timeout: float =
 
 @pytest.fixture(scope="module")
 def scheduled_examples(airflow_env: AirflowEnv) -> dict[str, list[dict[str, Any]]]:
-    """Unpause every example timetable DAG at once, collect its first runs, pause it again and let those
-    runs finish (so they neither occupy the executor nor contend for the SQLite DB in later tests)."""
+    """Unpause every example timetable DAG at once, collect the first runs the scheduler creates, and pause
+    it again (so its later runs neither occupy the executor nor contend for the SQLite DB in later tests).
+
+    Only the runs' creation (their data intervals and run times) is checked here: the scheduler does not
+    schedule the tasks of a paused DAG, so whether they finish depends on whether they started before the
+    pause. Running every example DAG to completion is the demo's job (``scripts/dev.py demo``)."""
     for dag_id in EXAMPLE_RANGES:
         airflow_env.wait_for_dag(dag_id)
     for dag_id in EXAMPLE_RANGES:
         set_paused(airflow_env, dag_id, False)
+    created: dict[str, list[dict[str, Any]]] = {}
     try:
         for dag_id in EXAMPLE_RANGES:
-            wait_created_runs(airflow_env, dag_id, EXAMPLE_RUNS_CHECKED)
+            created[dag_id] = wait_created_runs(airflow_env, dag_id, EXAMPLE_RUNS_CHECKED)
     finally:
         for dag_id in EXAMPLE_RANGES:
             set_paused(airflow_env, dag_id, True)
-    return {
-        dag_id: [
-            r
-            for r in airflow_env.wait_runs(dag_id, EXAMPLE_RUNS_CHECKED, timeout=300)
-            if r["run_type"] == "scheduled"
-        ]
-        for dag_id in EXAMPLE_RANGES
-    }
+    return created
 
 
 @pytest.mark.parametrize("dag_id", sorted(EXAMPLE_RANGES))
@@ -198,8 +196,7 @@ def test_example_dag_runs_have_the_timetables_intervals(
     assert intervals(runs)[0] == EXAMPLE_FIRST_INTERVALS[dag_id]  # independent of the timetable code
     for run in runs:
         assert run["logical_date"] == run["data_interval_start"], run
-    states = [r["state"] for r in runs]
-    assert states.count("success") >= EXAMPLE_RUNS_CHECKED and "failed" not in states, runs
+    assert "failed" not in [r["state"] for r in runs], runs
     if airflow_env.is_airflow3:  # 2.11 has no run_after column (the harness shows the logical date there)
         assert [r["run_after"] for r in runs] == [i.run_after for i in planned[: len(runs)]]
 
