@@ -293,7 +293,7 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         arguments = {
             name: known[name]
             for name in ("poke_interval", "max_wait", "timeout", "backoff_factor", "jitter", "splay")
-            if name in known
+            if known.get(name) is not None  # None means "the default", as in the constructor
         }
         if not any(_is_runtime_value(value) for value in arguments.values()):
             fixed = known.get("exponential_backoff") is False

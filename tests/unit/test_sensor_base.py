@@ -86,6 +86,10 @@ def test_mapped_sensor_with_valid_partial_expands() -> None:
         mapped = PathSensor.partial(task_id="mapped", poke_interval=10, jitter="equal").expand(
             path=["/a", "/b"]
         )
+        # None means "the default", as in the constructor
+        PathSensor.partial(task_id="defaults", backoff_factor=None, jitter=None, splay=None).expand(
+            path=["/c"]
+        )
     assert mapped.partial_kwargs["jitter"] == "equal"
 
 
