@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import zoneinfo
+from typing import Any
 
 import pendulum
 import pytest
@@ -658,25 +659,16 @@ def test_rolling_window_accepts_every_business_days_timetable_calendar_keyword()
 
     calendar_keywords = keywords(BusinessDaysTimetable) - {"window"}
     assert calendar_keywords <= keywords(RollingWindowTimetable)
-    rolling = RollingWindowTimetable(
-        3,
-        country="US",
-        subdivision="NY",
-        categories=("public",),
-        extra_holidays=["2026-11-27"],
-        extra_business_days=["2026-11-28"],
-        weekend=("Sun",),
-        timezone=NY,
-    )
-    business = BusinessDaysTimetable(
-        country="US",
-        subdivision="NY",
-        categories=("public",),
-        extra_holidays=["2026-11-27"],
-        extra_business_days=["2026-11-28"],
-        weekend=("Sun",),
-        timezone=NY,
-    )
+    calendar: dict[str, Any] = {
+        "country": "US",
+        "subdivision": "NY",
+        "categories": ("public",),
+        "extra_holidays": ["2026-11-27"],
+        "extra_business_days": ["2026-11-28"],
+        "weekend": ("Sun",),
+    }
+    rolling = RollingWindowTimetable(3, **calendar, timezone=NY)
+    business = BusinessDaysTimetable(**calendar, timezone=NY)
     assert rolling._business == business._business
     with pytest.raises(InvalidTimetableParameter, match=r"^calendar: pass either .* \['market'\], not both"):
         RollingWindowTimetable(3, calendar=NYSE, market="NYSE")
