@@ -122,12 +122,14 @@ def run(tiny: bool) -> Result:
     from tests.integration.harness import TEST_DAGS_DIR, AirflowEnv
 
     sensors = 2 if tiny else SENSORS
-    wait = 15.0 if tiny else WAIT_SECONDS
+    wait = 5.0 if tiny else WAIT_SECONDS
+    # A tiny run only keeps the script working: short intervals so each mode ends soon after the file appears.
+    poke_interval, max_wait = (2, 4) if tiny else (POKE_INTERVAL, MAX_WAIT)
     with tempfile.TemporaryDirectory(prefix="bench-slots-") as tmp:
         workdir = Path(tmp)
         dag_file = workdir / "bench_slots_dags.py"
         dag_file.write_text(
-            textwrap.dedent(DAG_FILE.format(sensors=sensors, poke_interval=POKE_INTERVAL, max_wait=MAX_WAIT))
+            textwrap.dedent(DAG_FILE.format(sensors=sensors, poke_interval=poke_interval, max_wait=max_wait))
         )
         env = AirflowEnv(
             [TEST_DAGS_DIR / "sn_sensors.py", dag_file],
@@ -199,7 +201,7 @@ def run(tiny: bool) -> Result:
             (deferred < 0.1 * wait and measured["deferrable"]["state"] == "success") if not tiny else None,
         )
     notes.append(
-        f"Airflow {airflow_version}; `FileArrivedSensor(poke_interval={POKE_INTERVAL}, max_wait={MAX_WAIT})` "
+        f"Airflow {airflow_version}; `FileArrivedSensor(poke_interval={poke_interval}, max_wait={max_wait})` "
         f"with the default jitter and splay; the file appears {wait:g} s after the trigger; parallelism "
         f"{sensors + 4}. Worker-occupied time is sampled from the DB every {SAMPLE_SECONDS:g} s."
     )

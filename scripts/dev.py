@@ -2,7 +2,8 @@
 """The project's two commands, for a fresh machine that has only Python >= 3.10.
 
     python3 scripts/dev.py demo [--airflow 3.3|2.11.2] [--keep-ui]   # the main job: example DAGs in a real Airflow
-    python3 scripts/dev.py test [--airflow 3.3|2.11.2] [--postgres-dsn DSN]   # ruff + mypy + the whole pytest suite
+    python3 scripts/dev.py test [--airflow 3.3|2.11.2] [--postgres-dsn DSN] [--sequential] [-- pytest args]
+                                                         # ruff + mypy + the whole pytest suite
 
 Each creates (or reuses) its own virtualenv ``.venv-<airflow>`` in the project, installs Airflow and this
 package (editable, with the dev extras) into it, and runs the job with that interpreter. ``uv`` is used when
@@ -19,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -84,52 +86,86 @@ def cmd_test(args: argparse.Namespace) -> int:
     bin_dir = python.parent
     env = dict(os.environ)
     env.pop("SMART_EXT_TEST_PG_DSN", None)  # the first pass is SQLite; Postgres gets its own pass below
-    steps: list[tuple[str, list[str], dict[str, str]]] = [
-        ("ruff check", [str(bin_dir / "ruff"), "check", "."], env),
-        ("ruff format", [str(bin_dir / "ruff"), "format", "--check", "."], env),
-        ("mypy", [str(bin_dir / "mypy")], env),
-        (
-            "pytest (unit + integration, SQLite)",
-            [str(python), "-m", "pytest", "-p", "no:cacheprovider", *args.pytest_args],
-            env,
-        ),
+    pytest = [str(python), "-m", "pytest", "-p", "no:cacheprovider"]
+    checks: list[tuple[str, list[str]]] = [
+        ("ruff check", [str(bin_dir / "ruff"), "check", "."]),
+        ("ruff format", [str(bin_dir / "ruff"), "format", "--check", "."]),
+        ("mypy", [str(bin_dir / "mypy")]),
+    ]
+    passes: list[tuple[str, list[str], dict[str, str]]] = [
+        ("pytest (unit + integration, SQLite)", [*pytest, *args.pytest_args], env)
     ]
     dsn = args.postgres_dsn or os.environ.get("SMART_EXT_TEST_PG_DSN", "")
     if dsn:
-        pg_env = {**env, "SMART_EXT_TEST_PG_DSN": dsn}
-        steps.append(
+        passes.append(
             (
                 "pytest (integration + postgres tests, PostgreSQL)",
-                [
-                    str(python),
-                    "-m",
-                    "pytest",
-                    "-p",
-                    "no:cacheprovider",
-                    "-m",
-                    "integration or postgres",
-                    *args.pytest_args,
-                ],
-                pg_env,
+                [*pytest, "-m", "integration or postgres", *args.pytest_args],
+                {**env, "SMART_EXT_TEST_PG_DSN": dsn},
             )
         )
     else:
         say("no --postgres-dsn / SMART_EXT_TEST_PG_DSN: the PostgreSQL pass is skipped")
-    failed: list[str] = []
-    timings: list[str] = []
-    for name, argv, step_env in steps:
+    timings: list[tuple[str, int, float]] = []
+    for name, argv in checks:
         say(f"== {name}")
         started = time.monotonic()
-        code = subprocess.run(argv, cwd=ROOT, env=step_env).returncode
-        timings.append(
-            f"{name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {time.monotonic() - started:.0f}s"
-        )
-        if code != 0:
-            failed.append(name)
+        timings.append((name, subprocess.run(argv, cwd=ROOT, env=env).returncode, time.monotonic() - started))
+    if args.sequential or len(passes) == 1:
+        for name, argv, step_env in passes:
+            say(f"== {name}")
+            started = time.monotonic()
+            code = subprocess.run(argv, cwd=ROOT, env=step_env).returncode
+            timings.append((name, code, time.monotonic() - started))
+    else:
+        timings += run_side_by_side(passes, f"airflow-{args.airflow}")
     say(f"summary for Airflow {args.airflow}:")
-    for line in timings:
-        say("  " + line)
-    return 1 if failed else 0
+    for name, code, seconds in timings:
+        say(f"  {name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {seconds:.0f}s")
+    return 1 if any(code != 0 for _name, code, _seconds in timings) else 0
+
+
+def run_side_by_side(
+    passes: list[tuple[str, list[str], dict[str, str]]], log_prefix: str
+) -> list[tuple[str, int, float]]:
+    """Run the pytest passes at the same time: the first streams to the terminal, the others write a log file
+    each, printed whole once the first pass has ended. Each pass has its own Airflow (own AIRFLOW_HOME,
+    database and free ports), and a real Airflow mostly waits on timers, so two fit on two cores and the
+    wall time is the longest pass instead of the sum (``--sequential`` runs them one after the other)."""
+    log_dir = ROOT / ".test-logs"
+    log_dir.mkdir(exist_ok=True)
+    started = time.monotonic()
+    ended: dict[str, float] = {}
+    background: list[tuple[str, subprocess.Popen[bytes], Path, threading.Thread]] = []
+
+    def note_end(name: str, proc: subprocess.Popen[bytes]) -> None:
+        proc.wait()
+        ended[name] = time.monotonic()
+
+    for index, (name, argv, step_env) in enumerate(passes[1:], start=1):
+        log_path = log_dir / f"{log_prefix}-pass-{index}.log"
+        say(f"== {name}: runs alongside; output in {log_path.relative_to(ROOT)}, shown below when done")
+        with log_path.open("wb") as log:  # the child keeps its own copy of the descriptor
+            proc = subprocess.Popen(argv, cwd=ROOT, env=step_env, stdout=log, stderr=subprocess.STDOUT)
+        waiter = threading.Thread(target=note_end, args=(name, proc), daemon=True)
+        waiter.start()
+        background.append((name, proc, log_path, waiter))
+    name, argv, step_env = passes[0]
+    say(f"== {name}")
+    try:
+        code = subprocess.run(argv, cwd=ROOT, env=step_env).returncode
+    except BaseException:  # Ctrl-C reaches the whole process group; let every pass tear its Airflow down
+        for _name, proc, _log_path, _waiter in background:
+            proc.wait()
+        raise
+    results = [(name, code, time.monotonic() - started)]
+    for name, proc, log_path, waiter in background:
+        waiter.join()
+        results.append((name, proc.returncode, ended[name] - started))
+        say(f"== {name}: output ({log_path.relative_to(ROOT)})")
+        sys.stdout.write(log_path.read_text(errors="replace"))
+        sys.stdout.flush()
+    return results
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -154,6 +190,11 @@ def main() -> int:
         )
     sub.choices["test"].add_argument(
         "--postgres-dsn", default="", help="also run the integration tier on this PostgreSQL server"
+    )
+    sub.choices["test"].add_argument(
+        "--sequential",
+        action="store_true",
+        help="run the PostgreSQL pass after the SQLite pass instead of alongside it",
     )
     sub.choices["test"].add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     sub.choices["demo"].add_argument(

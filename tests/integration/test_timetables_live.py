@@ -17,6 +17,8 @@ import datetime as dt
 import json
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -354,11 +356,22 @@ def dag_details(env: AirflowEnv, dag_id: str) -> tuple[str, str]:
     return summary, details["timetable_description"]
 
 
+@pytest.fixture(scope="module")
+def shown_details(airflow_env: AirflowEnv) -> dict[str, tuple[str, str]]:
+    """``dag_details`` of every DAG in EXPECTED_SUMMARIES, fetched side by side (a 2.11 CLI call takes ~3 s)."""
+    for dag_id in EXPECTED_SUMMARIES:
+        airflow_env.wait_for_dag(dag_id)
+    with ThreadPoolExecutor(max_workers=5) as pool:
+        shown = pool.map(partial(dag_details, airflow_env), EXPECTED_SUMMARIES)
+        return dict(zip(EXPECTED_SUMMARIES, shown, strict=True))
+
+
 @pytest.mark.parametrize("dag_id", sorted(EXPECTED_SUMMARIES))
-def test_summary_and_description_shown(airflow_env: AirflowEnv, dag_id: str) -> None:
-    airflow_env.wait_for_dag(dag_id)
+def test_summary_and_description_shown(
+    airflow_env: AirflowEnv, shown_details: dict[str, tuple[str, str]], dag_id: str
+) -> None:
     timetable = serialized_timetable(airflow_env, dag_id)
-    summary, description = dag_details(airflow_env, dag_id)
+    summary, description = shown_details[dag_id]
     assert summary == EXPECTED_SUMMARIES[dag_id] == timetable.summary
     assert description == timetable.description
     assert description.startswith("One ") and "each run covers" in description, description
