@@ -2,8 +2,9 @@
 """The project's two commands, for a fresh machine that has only Python >= 3.10.
 
     python3 scripts/dev.py demo [--airflow 3.3|2.11.2] [--keep-ui]   # the main job: example DAGs in a real Airflow
-    python3 scripts/dev.py test [--airflow 3.3|2.11.2] [--postgres-dsn DSN] [--sequential] [-- pytest args]
-                                                         # ruff + mypy + the whole pytest suite
+    python3 scripts/dev.py test [--airflow 3.3|2.11.2] [--postgres-dsn DSN]   # ruff + mypy + the whole pytest suite
+        [--sequential]      # with a DSN: the PostgreSQL pass after the SQLite pass instead of alongside it
+        [-- PYTEST_ARGS]    # extra pytest arguments, for both passes
 
 Each creates (or reuses) its own virtualenv ``.venv-<airflow>`` in the project, installs Airflow and this
 package (editable, with the dev extras) into it, and runs the job with that interpreter. ``uv`` is used when
