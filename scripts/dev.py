@@ -48,6 +48,27 @@ def run(argv: list[str], **kwargs: object) -> None:
     subprocess.run(argv, check=True, **kwargs)  # type: ignore[call-overload]
 
 
+def run_to_end(argv: list[str], env: dict[str, str] | None = None) -> int:
+    """Run a job step and return its exit code. Ctrl-C reaches the step too (same process group) and makes it
+    tear its Airflow down; ``subprocess.run`` would SIGKILL it 0.25 s later and leave Airflow running."""
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env)
+    return wait_to_end(proc)
+
+
+def wait_to_end(proc: subprocess.Popen[bytes]) -> int:
+    """``proc.wait()`` that keeps waiting through Ctrl-C, then re-raises it (see ``run_to_end``)."""
+    interrupted = False
+    while True:
+        try:
+            code = proc.wait()
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+    if interrupted:
+        raise KeyboardInterrupt
+    return code
+
+
 def ensure_venv(version: str) -> Path:
     """Create/refresh ``.venv-<version>`` and return its python. Reinstalls only when inputs change."""
     requirement = airflow_requirement(version)
@@ -111,12 +132,12 @@ def cmd_test(args: argparse.Namespace) -> int:
     for name, argv in checks:
         say(f"== {name}")
         started = time.monotonic()
-        timings.append((name, subprocess.run(argv, cwd=ROOT, env=env).returncode, time.monotonic() - started))
+        timings.append((name, run_to_end(argv, env), time.monotonic() - started))
     if args.sequential or len(passes) == 1:
         for name, argv, step_env in passes:
             say(f"== {name}")
             started = time.monotonic()
-            code = subprocess.run(argv, cwd=ROOT, env=step_env).returncode
+            code = run_to_end(argv, step_env)
             timings.append((name, code, time.monotonic() - started))
     else:
         timings += run_side_by_side(passes, f"airflow-{args.airflow}")
@@ -154,10 +175,10 @@ def run_side_by_side(
     name, argv, step_env = passes[0]
     say(f"== {name}")
     try:
-        code = subprocess.run(argv, cwd=ROOT, env=step_env).returncode
-    except BaseException:  # Ctrl-C reaches the whole process group; let every pass tear its Airflow down
+        code = run_to_end(argv, step_env)
+    except KeyboardInterrupt:  # it reached every pass (one process group): let each tear its Airflow down
         for _name, proc, _log_path, _waiter in background:
-            proc.wait()
+            wait_to_end(proc)
         raise
     results = [(name, code, time.monotonic() - started)]
     for name, proc, log_path, waiter in background:
@@ -174,7 +195,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     argv = [str(python), str(ROOT / "scripts" / "demo.py")]
     if args.keep_ui:
         argv.append("--keep-ui")
-    return subprocess.run(argv, cwd=ROOT).returncode
+    return run_to_end(argv)
 
 
 def main() -> int:
@@ -202,7 +223,11 @@ def main() -> int:
         "--keep-ui", action="store_true", help="keep Airflow and its UI up at localhost:8080"
     )
     args = parser.parse_args()
-    return cmd_test(args) if args.command == "test" else cmd_demo(args)
+    try:
+        return cmd_test(args) if args.command == "test" else cmd_demo(args)
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
 
 
 if __name__ == "__main__":
