@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypedDict
@@ -184,13 +185,20 @@ def check_year_supported(
         _check_source_year(source, year)
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=256)
 def year_days(year: int, weekdays: frozenset[int] | None = None) -> frozenset[datetime.date]:
     """Every date of ``year`` (or only those on ``weekdays``), cached."""
-    first = datetime.date(year, 1, 1)
-    length = (datetime.date(year + 1, 1, 1) - first).days
-    days = (first + datetime.timedelta(days=i) for i in range(length))
-    return frozenset(days if weekdays is None else (d for d in days if d.weekday() in weekdays))
+    first = datetime.date(year, 1, 1).toordinal()
+    stop = datetime.date(year + 1, 1, 1).toordinal()
+    if weekdays is None:
+        return frozenset(map(datetime.date.fromordinal, range(first, stop)))
+    first_weekday = datetime.date.fromordinal(first).weekday()
+    return frozenset(
+        itertools.chain.from_iterable(
+            map(datetime.date.fromordinal, range(first + (weekday - first_weekday) % 7, stop, 7))
+            for weekday in weekdays
+        )
+    )
 
 
 @dataclass(frozen=True)
