@@ -19,7 +19,6 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.calendars import (
     BusinessCalendar,
     CombinedCalendar,
-    MonthlyBusinessDay,
     calendar_from_dict,
     difference,
     intersection,
@@ -388,7 +387,7 @@ PREVIOUS_SUMMARIES = [
 ]
 
 
-@pytest.mark.parametrize(("literal", "summary"), list(zip(PREVIOUS_RELEASE, PREVIOUS_SUMMARIES)))
+@pytest.mark.parametrize(("literal", "summary"), list(zip(PREVIOUS_RELEASE, PREVIOUS_SUMMARIES, strict=True)))
 def test_previous_release_serialized_timetables_still_load(literal, summary):
     timetable = compat.decode_timetable(json.loads(literal))
     timetable.validate()
