@@ -83,5 +83,5 @@ class BusinessDaysTimetable(LocalDayTimetable):
             return "its business day D [D 00:00, D+1 00:00)"
         return (
             "every local day since the previous business day's interval ended, through its business day D "
-            "(Monday's run covers the weekend)"
+            "(the first run after days off covers them)"
         )
