@@ -28,7 +28,6 @@ from airflow_smart_ext.timetables._base import LocalDayTimetable
 from airflow_smart_ext.timetables._engine import ScheduleEngine, Slot
 
 _ONE_DAY = datetime.timedelta(days=1)
-_NOT_CHOSEN = "not the "  # MonthlyBusinessDay's reason for an open business day it does not schedule
 
 
 class PreviewError(Exception):
@@ -91,18 +90,23 @@ def _local(engine: ScheduleEngine, instant: datetime.datetime) -> datetime.datet
     return instant.astimezone(engine.tz)
 
 
-def skipped_days(calendar: Any, after: datetime.date, before: datetime.date) -> list[dict[str, Any]]:
-    """The days strictly between two scheduled days, each with the calendar's reason. Open business days a
-    monthly calendar does not choose are counted in one entry instead of listed one by one."""
+def skipped_days(engine: ScheduleEngine, after: datetime.date, before: datetime.date) -> list[dict[str, Any]]:
+    """The days strictly between two scheduled days, each with the calendar's reason. The open business days
+    a monthly calendar does not choose are counted in one entry instead of listed one by one."""
+    calendar = engine.calendar
+    base = calendar.calendar if isinstance(calendar, MonthlyBusinessDay) else None
     skipped: list[dict[str, Any]] = []
     not_chosen: list[datetime.date] = []
     day = after + _ONE_DAY
     while day < before:
-        reason = calendar.explain(day) or "not scheduled"
-        if reason.startswith(_NOT_CHOSEN):
+        if base is not None and base.contains(day):
             not_chosen.append(day)
+        elif calendar.contains(day):  # scheduled by the calendar, but the zone skips that date entirely
+            skipped.append(
+                {"day": day.isoformat(), "reason": f"the local day does not exist in {engine.tz.key}"}
+            )
         else:
-            skipped.append({"day": day.isoformat(), "reason": reason})
+            skipped.append({"day": day.isoformat(), "reason": calendar.explain(day) or "not scheduled"})
         day += _ONE_DAY
     if not_chosen:
         skipped.append(
@@ -181,9 +185,7 @@ def preview(
     runs = [_run(engine, slot) for slot in previous + following]
     slots = previous + following
     for index, run in enumerate(runs):
-        run["skipped_before"] = (
-            skipped_days(engine.calendar, slots[index - 1].day, slots[index].day) if index else []
-        )
+        run["skipped_before"] = skipped_days(engine, slots[index - 1].day, slots[index].day) if index else []
     return {
         "timetable": type(timetable).__name__,
         "summary": timetable.summary,

@@ -33,19 +33,11 @@ from airflow_smart_ext.timetables import (
     MonthlyBusinessDayTimetable,
     RollingWindowTimetable,
 )
+from tests.unit.test_calendars import business_days as days
 
 D = dt.date.fromisoformat
 NY = "America/New_York"
 UTC = dt.timezone.utc
-
-
-def days(calendar, first: str, last: str) -> list[str]:
-    day, out = D(first), []
-    while day <= D(last):
-        if calendar.contains(day):
-            out.append(day.isoformat())
-        day += dt.timedelta(days=1)
-    return out
 
 
 def run_days(timetable, start: str, count: int, tz: str = "UTC") -> list[str]:
