@@ -173,18 +173,6 @@ def _check_source_year(source: Source, year: int) -> None:
         )
 
 
-def check_year_supported(
-    country: str | None,
-    subdivision: str | None,
-    market: str | None,
-    categories: tuple[str, ...] | None,
-    year: int,
-) -> None:
-    """Raise :class:`HolidayYearOutOfRange` naming the calendar, the year and the supported range."""
-    for source in _sources(country, subdivision, market, categories):
-        _check_source_year(source, year)
-
-
 @functools.lru_cache(maxsize=256)
 def year_days(year: int, weekdays: frozenset[int] | None = None) -> frozenset[datetime.date]:
     """Every date of ``year`` (or only those on ``weekdays``), cached."""
