@@ -252,6 +252,9 @@ def run(tiny: bool) -> Result:
         gap_ratio = median(
             [ratio(a, b) for a, b in zip(gap_seconds[label], gap_seconds[CRON_TRIGGER], strict=True)]
         )
+        plan_vs_cron = median(
+            [ratio(a, b) for a, b in zip(plan_seconds[label], plan_seconds[CRON_TRIGGER], strict=True)]
+        )
         if label.startswith("ours"):
             met_call = call_ratio <= GOAL_PER_CALL_VS_CRON_TRIGGER
             met_docs = vs_docs >= GOAL_VS_DOCS
@@ -275,7 +278,7 @@ def run(tiny: bool) -> Result:
                 ),
                 Goal(
                     f"{label}: {plan_runs:,}-run plan < 50 ms",
-                    fmt_seconds(plan_median),
+                    f"{fmt_seconds(plan_median)} ({fmt_ratio(plan_vs_cron)} CronTrigger's plan in the same run)",
                     met_plan if not tiny else None,
                 ),
                 Goal(
