@@ -52,6 +52,8 @@ def load_dags(path: str) -> list[Any]:
     sys.path.insert(0, str(file.resolve().parent))  # as the dag-processor does for the dags folder
     try:
         spec.loader.exec_module(module)
+    except Exception as err:  # the DAG file's own error (e.g. an invalid timetable argument): show it plainly
+        raise PreviewError(f"dag file: importing {path} failed: {type(err).__name__}: {err}") from None
     finally:
         sys.path.remove(str(file.resolve().parent))
     dags = [obj for obj in _dag_objects(DAG) if id(obj) not in before]

@@ -472,6 +472,11 @@ def test_preview_reports_a_missing_dag_and_bad_arguments(tmp_path, capsys):
     assert preview_main([str(tmp_path / "missing.py")]) == 2
     assert preview_main([str(path), "--at", "yesterday"]) == 2
     assert "--at: 'yesterday' is not an ISO date/time" in capsys.readouterr().err
+    path.write_text(DAG_FILE.replace("lag=1", "lag=-1"))
+    assert preview_main([str(path)]) == 2
+    assert (
+        "InvalidTimetableParameter: lag: expected a whole number of business days" in capsys.readouterr().err
+    )
 
 
 def test_preview_runs_as_a_module_on_an_example_dag():
