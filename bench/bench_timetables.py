@@ -204,6 +204,8 @@ def run(tiny: bool) -> Result:
 
     # 2,000-run plan and the 10-year gap, interleaved per repeat as well.
     plan_seconds: dict[str, list[float]] = {label: [] for label in candidates}
+    # CPU time of the same plans: on an oversubscribed shared machine wall time also counts waiting for a core
+    plan_cpu_seconds: dict[str, list[float]] = {label: [] for label in candidates}
     gap_seconds: dict[str, list[float]] = {label: [] for label in candidates}
     gap_result: dict[str, str] = {}
     gap_days_behind: dict[str, float] = {}
@@ -214,9 +216,10 @@ def run(tiny: bool) -> Result:
             # A fresh instance per repeat (as a process that just deserialized the DAG has): per-instance
             # caches start cold; process-wide holiday caches stay warm, as in a long-running api-server.
             fresh = type(timetable).deserialize(timetable.serialize())
-            started = time.perf_counter()
+            started, started_cpu = time.perf_counter(), time.process_time()
             infos = plan(fresh, plan_start(label, earliest), plan_runs)
             plan_seconds[label].append(time.perf_counter() - started)
+            plan_cpu_seconds[label].append(time.process_time() - started_cpu)
             if len(infos) < plan_runs:
                 notes.append(f"{label} planned only {len(infos)} runs")
 
@@ -278,7 +281,8 @@ def run(tiny: bool) -> Result:
                 ),
                 Goal(
                     f"{label}: {plan_runs:,}-run plan < 50 ms",
-                    f"{fmt_seconds(plan_median)} ({fmt_ratio(plan_vs_cron)} CronTrigger's plan in the same run)",
+                    f"{fmt_seconds(plan_median)} wall, {fmt_seconds(median(plan_cpu_seconds[label]))} CPU "
+                    f"({fmt_ratio(plan_vs_cron)} CronTrigger's plan in the same run)",
                     met_plan if not tiny else None,
                 ),
                 Goal(
