@@ -15,10 +15,14 @@ from typing import Any, ClassVar
 import pendulum
 
 from airflow_smart_ext.calendars import (
+    CALENDAR_KEYWORDS,
     BusinessCalendar,
+    BusinessDayCalendar,
+    CalendarKeywords,
     CalendarSearchError,
     DayCalendar,
     business_calendar_from_dict,
+    ordinal,
 )
 from airflow_smart_ext.compat import (
     AirflowTimetableInvalid,
@@ -111,12 +115,40 @@ def check_window_days(days: Any) -> int:
     return days
 
 
+MAX_LAG = 30
+
+
+def check_lag(lag: Any, delay: datetime.timedelta) -> int:
+    """``lag``: run business day D at the start of business day D+lag (0 = at the end of D, the default)."""
+    if isinstance(lag, bool) or not isinstance(lag, int) or not 0 <= lag <= MAX_LAG:
+        raise InvalidTimetableParameter(
+            f"lag: expected a whole number of business days between 0 and {MAX_LAG} (0 = run when day D ends, "
+            f"2 = run at the start of the 2nd business day after D, T+2), got {lag!r}."
+        )
+    if lag and delay >= datetime.timedelta(days=1):
+        raise InvalidTimetableParameter(
+            f"delay: with lag={lag} the delay is a time of day on the run's business day, so it must be "
+            f"shorter than 1 day (e.g. timedelta(hours=6)), got {delay!r}; use a larger lag instead."
+        )
+    return lag
+
+
 def business_calendar_arg(
-    calendar: BusinessCalendar | Mapping[str, Any] | None, flat: Mapping[str, Any], *, required: bool
-) -> BusinessCalendar | None:
-    """``calendar=BusinessCalendar(...)`` or the flat keyword arguments (not both); errors re-raised as
-    :class:`InvalidTimetableParameter`."""
-    given = {k: v for k, v in flat.items() if v is not None}
+    calendar: BusinessDayCalendar | Mapping[str, Any] | None,
+    keywords: Mapping[str, Any],
+    *,
+    required: bool,
+) -> BusinessDayCalendar | None:
+    """``calendar=`` (a :class:`BusinessCalendar`, a combination such as ``a & b``, or their dict form) or
+    the calendar keywords (:class:`~airflow_smart_ext.calendars.CalendarKeywords`), not both; errors
+    re-raised as :class:`InvalidTimetableParameter`."""
+    unknown = sorted(k for k in keywords if k not in CALENDAR_KEYWORDS)
+    if unknown:
+        raise InvalidTimetableParameter(
+            f"{', '.join(unknown)}: unknown argument; accepted calendar keywords: calendar, "
+            f"{', '.join(CALENDAR_KEYWORDS)}."
+        )
+    given: CalendarKeywords = {k: v for k, v in keywords.items() if v is not None}  # type: ignore[assignment]
     try:
         if calendar is not None:
             if given:
@@ -126,9 +158,10 @@ def business_calendar_arg(
                 )
             if isinstance(calendar, Mapping):
                 return business_calendar_from_dict(calendar)
-            if not isinstance(calendar, BusinessCalendar):
+            if not isinstance(calendar, BusinessDayCalendar):
                 raise ValueError(
-                    f"calendar: expected airflow_smart_ext.calendars.BusinessCalendar (or None), got {calendar!r}."
+                    "calendar: expected airflow_smart_ext.calendars.BusinessCalendar, a combination of them "
+                    f"(a & b, a | b, a - b) or None, got {calendar!r}."
                 )
             return calendar
         if given or required:
@@ -195,17 +228,30 @@ class LocalDayTimetable(Timetable):
         window_days: int | None,
         timezone: Any,
         delay: datetime.timedelta,
+        lag: int = 0,
+        lag_calendar: DayCalendar | None = None,
     ) -> None:
         self._tz = load_zone(timezone)
         self._timezone_name = self._tz.key
         self._delay = check_delay(delay)
+        self._lag = check_lag(lag, self._delay)
         self._calendar = calendar
         self._window_days = window_days
         self._pendulum_cache: dict[datetime.datetime, pendulum.DateTime] = {}
         self._engine = ScheduleEngine(
-            tz=self._tz, calendar=calendar, window_days=window_days, delay=self._delay
+            tz=self._tz,
+            calendar=calendar,
+            window_days=window_days,
+            delay=self._delay,
+            lag=self._lag,
+            lag_calendar=lag_calendar,
         )
         self.description = self._describe()[:DESCRIPTION_MAX_CHARS]
+
+    @property
+    def engine(self) -> ScheduleEngine:
+        """The pure schedule computation behind this timetable (used by ``airflow_smart_ext.preview``)."""
+        return self._engine
 
     # --- to implement in subclasses -------------------------------------------------------------------
 
@@ -229,15 +275,19 @@ class LocalDayTimetable(Timetable):
     # --- Airflow Timetable API --------------------------------------------------------------------------
 
     def serialize(self) -> dict[str, Any]:
+        # "lag" only when set: a timetable without one serializes exactly as in earlier releases
         return {
             "timezone": self._timezone_name,
             "delay": self._delay.total_seconds(),
+            **({"lag": self._lag} if self._lag else {}),
             **self._params(),
         }
 
     @classmethod
     def deserialize(cls, data: dict[str, Any]) -> Timetable:
-        kwargs = cls._decode({k: v for k, v in data.items() if k not in ("timezone", "delay")})
+        kwargs = cls._decode({k: v for k, v in data.items() if k not in ("timezone", "delay", "lag")})
+        if data.get("lag"):
+            kwargs["lag"] = data["lag"]
         return cls(timezone=data["timezone"], delay=datetime.timedelta(seconds=data["delay"]), **kwargs)
 
     def __eq__(self, other: object) -> bool:
@@ -257,7 +307,7 @@ class LocalDayTimetable(Timetable):
         scheduler.
         """
         load_zone(self._timezone_name)
-        check_delay(self._delay)
+        check_lag(self._lag, check_delay(self._delay))
         if self._window_days is not None:
             check_window_days(self._window_days)
         try:
@@ -268,10 +318,14 @@ class LocalDayTimetable(Timetable):
 
     @property
     def summary(self) -> str:
-        return f"{self._what()} {format_time_of_day(self._delay)} {self._timezone_name}"
+        lag = f" T+{self._lag}" if self._lag else ""
+        return f"{self._what()}{lag} {format_time_of_day(self._delay)} {self._timezone_name}"
 
     def _describe(self) -> str:
-        if not self._delay:
+        if self._lag:
+            nth = "next business day" if self._lag == 1 else f"{ordinal(self._lag)} business day after D"
+            start = f"starts at {format_time_of_day(self._delay)} local time on the {nth} (T+{self._lag})"
+        elif not self._delay:
             start = "starts when that interval ends (00:00 local time)"
         else:
             start = f"starts at {format_time_of_day(self._delay)} local time after that interval ends"

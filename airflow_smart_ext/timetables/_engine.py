@@ -5,7 +5,9 @@ month), a *window* giving each day's data interval, and a *delay*:
 
 * window ``days=N``:           ``[start of D-N+1, start of D+1)``  (``N=1`` is "the day itself")
 * window ``since_previous``:   ``[start of P+1, start of D+1)`` where ``P`` is the previous scheduled day
-* run time:                    wall clock ``(D+1) 00:00 + delay`` in the zone
+* run time:                    wall clock ``R 00:00 + delay`` in the zone, where the run day ``R`` is
+                               ``D+1``, or with a business-day ``lag`` k >= 1 the k-th business day after
+                               ``D`` (T+k): only the run time moves, the data interval stays
 
 All arithmetic is on local ``datetime.date`` values; instants are built only at the edges:
 
@@ -57,6 +59,8 @@ class ScheduleEngine:
         "_run_after_cache",
         "calendar",
         "delay",
+        "lag",
+        "lag_calendar",
         "tz",
         "window_days",
     )
@@ -68,11 +72,15 @@ class ScheduleEngine:
         calendar: DayCalendar,
         window_days: int | None,
         delay: datetime.timedelta,
+        lag: int = 0,
+        lag_calendar: DayCalendar | None = None,
     ) -> None:
         self.tz = tz
         self.calendar = calendar
         self.window_days = window_days
         self.delay = delay
+        self.lag = lag
+        self.lag_calendar = lag_calendar if lag_calendar is not None else calendar
         self._day_start_cache: dict[datetime.date, datetime.datetime] = {}
         self._run_after_cache: dict[datetime.date, datetime.datetime] = {}
         # the scheduler asks with the same start_date every time: remember the last answer
@@ -123,11 +131,28 @@ class ScheduleEngine:
                 lo = mid
         return hi.replace(microsecond=0) if hi.microsecond else hi
 
+    def run_day(self, day: datetime.date) -> datetime.date:
+        """The local day whose start the run time counts from: ``D+1``, or with a lag of k business days the
+        k-th business day of ``lag_calendar`` after ``D`` (a day the zone skips does not count)."""
+        if not self.lag:
+            return day + _ONE_DAY
+        for _ in range(self.lag):
+            day = self.lag_calendar.next_on_or_after(day + _ONE_DAY)
+            for _ in range(_MAX_STEPS):
+                if self.exists(day):
+                    break
+                day = self.lag_calendar.next_on_or_after(day + _ONE_DAY)
+        return day
+
     def _wall_run_after(self, day: datetime.date) -> datetime.datetime:
-        """``(D+1) 00:00 + delay`` resolved by the gap/fold rules (never before the end of the interval)."""
+        """``R 00:00 + delay`` (R = :meth:`run_day`) resolved by the gap/fold rules (never before the end
+        of the interval)."""
         end = self.day_start(day + _ONE_DAY)
+        run_day = self.run_day(day)
+        if run_day != day + _ONE_DAY:
+            end = self.day_start(run_day)
         if self.delay:
-            wall = datetime.datetime.combine(day + _ONE_DAY, _MIDNIGHT) + self.delay
+            wall = datetime.datetime.combine(run_day, _MIDNIGHT) + self.delay
             end = max(self._resolve_wall(wall), end)
         return end
 
@@ -140,7 +165,8 @@ class ScheduleEngine:
         moves forward by the gap to 12-31 06:00 - the run time of 12-29). Airflow 3 derives run ids from
         ``run_after``, so the later day then runs 1 s after the earlier one. Only the previous *calendar*
         day can collide: scheduled days two or more days apart are >= 48 h apart in wall time, more than
-        any UTC offset change.
+        any UTC offset change. With a business-day lag the run days of two scheduled days are two different
+        existing days and the delay is shorter than a day, so they cannot collide either.
         """
         cached = self._run_after_cache.get(day)
         if cached is not None:
@@ -148,7 +174,8 @@ class ScheduleEngine:
         instant = self._wall_run_after(day)
         previous = day - _ONE_DAY
         if (
-            self._wall_run_after(previous) >= instant
+            not self.lag
+            and self._wall_run_after(previous) >= instant
             and self.calendar.contains(previous)
             and self.exists(previous)
         ):
@@ -204,7 +231,12 @@ class ScheduleEngine:
     def due_day(self, now: datetime.datetime) -> datetime.date:
         """The latest scheduled day whose run time is <= ``now`` (jumps by date arithmetic, no walking)."""
         wall_now = now.astimezone(self.tz).replace(tzinfo=None)
-        day = self.prev_day((wall_now - self.delay).date() - _ONE_DAY)
+        estimate = (wall_now - self.delay).date() - _ONE_DAY  # the day whose run day is today
+        if self.lag:
+            estimate += _ONE_DAY
+            for _ in range(self.lag):  # back over the lag's business days
+                estimate = self.lag_calendar.prev_on_or_before(estimate - _ONE_DAY)
+        day = self.prev_day(estimate)
         for _ in range(_MAX_STEPS):  # DST can make the estimate one scheduled day off either way
             following = self.next_day(day + _ONE_DAY)
             if self.run_after(following) > now:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from airflow_smart_ext.calendars import BusinessCalendar
+from airflow_smart_ext.calendars import BusinessDayCalendar, CalendarKeywords
 from airflow_smart_ext.timetables._base import (
     InvalidTimetableParameter,
     LocalDayTimetable,
     business_calendar_arg,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack is 3.11+
 
 WINDOWS = ("day", "since_previous")
 
@@ -26,52 +29,39 @@ def check_window(window: Any) -> str:
 
 
 class BusinessDaysTimetable(LocalDayTimetable):
-    """One run per business day D (a weekday that is not a holiday), run at ``D+1 00:00 + delay``.
+    """One run per business day D of a calendar, run at ``D+1 00:00 + delay`` — or, with ``lag=k``, at
+    ``00:00 + delay`` of the k-th business day after D (T+k; the data interval does not move).
 
     Data interval: ``window="day"`` (default) → ``[D 00:00, D+1 00:00)``; ``window="since_previous"`` →
     from the end of the previous business day's interval to ``D+1 00:00`` — Monday's run covers Saturday,
     Sunday and Monday, so no data is left uncovered.
 
-    Business days come from ``calendar=BusinessCalendar(...)`` or the same keyword arguments directly:
-    ``country``/``subdivision``/``market``/``categories`` (``holidays`` library codes, e.g. ``market="NYSE"``
-    or ``country="DE", subdivision="BY"``), ``extra_holidays``, ``extra_business_days``, ``weekend``.
+    Business days come from ``calendar=`` (a ``BusinessCalendar``, a combination such as
+    ``BusinessCalendar(market="NYSE") & BusinessCalendar(market="XLON")``, or their dict form) or the calendar
+    keywords directly (:class:`~airflow_smart_ext.calendars.CalendarKeywords`: ``country``, ``subdivision``,
+    ``market``, ``categories``, ``extra_holidays``, ``extra_business_days``, ``weekend``).
     """
 
     def __init__(
         self,
-        calendar: BusinessCalendar | Mapping[str, Any] | None = None,
+        calendar: BusinessDayCalendar | Mapping[str, Any] | None = None,
         *,
-        country: str | None = None,
-        subdivision: str | None = None,
-        market: str | None = None,
-        categories: str | Iterable[str] | None = None,
-        extra_holidays: Iterable[datetime.date | str] | None = None,
-        extra_business_days: Iterable[datetime.date | str] | None = None,
-        weekend: Iterable[int | str] | None = None,
         window: str = "day",
+        lag: int = 0,
         delay: datetime.timedelta = datetime.timedelta(0),
         timezone: Any = "UTC",
+        **keywords: Unpack[CalendarKeywords],
     ) -> None:
         self._window = check_window(window)
-        self._business = business_calendar_arg(
-            calendar,
-            {
-                "country": country,
-                "subdivision": subdivision,
-                "market": market,
-                "categories": categories,
-                "extra_holidays": extra_holidays,
-                "extra_business_days": extra_business_days,
-                "weekend": weekend,
-            },
-            required=True,
-        )
-        assert self._business is not None  # required=True
+        business = business_calendar_arg(calendar, keywords, required=True)
+        assert business is not None  # required=True
+        self._business = business
         super().__init__(
-            calendar=self._business,
+            calendar=business,
             window_days=1 if self._window == "day" else None,
             timezone=timezone,
             delay=delay,
+            lag=lag,
         )
 
     @classmethod
@@ -79,7 +69,6 @@ class BusinessDaysTimetable(LocalDayTimetable):
         return {"calendar": data["calendar"], "window": data["window"]}
 
     def _params(self) -> dict[str, Any]:
-        assert self._business is not None
         return {"calendar": self._business.to_dict(), "window": self._window}
 
     def _what(self) -> str:
@@ -94,5 +83,5 @@ class BusinessDaysTimetable(LocalDayTimetable):
             return "its business day D [D 00:00, D+1 00:00)"
         return (
             "every local day since the previous business day's interval ended, through its business day D "
-            "(Monday's run covers the weekend)"
+            "(the first run after days off covers them)"
         )

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from airflow_smart_ext.calendars import BusinessCalendar, MonthlyBusinessDay
+from airflow_smart_ext.calendars import BusinessDayCalendar, CalendarKeywords, MonthlyBusinessDay
 from airflow_smart_ext.timetables._base import (
     InvalidTimetableParameter,
     LocalDayTimetable,
     business_calendar_arg,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack is 3.11+
 from airflow_smart_ext.timetables.business_days import check_window
 
 
@@ -24,40 +27,25 @@ class MonthlyBusinessDayTimetable(LocalDayTimetable):
     ``D+1 00:00``, so the intervals tile time with no gap (for ``n=-1``: roughly the month, shifted to the
     business-day boundaries); ``window="day"`` → only the scheduled day ``[D 00:00, D+1 00:00)``.
 
-    Business days: ``calendar=BusinessCalendar(...)`` or the same keyword arguments as
-    :class:`BusinessDaysTimetable`.
+    ``lag=k`` runs at ``00:00 + delay`` of the k-th business day after D instead (e.g. month-end close
+    processed on the 2nd business day of the next month); the data interval does not move.
+
+    Business days: ``calendar=`` or the calendar keywords, as for :class:`BusinessDaysTimetable`.
     """
 
     def __init__(
         self,
         n: int,
-        calendar: BusinessCalendar | Mapping[str, Any] | None = None,
+        calendar: BusinessDayCalendar | Mapping[str, Any] | None = None,
         *,
-        country: str | None = None,
-        subdivision: str | None = None,
-        market: str | None = None,
-        categories: str | Iterable[str] | None = None,
-        extra_holidays: Iterable[datetime.date | str] | None = None,
-        extra_business_days: Iterable[datetime.date | str] | None = None,
-        weekend: Iterable[int | str] | None = None,
         window: str = "since_previous",
+        lag: int = 0,
         delay: datetime.timedelta = datetime.timedelta(0),
         timezone: Any = "UTC",
+        **keywords: Unpack[CalendarKeywords],
     ) -> None:
         self._window = check_window(window)
-        business = business_calendar_arg(
-            calendar,
-            {
-                "country": country,
-                "subdivision": subdivision,
-                "market": market,
-                "categories": categories,
-                "extra_holidays": extra_holidays,
-                "extra_business_days": extra_business_days,
-                "weekend": weekend,
-            },
-            required=True,
-        )
+        business = business_calendar_arg(calendar, keywords, required=True)
         assert business is not None  # required=True
         try:
             self._monthly = MonthlyBusinessDay(business, n)
@@ -68,6 +56,8 @@ class MonthlyBusinessDayTimetable(LocalDayTimetable):
             window_days=1 if self._window == "day" else None,
             timezone=timezone,
             delay=delay,
+            lag=lag,
+            lag_calendar=business,
         )
 
     @classmethod

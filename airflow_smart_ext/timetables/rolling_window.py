@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from airflow_smart_ext.calendars import BusinessCalendar, EveryDay
-from airflow_smart_ext.timetables._base import LocalDayTimetable, business_calendar_arg, check_window_days
+from airflow_smart_ext.calendars import BusinessDayCalendar, CalendarKeywords, EveryDay
+from airflow_smart_ext.timetables._base import (
+    InvalidTimetableParameter,
+    LocalDayTimetable,
+    business_calendar_arg,
+    check_window_days,
+)
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack is 3.11+
 
 
 class RollingWindowTimetable(LocalDayTimetable):
@@ -15,11 +23,11 @@ class RollingWindowTimetable(LocalDayTimetable):
     local calendar days ending at the run's day boundary, so consecutive intervals overlap.
 
     :param days: window length in local calendar days (>= 1; not 24-hour multiples: DST-safe).
-    :param calendar: a :class:`~airflow_smart_ext.calendars.BusinessCalendar` to run only on its business
-        days (e.g. ``BusinessCalendar(market="NYSE")``), or the same keyword arguments directly
-        (``market="NYSE"``, ``country``/``subdivision``/``categories``, ``extra_holidays``,
-        ``extra_business_days``, ``weekend``), as for ``BusinessDaysTimetable``. Neither (default): every day.
-    :param delay: how long after the end of day D the run starts (>= 0, wall clock; default 0).
+    :param calendar: a business-day calendar to run only on its business days (e.g.
+        ``BusinessCalendar(market="NYSE")`` or a combination ``a & b``), or the calendar keywords directly
+        (``market="NYSE"``, ...), as for ``BusinessDaysTimetable``. Neither (default): every day.
+    :param lag: with a calendar: run at the start of the ``lag``-th business day after D (T+lag); default 0.
+    :param delay: how long after the end of day D (or into the lag's business day) the run starts (>= 0).
     :param timezone: IANA time zone name (default ``"UTC"``).
     """
 
@@ -27,36 +35,25 @@ class RollingWindowTimetable(LocalDayTimetable):
         self,
         days: int,
         *,
-        calendar: BusinessCalendar | Mapping[str, Any] | None = None,
-        country: str | None = None,
-        subdivision: str | None = None,
-        market: str | None = None,
-        categories: str | Iterable[str] | None = None,
-        extra_holidays: Iterable[datetime.date | str] | None = None,
-        extra_business_days: Iterable[datetime.date | str] | None = None,
-        weekend: Iterable[int | str] | None = None,
+        calendar: BusinessDayCalendar | Mapping[str, Any] | None = None,
+        lag: int = 0,
         delay: datetime.timedelta = datetime.timedelta(0),
         timezone: Any = "UTC",
+        **keywords: Unpack[CalendarKeywords],
     ) -> None:
-        self._business = business = business_calendar_arg(
-            calendar,
-            {
-                "country": country,
-                "subdivision": subdivision,
-                "market": market,
-                "categories": categories,
-                "extra_holidays": extra_holidays,
-                "extra_business_days": extra_business_days,
-                "weekend": weekend,
-            },
-            required=False,
-        )
+        self._business = business = business_calendar_arg(calendar, keywords, required=False)
         self._days = check_window_days(days)
+        if lag and business is None:
+            raise InvalidTimetableParameter(
+                f"lag: counts business days, so it needs a calendar (calendar= or market=/country=...), got "
+                f"lag={lag!r} without one; use delay= to shift an every-day window."
+            )
         super().__init__(
             calendar=business if business is not None else EveryDay(),
             window_days=self._days,
             timezone=timezone,
             delay=delay,
+            lag=lag,
         )
 
     def _params(self) -> dict[str, Any]:

@@ -68,7 +68,7 @@ def expected_by_timetable(timetable: Any, start: dt.datetime) -> list[tuple[dt.d
 
 
 # ---------------------------------------------------------------------------------------------- examples
-NY, BERLIN = "America/New_York", "Europe/Berlin"
+NY, BERLIN, JERUSALEM = "America/New_York", "Europe/Berlin", "Asia/Jerusalem"
 EXAMPLE_FIRST_INTERVALS = {
     # [2024-03-08 00:00 EST, 2024-03-09 00:00 EST)
     "timetable_delayed_daily": (
@@ -94,6 +94,31 @@ EXAMPLE_FIRST_INTERVALS = {
     "timetable_month_end_close": (
         local_midnight(dt.date(2024, 1, 1), NY),
         local_midnight(dt.date(2024, 2, 1), NY),
+    ),
+    # Friday 2024-12-20, both NYSE and LSE open; it runs at T+2 (Tuesday 12-24 06:00), the interval stays D
+    "timetable_cross_market_settlement": (
+        local_midnight(dt.date(2024, 12, 20), NY),
+        local_midnight(dt.date(2024, 12, 21), NY),
+    ),
+    # Thursday 2024-12-05 in Israel (Sunday-Thursday week); the next run, Sunday 12-08, covers Fri-Sun
+    "timetable_israel_business_days": (
+        local_midnight(dt.date(2024, 12, 5), JERUSALEM),
+        local_midnight(dt.date(2024, 12, 6), JERUSALEM),
+    ),
+}
+# The second run of the issue-16 examples, also independent of the timetable code: Israel's Sunday run
+# reaches back over its Fri/Sat weekend; the cross-market run of Monday 12-23 settles on Friday 12-27 (12-25
+# both closed, 12-26 LSE closed).
+EXAMPLE_SECOND_RUNS = {
+    "timetable_israel_business_days": (
+        local_midnight(dt.date(2024, 12, 6), JERUSALEM),
+        local_midnight(dt.date(2024, 12, 9), JERUSALEM),
+        local_midnight(dt.date(2024, 12, 9), JERUSALEM),
+    ),
+    "timetable_cross_market_settlement": (
+        local_midnight(dt.date(2024, 12, 23), NY),
+        local_midnight(dt.date(2024, 12, 24), NY),
+        local_midnight(dt.date(2024, 12, 27), NY) + dt.timedelta(hours=6),
     ),
 }
 
@@ -131,6 +156,14 @@ EXAMPLE_RANGES = {
     "timetable_month_end_close": (
         pendulum.datetime(2024, 1, 1, tz=NY),
         pendulum.datetime(2024, 4, 30, tz=NY),
+    ),
+    "timetable_cross_market_settlement": (
+        pendulum.datetime(2024, 12, 20, tz=NY),
+        pendulum.datetime(2024, 12, 31, tz=NY),
+    ),
+    "timetable_israel_business_days": (
+        pendulum.datetime(2024, 12, 5, tz=JERUSALEM),
+        pendulum.datetime(2024, 12, 12, tz=JERUSALEM),
     ),
 }
 # Runs created per example DAG before comparing: its max_active_runs (2), so no run has to finish first and
@@ -201,6 +234,11 @@ def test_example_dag_runs_have_the_timetables_intervals(
     assert "failed" not in [r["state"] for r in runs], runs
     if airflow_env.is_airflow3:  # 2.11 has no run_after column (the harness shows the logical date there)
         assert [r["run_after"] for r in runs] == [i.run_after for i in planned[: len(runs)]]
+    if dag_id in EXAMPLE_SECOND_RUNS:
+        start, end, run_after = EXAMPLE_SECOND_RUNS[dag_id]
+        assert intervals(runs)[1] == (start, end)
+        if airflow_env.is_airflow3:
+            assert runs[1]["run_after"] == run_after
 
 
 def test_catchup_false_plans_the_latest_due_run(airflow_env: AirflowEnv) -> None:
@@ -335,6 +373,8 @@ EXPECTED_SUMMARIES = {
     "timetable_business_days": "NYSE business days (incl. days off) 01:00 America/New_York",
     "timetable_business_rolling": "5-day window, US-NY business days +custom 00:00 America/New_York",
     "timetable_month_end_close": "last NYSE business day of the month 06:00 America/New_York",
+    "timetable_cross_market_settlement": "NYSE and XLON business days T+2 06:00 America/New_York",
+    "timetable_israel_business_days": "IL business days (weekend Fri/Sat) (incl. days off) 00:00 Asia/Jerusalem",
     "tt_catchup_false_live": "1st NYSE business day of the month 00:00 America/New_York",
     "tt_delayed_daily_live": "daily 00:05 Asia/Kathmandu",
     "tt_rolling_window_live": "2-day window, daily 00:00 America/New_York",

@@ -300,9 +300,10 @@ def test_calendar_is_immutable_hashable_and_round_trips():
 def test_holiday_sets_are_cached_frozensets_per_year():
     first = holiday_dates(None, None, "NYSE", None, 2031)
     assert isinstance(first, frozenset)
-    assert holiday_dates(None, None, "NYSE", None, 2031) is first
     assert all(day.year == 2031 for day in first)
     assert D("2031-12-25") in first
+    nyse = BusinessCalendar(market="NYSE")
+    assert nyse.closed_days(2031) is nyse.closed_days(2031)  # one frozenset per calendar and year
 
 
 def test_labels():
@@ -400,7 +401,8 @@ def test_calendar_not_covering_today_fails_at_construction(kwargs, today, messag
         ),
         (
             {"type": "lunar"},
-            r"unknown calendar type 'lunar'; accepted: 'every_day', 'business', 'monthly'\.$",
+            r"unknown calendar type 'lunar'; accepted: 'every_day', 'business', 'intersection', 'union', "
+            r"'difference', 'monthly'\.$",
         ),
     ],
 )
@@ -416,7 +418,7 @@ def test_calendar_dict_with_unknown_keys_or_type_is_rejected(data, message):
         (
             {"type": "monthly", "market": "NYSE"},
             r"^calendar: type 'monthly' is not a business-day calendar; "
-            r"accepted: 'business' \(or omit 'type'\)\.$",
+            r"accepted: 'business' \(or omit 'type'\), 'intersection', 'union', 'difference'\.$",
         ),
         ({"type": "every_day"}, r"^calendar: type 'every_day' is not a business-day calendar"),
         ("NYSE", r"^calendar: expected a dict"),

@@ -46,6 +46,8 @@ RUNS_PER_EXAMPLE = 8
 SCAN_LIMIT = 900  # days: longest brute-force scan of the model (a 60-day holiday run + monthly schedules)
 
 NYSE = BusinessCalendar(market="NYSE")
+NYSE_AND_LSE = NYSE & BusinessCalendar(market="XLON")
+DAY = dt.timedelta(days=1)
 LONG_BREAK = BusinessCalendar(
     extra_holidays=[dt.date(2024, 12, 1) + dt.timedelta(days=i) for i in range(60)],
     weekend=("Fri", "Sat"),
@@ -99,6 +101,26 @@ SPECS = [
         lambda tz, d: MonthlyBusinessDayTimetable(3, country="DE", delay=d, timezone=tz),
         None,
     ),
+    # issue 16: each calendar's own week, make-up days, calendar algebra, business-day lag (delay < 1 day)
+    ("bd-il", lambda tz, d: BusinessDaysTimetable(country="IL", delay=d, timezone=tz), 1),
+    (
+        "bd-cn-since",
+        lambda tz, d: BusinessDaysTimetable(country="CN", window="since_previous", delay=d, timezone=tz),
+        None,
+    ),
+    ("bd-nyse-t2", lambda tz, d: BusinessDaysTimetable(market="NYSE", lag=2, delay=d % DAY, timezone=tz), 1),
+    (
+        "bd-nyse-and-lse-since-t1",
+        lambda tz, d: BusinessDaysTimetable(
+            calendar=NYSE_AND_LSE, window="since_previous", lag=1, delay=d % DAY, timezone=tz
+        ),
+        None,
+    ),
+    (
+        "monthly-last-nyse-t2",
+        lambda tz, d: MonthlyBusinessDayTimetable(-1, market="NYSE", lag=2, delay=d % DAY, timezone=tz),
+        None,
+    ),
     (
         "monthly-minus2-plain-day",
         lambda tz, d: MonthlyBusinessDayTimetable(-2, window="day", delay=d, timezone=tz),
@@ -140,12 +162,32 @@ TRANSITIONS = {name: _transition_dates(name) for name in ZONES}
 class Model:
     """Brute-force reference schedule for one timetable (plain zoneinfo, one local date at a time)."""
 
-    def __init__(self, zone: str, contains, window_days: int | None, delay: dt.timedelta) -> None:
+    def __init__(
+        self,
+        zone: str,
+        contains,
+        window_days: int | None,
+        delay: dt.timedelta,
+        lag: int = 0,
+        lag_contains=None,
+    ) -> None:
         self.tz = ZoneInfo(zone)
         self.contains = contains
         self.window_days = window_days
         self.delay = delay
+        self.lag = lag
+        self.lag_contains = lag_contains
         self.day_start = functools.lru_cache(maxsize=None)(self._day_start)
+
+    def run_day(self, day: dt.date) -> dt.date:
+        """D+1, or with a lag the lag-th business day after D (walking one date at a time)."""
+        if not self.lag:
+            return day + ONE_DAY
+        for _ in range(self.lag):
+            day += ONE_DAY
+            while not (self.lag_contains(day) and self.exists(day)):
+                day += ONE_DAY
+        return day
 
     def local_date(self, instant: dt.datetime) -> dt.date:
         return instant.astimezone(self.tz).date()
@@ -169,7 +211,7 @@ class Model:
 
     def wall_run_time(self, day: dt.date) -> dt.datetime:
         """Expected local wall clock of the run (gap: shifted forward by its length)."""
-        wall = dt.datetime.combine(day + ONE_DAY, dt.time()) + self.delay
+        wall = dt.datetime.combine(self.run_day(day), dt.time()) + self.delay
         first = wall.replace(tzinfo=self.tz).astimezone(UTC)
         if first.astimezone(self.tz).replace(tzinfo=None) == wall:
             return wall
@@ -178,7 +220,7 @@ class Model:
 
     def run_after(self, day: dt.date) -> dt.datetime:
         instant = self.wall_run_time(day).replace(tzinfo=self.tz).astimezone(UTC)  # fold=0: first
-        return max(instant, self.day_start(day + ONE_DAY))
+        return max(instant, self.day_start(self.run_day(day)))
 
     def next_scheduled(self, day: dt.date) -> dt.date:
         for _ in range(SCAN_LIMIT):
@@ -275,6 +317,19 @@ def _calendar_of(timetable) -> object:
     return timetable._calendar  # the timetable's own day calendar (tested in test_calendars.py)
 
 
+def _model(zone: str, timetable, window_days: int | None) -> Model:
+    """The model of ``timetable``: its day calendar, window, delay and lag (over its business calendar)."""
+    engine = timetable.engine
+    return Model(
+        zone,
+        _calendar_of(timetable).contains,
+        window_days,
+        engine.delay,
+        engine.lag,
+        engine.lag_calendar.contains,
+    )
+
+
 @settings(
     max_examples=200,
     deadline=None,
@@ -286,7 +341,7 @@ def _calendar_of(timetable) -> object:
 def test_runs_match_brute_force_model(scenario):
     zone, spec_id, factory, window_days, delay, now, catchup, paused, earliest, pause_days, frac = scenario
     timetable = factory(zone, delay)
-    model = Model(zone, _calendar_of(timetable).contains, window_days, delay)
+    model = _model(zone, timetable, window_days)
     floor = model.floor_day(earliest)
 
     last: DataInterval | None = None
@@ -402,7 +457,7 @@ def test_walk_across_dst_changes(data):
         delay += dt.timedelta(days=data.draw(st.integers(1, 2)))
     earliest = dt.datetime.combine(anchor - dt.timedelta(days=4), dt.time(), tzinfo=UTC)
     timetable = factory(zone, delay)
-    model = Model(zone, _calendar_of(timetable).contains, window_days, delay)
+    model = _model(zone, timetable, window_days)
     now = earliest + dt.timedelta(days=data.draw(st.integers(0, 9)), hours=data.draw(st.integers(0, 23)))
     catchup = data.draw(st.booleans())
     expected = model.first_day(earliest)
@@ -430,7 +485,7 @@ def test_walk_across_dst_changes(data):
 def test_manual_interval_is_the_latest_due_scheduled_interval(zone, spec, delay, moment):
     _, factory, window_days = spec
     timetable = factory(zone, delay)
-    model = Model(zone, _calendar_of(timetable).contains, window_days, delay)
+    model = _model(zone, timetable, window_days)
     manual = timetable.infer_manual_data_interval(run_after=p(moment))
     day = model.due_day(moment)
     assert (manual.start, manual.end) == model.window(day)
