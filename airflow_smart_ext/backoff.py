@@ -236,14 +236,20 @@ class BackoffPolicy:
         # max(): exact in theory, it keeps float rounding from ever putting check k before slot k-1's end.
         return max(self._slot_end(seed, index - 1), end - width * seeded_uniform(seed, index, "jitter"))
 
-    def gap(self, seed: str, index: int) -> float:
-        """Seconds between check #``index - 1`` and check #``index`` (``index`` >= 1): the wait before it.
-
-        Task retries use it as the delay before retry ``index``. In ``[0, cap]`` at any index (no overflow).
+    def sleep(self, seed: str, index: int) -> float:
+        """AWS's jittered sleep before attempt #``index`` (>= 1) over the base ``b = b_{index-1}``, drawn on its
+        own: ``none`` b, ``full`` U[0, b], ``equal`` U[b/2, b]; ``decorrelated`` the replayed sleep (up to 3x
+        the previous one). Unlike the gaps of :meth:`offset`'s slotted schedule, consecutive sleeps are
+        independent, as in AWS's algorithms: task retries use it (each delay is taken from the moment a try
+        failed, so no absolute schedule is needed). Within ``[0, cap]`` at any index, no overflow.
         """
         if isinstance(index, bool) or not isinstance(index, int) or index < 1:
             raise ValueError(f"index must be an int >= 1; got {index!r}")
-        return min(self.cap_seconds, max(0.0, self.offset(seed, index) - self.offset(seed, index - 1)))
+        if self.jitter == "decorrelated":
+            sums = _decorrelated_sums(self, seed, index)
+            return min(self.cap_seconds, max(0.0, sums[index] - sums[index - 1]))
+        base = self.base_interval(index - 1)
+        return base * (1.0 - 2 * _WIDTH_SHARE[self.jitter] * seeded_uniform(seed, index, "sleep"))
 
     def next_check(
         self,

@@ -221,7 +221,7 @@ class BackoffRetryPolicy(RetryPolicy):
         initial: float | datetime.timedelta | None = None,
         factor: float = 2.0,
         cap: float | datetime.timedelta | None = None,
-        jitter: str = "full",
+        jitter: str = "equal",
         *,
         rules: Sequence[Rule] = (),
         default: str | BackoffPolicy = "retry",
@@ -273,7 +273,7 @@ class BackoffRetryPolicy(RetryPolicy):
 
     def delay(self, backoff: BackoffPolicy, seed: str, retry: int) -> float:
         """Seconds before retry number ``retry`` (1-based) of the task instance seeded ``seed``."""
-        return backoff.gap(seed, retry)
+        return backoff.sleep(seed, retry)
 
     # ---- the decision -----------------------------------------------------------------------------------
     def classify(self, exception: BaseException, now: datetime.datetime) -> _Match:

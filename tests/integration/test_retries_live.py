@@ -82,7 +82,7 @@ def test_transient_errors_retry_at_the_policy_delays(airflow_env: AirflowEnv, ru
     assert rows[-1]["state"] == "success", rows
     seed = retry_seed(dag_id, TASK, run_id, -1)
     for retry, (failed, following) in enumerate(zip(rows, rows[1:], strict=False), start=1):
-        expected = SCHEDULE.gap(seed, retry)
+        expected = SCHEDULE.sleep(seed, retry)
         base = SCHEDULE.base_interval(retry - 1)
         assert base / 2 <= expected <= base, (retry, expected, base)  # equal jitter's bounds
         assert failed["retry_delay_override"] == pytest.approx(expected, abs=1e-3), failed

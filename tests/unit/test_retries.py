@@ -84,39 +84,47 @@ def test_delays_come_from_the_backoff_policy_and_never_exceed_the_cap(jitter: st
         decision = policy.evaluate(HTTPError(503), try_number, 10**7, context())
         assert decision.action.value == "retry"
         delay = decision.retry_delay.total_seconds()
-        assert delay == pytest.approx(schedule.gap(seed, try_number), abs=1e-6)
+        assert delay == pytest.approx(schedule.sleep(seed, try_number), abs=1e-6)
         assert 0 <= delay <= 300
     if jitter == "none":
-        assert [schedule.gap(seed, k) for k in range(1, 8)] == [10, 20, 40, 80, 160, 300, 300]
+        assert [schedule.sleep(seed, k) for k in range(1, 8)] == [10, 20, 40, 80, 160, 300, 300]
 
 
 def test_gap_is_overflow_safe_at_huge_indices() -> None:
     for jitter in ("none", "full", "equal"):
         policy = BackoffPolicy(initial=0.001, factor=10, cap=86400, jitter=jitter)
         for index in (10**6, 10**12, 2**62):
-            assert 0 <= policy.gap("s", index) <= 86400
+            assert 0 <= policy.sleep("s", index) <= 86400
     with pytest.raises(ValueError, match="index must be an int >= 1"):
-        BackoffPolicy(initial=1).gap("s", 0)
+        BackoffPolicy(initial=1).sleep("s", 0)
+
+
+def _delays_by_jitter() -> dict[str, list[float]]:
+    ctx = {"ti": SimpleNamespace(dag_id="d", task_id="t", run_id="manual__1", map_index=3)}
+    out = {}
+    for jitter in JITTER_STRATEGIES:
+        policy = BackoffRetryPolicy(initial=7, cap=600, jitter=jitter)
+        out[jitter] = [
+            policy.evaluate(ConnectionError(), k, 99, ctx).retry_delay.total_seconds() for k in range(1, 11)
+        ]
+    return out
 
 
 def test_delays_identical_across_processes() -> None:
-    code = (
-        "import json, datetime as dt; from types import SimpleNamespace as N;"
-        "from airflow_smart_ext.retries import BackoffRetryPolicy;"
-        "p = BackoffRetryPolicy(initial=7, cap=600, jitter='{j}');"
-        "ctx = {{'ti': N(dag_id='d', task_id='t', run_id='manual__1', map_index=3)}};"
-        "print(json.dumps([p.evaluate(ConnectionError(), k, 99, ctx).retry_delay.total_seconds() for k in range(1, 11)]))"
-    )
-    for jitter in JITTER_STRATEGIES:
-        policy = BackoffRetryPolicy(initial=7, cap=600, jitter=jitter)
-        ctx = {"ti": SimpleNamespace(dag_id="d", task_id="t", run_id="manual__1", map_index=3)}
-        here = [
-            policy.evaluate(ConnectionError(), k, 99, ctx).retry_delay.total_seconds() for k in range(1, 11)
-        ]
-        out = subprocess.run(
-            [sys.executable, "-c", code.format(j=jitter)], capture_output=True, text=True, check=True
-        )
-        assert json.loads(out.stdout) == here
+    code = "import json, tests.unit.test_retries as t; print(json.dumps(t._delays_by_jitter()))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == _delays_by_jitter()
+
+
+@pytest.mark.parametrize(("jitter", "low", "high"), [("none", 1, 1), ("full", 0, 1), ("equal", 0.5, 1)])
+def test_sleep_has_the_aws_range_of_its_base(jitter: str, low: float, high: float) -> None:
+    policy = BackoffPolicy(initial=10, factor=2, cap=1000, jitter=jitter)
+    for index in range(1, 9):
+        base = policy.base_interval(index - 1)
+        sleeps = [policy.sleep(f"seed-{n}", index) for n in range(200)]
+        assert all(low * base <= s <= high * base for s in sleeps), (index, min(sleeps), max(sleeps))
+        if jitter != "none":  # spread over the range, not stuck at one value
+            assert max(sleeps) - min(sleeps) > 0.8 * (high - low) * base
 
 
 def test_task_instances_of_one_fan_out_get_different_delays() -> None:
@@ -304,7 +312,7 @@ def test_one_line_description() -> None:
     text = policy.describe()
     assert "\n" not in text
     assert text == (
-        "BackoffRetryPolicy: backoff 30s x2 up to 10m, full jitter; PermissionError -> fail; "
+        "BackoffRetryPolicy: backoff 30s x2 up to 10m, equal jitter; PermissionError -> fail; "
         "HTTP 429/408/5xx retry (Retry-After honoured), other 4xx fail; connection errors/timeouts retry; "
         "otherwise fail; budget data_interval_end + 6h"
     )
