@@ -8,6 +8,8 @@ Airflow. Try start/end times come from the metadata DB (task_instance_history + 
   stored (``retry_delay_override``) is that value -- not the task's 60 s ``retry_delay``;
 * a 404-like error: failed after one try, the reason in the task log;
 * a 429 with ``Retry-After: 7`` (backoff < 2 s): the retry starts >= 7 s after the failure;
+* the example DAG example_dags/retry_policy_http.py (a real ``requests.HTTPError`` 503 with Retry-After: 3)
+  succeeds on its second try, the policy's reason stored by Airflow;
 * a budget of run start + 25 s: retries stop before ``retries`` is spent, with the budget reason in the log.
 
 Skipped on Airflow < 3.3, where ``retry_policy`` does not exist (the parse-time error there is proven by
@@ -33,7 +35,7 @@ pytestmark = pytest.mark.skipif(
     reason=f"task retry policies need Airflow >= {RETRY_POLICY_MIN_AIRFLOW} (the API does not exist before)",
 )
 
-DAGS = ("rp_transient_then_ok", "rp_not_found", "rp_retry_after", "rp_budget")
+DAGS = ("rp_transient_then_ok", "rp_not_found", "rp_retry_after", "rp_budget", "retry_policy_http")
 TASK = "call_api"
 # The DAG file's SCHEDULE (equal jitter: 6 s x2 up to 20 s)
 SCHEDULE = BackoffPolicy(initial=6, factor=2, cap=20, jitter="equal")
@@ -133,3 +135,20 @@ def test_budget_stops_retries_with_its_reason(airflow_env: AirflowEnv, runs: dic
     would_start, logged_deadline = (dt.datetime.fromisoformat(g) for g in match.groups())
     assert abs((logged_deadline - deadline).total_seconds()) <= 1, (logged_deadline, deadline)
     assert would_start > logged_deadline
+
+
+def test_example_dag_retries_a_requests_503(airflow_env: AirflowEnv, runs: dict[str, str]) -> None:
+    dag_id = "retry_policy_http"
+    run_id = runs[dag_id]
+    columns = "try_number, state, retry_delay_override, retry_reason"
+    where = "WHERE dag_id = %s AND run_id = %s AND task_id = 'fetch_report'"
+    history = airflow_env.query_dicts(
+        f"SELECT {columns} FROM task_instance_history {where}", (dag_id, run_id)
+    )
+    current = airflow_env.query_dicts(f"SELECT {columns} FROM task_instance {where}", (dag_id, run_id))
+    assert [r["try_number"] for r in history + current] == [1, 2] and current[0]["state"] == "success", (
+        history,
+        current,
+    )
+    assert history[0]["retry_reason"].startswith("HTTP 503 (transient) -> retry 1 of 4 in "), history
+    assert history[0]["retry_delay_override"] >= 3.0  # Retry-After: 3 is the floor
