@@ -315,6 +315,21 @@ def run(tiny: bool) -> Result:
                 ours_a["peak10"] <= theirs_a["peak10"],
             )
         )
+    distinct_ours, distinct_airflow = headline[(False, default_label)], headline[(False, airflow_label)]
+    result.notes.append(
+        "Airflow's jitter hashes dag_id, task_id, logical date and try number, not the map index: every instance "
+        "of a mapped task retries in the same second (its 1,000 peak). Ours seeds each task instance, map index "
+        "included."
+    )
+    result.notes.append(
+        "Same base, different reach: before retry k Airflow waits U[b, 2b) (mean 1.5 b), our default (equal "
+        "jitter) U[b/2, b] (mean 0.75 b). Ours retries sooner -- here "
+        f"{distinct_ours['during']:,} retries during the outage vs Airflow's {distinct_airflow['during']:,}, "
+        f"and success {distinct_ours['mean_after']:.0f} s vs {distinct_airflow['mean_after']:.0f} s after "
+        "recovery on average -- and with few retries on a short base its total wait can end before a long outage "
+        "does where Airflow's does not (grid rows with losses): give such tasks more retries, a larger initial, "
+        "or bound them by time with budget."
+    )
     if grid.rows:
         result.notes.append(
             f"Grid: the default misses at least one of the two (a) goals in {grid_misses} of {len(grid.rows)} "
