@@ -263,7 +263,9 @@ class BackoffRetryPolicy(RetryPolicy):
         if initial is None:
             initial = _attr(task, "retry_delay")
             initial = initial.total_seconds() if isinstance(initial, datetime.timedelta) else initial
-            initial = float(initial) if initial else 300.0  # Airflow's default retry_delay
+            # No task (no context): Airflow's default retry_delay. A zero retry_delay counts as 1 s, the floor
+            # Airflow's own exponential backoff applies.
+            initial = 300.0 if initial is None else max(float(initial), 1.0)
         cap = self.cap
         if cap is None:
             task_cap = _attr(task, "max_retry_delay")
@@ -271,12 +273,9 @@ class BackoffRetryPolicy(RetryPolicy):
             cap = float(task_cap) if task_cap else DEFAULT_CAP_SECONDS
         return BackoffPolicy(initial=initial, factor=self.factor, cap=max(cap, initial), jitter=self.jitter)
 
-    def delay(self, backoff: BackoffPolicy, seed: str, retry: int) -> float:
-        """Seconds before retry number ``retry`` (1-based) of the task instance seeded ``seed``."""
-        return backoff.sleep(seed, retry)
-
     # ---- the decision -----------------------------------------------------------------------------------
-    def classify(self, exception: BaseException, now: datetime.datetime) -> _Match:
+    def match(self, exception: BaseException, now: datetime.datetime) -> _Match:
+        """The first rule matching ``exception`` (else ``default``): its action and the reason so far."""
         for rule in self.rules:
             found = rule.match(exception, now)
             if found is not None:
@@ -310,7 +309,7 @@ class BackoffRetryPolicy(RetryPolicy):
         context: Any = None,
     ) -> RetryDecision:
         now = datetime.datetime.now(datetime.timezone.utc)
-        found = self.classify(exception, now)
+        found = self.match(exception, now)
         reason = found.reason
         if found.action == "fail":
             return RetryDecision.fail(reason=_clip(f"{reason} -> fail now, no retry"))
@@ -337,7 +336,7 @@ class BackoffRetryPolicy(RetryPolicy):
             str(_attr(ti, "run_id")),
             -1 if map_index is None else int(map_index),
         )
-        backoff_delay = self.delay(backoff, seed, try_number)
+        backoff_delay = backoff.sleep(seed, try_number)
         delay, why = backoff_delay, f"backoff {backoff_delay:.1f}s"
         if found.retry_after is not None:
             if found.retry_after > self.max_retry_after:
@@ -353,6 +352,8 @@ class BackoffRetryPolicy(RetryPolicy):
                     f"Retry-After {found.retry_after:.0f}s > backoff {backoff_delay:.1f}s",
                 )
         deadline = self.budget_deadline(context)
+        if deadline is None and self.budget is not None:
+            why += f"; budget not checked: the context has no {self.budget_anchor}"
         if deadline is not None:
             starts = now + datetime.timedelta(seconds=delay)
             if starts > deadline[0]:

@@ -269,6 +269,18 @@ def test_budget_anchors(anchor: str, field: str) -> None:
     assert late.action.value == "fail" and f"({anchor} + 2m)" in late.reason
 
 
+def test_budget_without_an_anchor_says_so() -> None:
+    policy = BackoffRetryPolicy(initial=60, jitter="none", budget=60, budget_anchor="run_start")
+    decision = decide(policy, ValueError(), start_date=None)
+    assert decision.action.value == "retry"
+    assert decision.reason.endswith("(backoff 60.0s; budget not checked: the context has no run_start)")
+
+
+def test_zero_retry_delay_counts_as_one_second() -> None:
+    policy = BackoffRetryPolicy(jitter="none")
+    assert decide(policy, ValueError(), retry_delay=dt.timedelta(0)).retry_delay == dt.timedelta(seconds=1)
+
+
 def test_retry_after_counts_against_the_budget() -> None:
     policy = BackoffRetryPolicy(initial=1, rules=[HTTP_ERRORS], budget=dt.timedelta(minutes=5))
     assert decide(policy, HTTPError(429, {"Retry-After": "600"})).action.value == "fail"
@@ -353,7 +365,7 @@ def test_a_policy_that_raises_falls_back_to_airflows_logic(monkeypatch: pytest.M
     def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise RuntimeError("policy bug")
 
-    monkeypatch.setattr(policy, "classify", broken)
+    monkeypatch.setattr(policy, "match", broken)
     logged: list[str] = []
     log = SimpleNamespace(exception=lambda message, **_: logged.append(message), info=lambda *a, **k: None)
     ti = SimpleNamespace(
