@@ -39,8 +39,9 @@ DAGS = ("rp_transient_then_ok", "rp_not_found", "rp_retry_after", "rp_budget", "
 TASK = "call_api"
 # The DAG file's SCHEDULE (equal jitter: 6 s x2 up to 20 s)
 SCHEDULE = BackoffPolicy(initial=6, factor=2, cap=20, jitter="equal")
-# A retry is due at end + delay; the scheduler loop, the executor and the worker start add latency.
-LATENCY_SLACK = 20.0
+# A retry is due at end + delay; the scheduler loop, the executor and the worker start add latency. The
+# exact delay is proven by retry_delay_override; the bound only has to stay below the 60 s retry_delay.
+LATENCY_SLACK = 30.0
 
 
 @pytest.fixture(scope="module")
