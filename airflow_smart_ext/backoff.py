@@ -37,6 +37,7 @@ __all__ = [
     "ScheduledCheck",
     "aligned_start",
     "condition_seed",
+    "duration_text",
     "replay",
     "seeded_uniform",
     "task_seed",
@@ -235,6 +236,21 @@ class BackoffPolicy:
         # max(): exact in theory, it keeps float rounding from ever putting check k before slot k-1's end.
         return max(self._slot_end(seed, index - 1), end - width * seeded_uniform(seed, index, "jitter"))
 
+    def sleep(self, seed: str, index: int) -> float:
+        """AWS's jittered sleep before attempt #``index`` (>= 1) over the base ``b = b_{index-1}``, drawn on its
+        own: ``none`` b, ``full`` U[0, b], ``equal`` U[b/2, b]; ``decorrelated`` the replayed sleep (up to 3x
+        the previous one). Unlike the gaps of :meth:`offset`'s slotted schedule, consecutive sleeps are
+        independent, as in AWS's algorithms: task retries use it (each delay is taken from the moment a try
+        failed, so no absolute schedule is needed). Within ``[0, cap]`` at any index, no overflow.
+        """
+        if isinstance(index, bool) or not isinstance(index, int) or index < 1:
+            raise ValueError(f"index must be an int >= 1; got {index!r}")
+        if self.jitter == "decorrelated":
+            sums = _decorrelated_sums(self, seed, index)
+            return min(self.cap_seconds, max(0.0, sums[index] - sums[index - 1]))
+        base = self.base_interval(index - 1)
+        return base * (1.0 - 2 * _WIDTH_SHARE[self.jitter] * seeded_uniform(seed, index, "sleep"))
+
     def next_check(
         self,
         seed: str,
@@ -279,14 +295,14 @@ class BackoffPolicy:
     def describe(self) -> str:
         """Short human text, e.g. ``60s x2 up to 30m, full jitter, splay 1m``."""
         if self.jitter == "decorrelated":
-            text = f"{_duration(self.initial)} decorrelated (AWS: up to 3x the previous sleep) up to "
-            text += _duration(self.cap_seconds)
+            text = f"{duration_text(self.initial)} decorrelated (AWS: up to 3x the previous sleep) up to "
+            text += duration_text(self.cap_seconds)
         elif self.factor == 1:
-            text = f"every {_duration(self.initial)}, {_JITTER_LABEL[self.jitter]}"
+            text = f"every {duration_text(self.initial)}, {_JITTER_LABEL[self.jitter]}"
         else:
-            text = f"{_duration(self.initial)} x{self.factor:g} up to {_duration(self.cap_seconds)}, "
+            text = f"{duration_text(self.initial)} x{self.factor:g} up to {duration_text(self.cap_seconds)}, "
             text += _JITTER_LABEL[self.jitter]
-        return text + (f", splay {_duration(self.splay)}" if self.splay else "")
+        return text + (f", splay {duration_text(self.splay)}" if self.splay else "")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able; ``BackoffPolicy.from_dict(p.to_dict()) == p``."""
@@ -344,7 +360,8 @@ def _gallop(reached: Callable[[int], bool], low: int, guess: int) -> int:
     return high
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
+    """``90`` -> ``90s``, ``600`` -> ``10m``, ``86400`` -> ``1d`` (the units of :meth:`BackoffPolicy.describe`)."""
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size and seconds % size == 0:
             return f"{seconds / size:g}{unit}"

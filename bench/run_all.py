@@ -43,6 +43,7 @@ SCRIPTS: list[tuple[str, str]] = [
     ("triggerer", "bench_triggerer.py"),
     ("sharing", "bench_sharing.py"),
     ("worker_slots", "bench_worker_slots.py"),
+    ("retries", "bench_retries.py"),
 ]
 DEFAULT_OUT = REPO_ROOT / "docs" / "benchmarks.md"
 
