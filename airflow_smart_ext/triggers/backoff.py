@@ -14,19 +14,19 @@ from typing import Any
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
-from airflow_smart_ext.triggers import checks, sharing
-from airflow_smart_ext.triggers.checks import (
-    CheckOutcome,
-    config_non_negative_float,
+from airflow_smart_ext.conditions import (
+    EVENT_STATUS,
+    Outcome,
     make_interpreter,
     make_shared_check,
+    runtime,
     sharing_key,
     validate_check_spec,
 )
-from airflow_smart_ext.triggers.sharing import Observation
+from airflow_smart_ext.conditions.runtime import config_non_negative_float
+from airflow_smart_ext.triggers import sharing
 
 CLASSPATH = "airflow_smart_ext.triggers.backoff.BackoffTrigger"
-EVENT_STATUSES = ("success", "failure", "timeout", "error")
 
 DEFAULT_SHARING_WINDOW_SECONDS = 5.0
 DEFAULT_SHARING_WINDOW_FRACTION = 0.1
@@ -133,7 +133,7 @@ class BackoffTrigger(compat.BaseTrigger):
 
     async def _next(self, after: int) -> ScheduledCheck | None:
         if self._offload_schedule:
-            return await checks.run_blocking(self._next_blocking, after, sharing.now())
+            return await runtime.run_blocking(self._next_blocking, after, sharing.now())
         return self._next_inline(after)
 
     def _next_blocking(self, after: int, now: float) -> ScheduledCheck | None:
@@ -141,12 +141,12 @@ class BackoffTrigger(compat.BaseTrigger):
 
     async def _interval_before(self, scheduled: ScheduledCheck) -> float:
         if self._offload_schedule and scheduled.index > 0:
-            previous = await checks.run_blocking(self._backoff_policy.offset, self.seed, scheduled.index - 1)
+            previous = await runtime.run_blocking(self._backoff_policy.offset, self.seed, scheduled.index - 1)
             return scheduled.at - (self.started_at + previous)
         return self._interval_before_inline(scheduled)
 
     def _event(
-        self, status: str, index: int, outcome: CheckOutcome | None, message: str, checked_at: float
+        self, status: str, index: int, outcome: Outcome | None, message: str, checked_at: float
     ) -> Any:
         """The event of check ``index``; every value comes from the schedule or the observation.
 
@@ -217,24 +217,30 @@ class BackoffTrigger(compat.BaseTrigger):
                     await self._hold(run_started)
                     yield event
                     return
-                outcome, checked_at, shared, early = await self._check_when_due(
-                    group, subscription, scheduled, interpret, window_config
+                window = coalescing_window(await self._interval_before(scheduled), window_config)
+                result = await group.wait(
+                    subscription, scheduled.at, window, self.check.get("context", {}), interpret
                 )
+                outcome = result.outcome
                 following = None
                 if not (outcome.is_terminal or scheduled.final):
                     following = await self._next(scheduled.index)
                 # The required per-check line; one pre-formatted message (no extra processor work).
                 self.log.info(
                     f"check #{scheduled.index} at={scheduled.at:.3f} (scheduled {_iso(scheduled.at)})"
-                    f"{' early' if early else (' shared' if shared else '')}: {outcome.status}"
+                    f"{' early' if result.early else (' shared' if result.shared else '')}: {outcome.status}"
                     f"{f' ({outcome.message})' if outcome.message else ''}; group of {group.subscribers}; "
                     f"next check {f'#{following.index} at {_iso(following.at)}' if following else 'none'}"
                 )
                 event = None
-                if outcome.status == "positive":
-                    event = self._event("success", scheduled.index, outcome, "condition met", checked_at)
-                elif outcome.status in ("failure", "timeout", "skip", "error"):
-                    event = self._event(outcome.status, scheduled.index, outcome, outcome.message, checked_at)
+                if outcome.is_terminal:
+                    event = self._event(
+                        EVENT_STATUS[outcome.status],
+                        scheduled.index,
+                        outcome,
+                        "condition met" if outcome.status == "positive" else outcome.message,
+                        result.checked_at,
+                    )
                 elif scheduled.final or following is None:
                     event = self._timeout_event(scheduled.index, scheduled.at)
                 if event is not None:
@@ -244,53 +250,6 @@ class BackoffTrigger(compat.BaseTrigger):
                 scheduled = following
         finally:
             self._leave()
-
-    async def _check_when_due(
-        self,
-        group: sharing.CheckGroup,
-        subscription: sharing.Subscription,
-        scheduled: ScheduledCheck,
-        interpret: Any,
-        window_config: tuple[float, float],
-    ) -> tuple[CheckOutcome, float, bool, bool]:
-        """Wait until ``scheduled.at``, completing early on a group observation terminal for us.
-
-        Returns (outcome, the time the outcome is about, shared, early).
-        """
-        while True:
-            for news in subscription.take():
-                outcome = self._interpret(news, interpret)
-                # Another subscriber's check found our condition (or a failure criterion): done now.
-                if outcome.status in ("positive", "failure"):
-                    return outcome, min(news.observed_at, scheduled.at), True, True
-            remaining = scheduled.at - sharing.now()
-            if remaining <= 0:
-                break
-            await subscription.wait(remaining)  # news, or our due time (a spurious wake just loops)
-        window = coalescing_window(await self._interval_before(scheduled), window_config)
-        terminal: list[CheckOutcome] = []
-
-        def accept(observation: Observation) -> bool:
-            # While our own round runs: another round's result that is terminal for us completes us too.
-            outcome = self._interpret(observation, interpret)
-            if outcome.status in ("positive", "failure"):
-                terminal.append(outcome)
-                return True
-            return False
-
-        observation, shared = await group.observe(
-            scheduled.at, window, self.check.get("context", {}), subscription, accept
-        )
-        if terminal:
-            return terminal[-1], scheduled.at, True, False
-        return self._interpret(observation, interpret), scheduled.at, shared, False
-
-    @staticmethod
-    def _interpret(observation: Observation, interpret: Any) -> CheckOutcome:
-        if observation.error is not None:
-            return CheckOutcome("error", message=observation.error)
-        outcome: CheckOutcome = interpret(observation.raw)
-        return outcome
 
     def _leave(self) -> None:
         group, self._group = self._group, None

@@ -19,7 +19,6 @@ process). Works the same on Airflow 2.11 and 3.x: nothing here depends on 3.3's 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import weakref
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.triggers.checks import SharedCheck
+from airflow_smart_ext.conditions import Interpreter, Outcome, SharedCheck
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +68,32 @@ def call_later(seconds: float, callback: Callable[[], None]) -> _Cancellable:
 class Observation:
     """One run of a group's shared check. ``observed_at`` is when it started (a conservative data time)."""
 
-    seq: int
     observed_at: float
     raw: Any = None
-    error: str | None = None
+    error: BaseException | None = None  # the shared check raised (kept for classification)
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    """What one scheduled check of one subscriber concluded."""
+
+    outcome: Outcome
+    checked_at: float  # the time the outcome is about (its scheduled time, or the observation's if early)
+    shared: bool  # served by another subscriber's check
+    early: bool  # completed before its due time by another subscriber's observation
+
+
+def interpret(observation: Observation, interpreter: Interpreter) -> Outcome:
+    """One subscriber's outcome of an observation of its group."""
+    if observation.error is not None:
+        err = observation.error
+        return Outcome("error", message=f"{type(err).__name__}: {err}", error=err)
+    return interpreter(observation.raw)
+
+
+def completes_early(outcome: Outcome) -> bool:
+    """Another subscriber's observation ends our wait before our due time only when it is decisive."""
+    return outcome.status in ("positive", "failure")
 
 
 class Subscription:
@@ -118,9 +139,7 @@ class CheckGroup:
         self.shared_check = shared_check
         self.subscribers = 0
         self.latest: Observation | None = None
-        self.checks_run = 0
         self._registry = registry
-        self._seq = 0
         # Rounds in flight -> the time each started; several when a subscriber's due time came while an
         # older round (too old for its window) was still running.
         self._inflight: dict[asyncio.Future[Observation], float] = {}
@@ -132,14 +151,12 @@ class CheckGroup:
         try:
             raw = await self.shared_check.run(context)
             error = None
-        except (Exception, compat.AirflowTaskTimeout) as err:  # the latter is a BaseException on 3.x
-            raw, error = None, f"{type(err).__name__}: {err}"
-        self._seq += 1
-        observation = Observation(self._seq, observed_at, raw, error)
+        except compat.CHECK_ERRORS as err:
+            raw, error = None, err
+        observation = Observation(observed_at, raw, error)
         # Rounds may finish out of order: ``latest`` is the freshest data, i.e. the latest *start*.
         if self.latest is None or observed_at >= self.latest.observed_at:
             self.latest = observation
-        self.checks_run += 1
         compat.Stats.incr(METRIC_CHECKS)
         for subscription in self._subscriptions:  # offered to every subscriber at once
             subscription.news.append(observation)
@@ -219,9 +236,43 @@ class CheckGroup:
     def unsubscribe(self, subscription: Subscription) -> None:
         self._subscriptions.discard(subscription)
 
-    @property
-    def seq(self) -> int:
-        return self._seq
+    # -- the wait protocol --
+
+    async def wait(
+        self,
+        subscription: Subscription,
+        due_at: float,
+        window: float,
+        context: Mapping[str, Any],
+        interpreter: Interpreter,
+    ) -> WaitResult:
+        """Wait until ``due_at`` and check (or reuse a shared check within ``window``); one subscriber's
+        outcome. A group observation that is decisive for us completes the wait early.
+        """
+        while True:
+            for news in subscription.take():
+                outcome = interpret(news, interpreter)
+                # Another subscriber's check found our condition (or a failure criterion): done now.
+                if completes_early(outcome):
+                    return WaitResult(outcome, min(news.observed_at, due_at), True, True)
+            remaining = due_at - now()
+            if remaining <= 0:
+                break
+            await subscription.wait(remaining)  # news, or our due time (a spurious wake just loops)
+        decisive: list[Outcome] = []
+
+        def accept(observation: Observation) -> bool:
+            # While our own round runs: another round's result that is decisive for us completes us too.
+            outcome = interpret(observation, interpreter)
+            if completes_early(outcome):
+                decisive.append(outcome)
+                return True
+            return False
+
+        observation, shared = await self.observe(due_at, window, context, subscription, accept)
+        if decisive:
+            return WaitResult(decisive[-1], due_at, True, False)
+        return WaitResult(interpret(observation, interpreter), due_at, shared, False)
 
     # -- membership --
 
@@ -292,12 +343,3 @@ def join(key: str, factory: Callable[[], SharedCheck], share: bool) -> CheckGrou
     group = CheckGroup(key, factory(), None)
     group.subscribers = 1
     return group
-
-
-@contextlib.contextmanager
-def membership(key: str, factory: Callable[[], SharedCheck], share: bool) -> Any:
-    group = join(key, factory, share)
-    try:
-        yield group
-    finally:
-        group.leave()

@@ -20,10 +20,10 @@ from urllib.parse import urlparse
 import pytest
 
 from airflow_smart_ext import compat
+from airflow_smart_ext.conditions.sql import FirstRowOutcome, evaluate_first_row
 from airflow_smart_ext.sensors import BackoffSqlSensor
 from airflow_smart_ext.sensors import base as sensor_base
 from airflow_smart_ext.sensors.base import STATS_XCOM_KEY
-from airflow_smart_ext.sensors.sql import FirstRowOutcome, evaluate_first_row
 from tests.unit.test_sensor_helpers import FakeClock, make_context
 
 HELPERS = "tests.unit.test_sensor_helpers"
