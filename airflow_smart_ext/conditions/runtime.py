@@ -1,14 +1,19 @@
-"""Where checks run in the triggerer: configuration, the bounded check threads, per-key slots, imports.
+"""Where checks run in the triggerer: configuration, the bounded check threads, per-key slots, time limits,
+rate limits, imports.
 
-Blocking work (a sync ``poke``, a DB-API query) runs in a pool of our own, never on the triggerer's event
-loop and never through ``asgiref.sync_to_async`` (which funnels every call onto one thread). Checks with the
-same concurrency key (one connection, or one sensor class) share a bounded number of slots, so 1,000
-triggers cannot open 1,000 connections at once.
+Blocking work (a sync ``poke``, a DB-API query) runs in a pool of our own with a fixed number of threads
+(``[smart_ext] check_threads``), never on the triggerer's event loop and never through
+``asgiref.sync_to_async`` (which funnels every call onto one thread). Checks with the same concurrency key
+(one connection, or one sensor class) share ``[smart_ext] max_concurrent_checks_per_connection`` slots, so
+1,000 triggers cannot open 1,000 connections at once. A slot belongs to the *thread*: a check that hangs
+past its time limit is abandoned by its waiters but keeps its slot until its thread really ends, so a hung
+connection can hold at most its own slots of the pool, never more.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import importlib
@@ -26,6 +31,10 @@ from airflow_smart_ext import compat
 CONFIG_SECTION = "smart_ext"
 DEFAULT_MAX_CONCURRENT_CHECKS_PER_CONNECTION = 4
 DEFAULT_CHECK_THREADS = 32
+# A check's time limit when neither the sensor (check_timeout=) nor [smart_ext] check_time_limit sets one:
+# its poke_interval, within these bounds (a check may take a while; a hung one must not hold a wait forever).
+MIN_DEFAULT_CHECK_TIME_LIMIT = 60.0
+MAX_DEFAULT_CHECK_TIME_LIMIT = 600.0
 
 T = TypeVar("T")
 
@@ -79,11 +88,46 @@ def _check_executor() -> ThreadPoolExecutor:
         return _executor
 
 
-async def run_blocking(func: Callable[..., T], *args: Any) -> T:
-    """Run ``func(*args)`` in a worker thread, keeping context variables (log context) like to_thread."""
+async def run_blocking(func: Callable[..., T], *args: Any, key: str | None = None) -> T:
+    """Run ``func(*args)`` in a check thread, keeping context variables (log context) like to_thread.
+
+    With ``key``: in one of that concurrency key's slots. The slot is released when the *thread* ends: a
+    waiter that gives up (time limit, cancelled trigger) leaves the slot taken while the thread still runs.
+    """
     loop = asyncio.get_running_loop()
     call = functools.partial(contextvars.copy_context().run, func, *args)
-    return await loop.run_in_executor(_check_executor(), call)
+    if key is None:
+        return await loop.run_in_executor(_check_executor(), call)
+    slots = connection_semaphore(key)
+    await slots.acquire()
+    try:
+        future = _check_executor().submit(call)
+    except BaseException:
+        slots.release()
+        raise
+
+    def release(_: Any) -> None:
+        # RuntimeError: the loop closed (triggerer shutting down); nobody waits for the slot any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(slots.release)
+
+    future.add_done_callback(release)
+    return await asyncio.wrap_future(future, loop=loop)
+
+
+class CheckTimeLimitExceeded(TimeoutError):
+    """A check ran past its time limit: a failed check (transient: a hung system may recover)."""
+
+
+def check_time_limit(check_timeout: float | None, poke_interval: float) -> float:
+    """Seconds one check may take: the sensor's ``check_timeout``, else ``[smart_ext] check_time_limit``,
+    else derived from the schedule (``poke_interval`` within [60 s, 600 s])."""
+    if check_timeout is not None:
+        return float(check_timeout)
+    configured = config_non_negative_float("check_time_limit", 0.0)
+    if configured > 0:
+        return configured
+    return min(max(poke_interval, MIN_DEFAULT_CHECK_TIME_LIMIT), MAX_DEFAULT_CHECK_TIME_LIMIT)
 
 
 def connection_semaphore(key: str) -> asyncio.Semaphore:

@@ -119,14 +119,17 @@ class SensorSharedCheck(SharedCheck):
 
     async def run(self, context: Mapping[str, Any]) -> Outcome:
         ctx = poke_context(context)
+        key = self.concurrency_key
         try:
-            async with runtime.connection_semaphore(self.concurrency_key):
-                sensor = self._sensor if self._sensor is not None else await runtime.run_blocking(self._build)
-                apoke = getattr(sensor, "apoke", None)
-                if apoke is not None and inspect.iscoroutinefunction(apoke):
+            sensor = self._sensor
+            if sensor is None:
+                sensor = await runtime.run_blocking(self._build, key=key)
+            apoke = getattr(sensor, "apoke", None)
+            if apoke is not None and inspect.iscoroutinefunction(apoke):
+                async with runtime.connection_semaphore(key):  # a coroutine: cancelling it frees the slot
                     result = await apoke(ctx)
-                else:
-                    result = await runtime.run_blocking(self._poke, ctx)
+            else:
+                result = await runtime.run_blocking(self._poke, ctx, key=key)
         except compat.CHECK_ERRORS as err:
             return outcome_from_exception(err)
         # PokeReturnValue is truthy when done and carries the XCom value; a bare bool works too.

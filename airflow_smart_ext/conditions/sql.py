@@ -180,12 +180,16 @@ class SqlSharedCheck(SharedCheck):
         self.concurrency_key = f"conn_id:{conn_id}"
 
     async def run(self, context: Mapping[str, Any]) -> tuple[Any, ...] | None:
-        async with runtime.connection_semaphore(self.concurrency_key):
-            # Airflow 3 triggers have no metadata-DB access: the connection comes through the supervisor.
-            connection = await compat.aget_connection(self.conn_id)
-            return await runtime.run_blocking(
-                _query_first_row, connection, self.sql, self.parameters, self.hook_params
-            )
+        # Airflow 3 triggers have no metadata-DB access: the connection comes through the supervisor.
+        connection = await compat.aget_connection(self.conn_id)
+        return await runtime.run_blocking(
+            _query_first_row,
+            connection,
+            self.sql,
+            self.parameters,
+            self.hook_params,
+            key=self.concurrency_key,
+        )
 
 
 class SqlInterpreter:

@@ -26,6 +26,7 @@ from airflow_smart_ext.backoff import (
 )
 from airflow_smart_ext.conditions import Ending, outcome_from_exception, sensor, sharing_key, task_ending
 from airflow_smart_ext.conditions.runtime import callable_path, json_problem
+from airflow_smart_ext.errors import classify, error_type_paths, resolve_error_types
 
 if TYPE_CHECKING:
     from airflow_smart_ext.compat import PokeReturnValue
@@ -78,6 +79,28 @@ def _epoch(value: datetime.datetime) -> float:
 
 def _utc(epoch_seconds: float) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(epoch_seconds, tz=datetime.timezone.utc)
+
+
+def check_timeout_seconds(value: Any) -> float | None:
+    """``check_timeout`` in seconds (> 0) or None; ``ValueError`` naming the parameter otherwise."""
+    seconds = _to_seconds(value, "check_timeout", allow_none=True)
+    if seconds is not None and seconds <= 0:
+        raise ValueError(f"check_timeout must be > 0 seconds (or None for the default); got {value!r}")
+    return seconds
+
+
+def rate_limit_value(value: Any) -> float | None:
+    """``rate_limit`` in checks per second (> 0) or None; ``ValueError`` naming the parameter otherwise."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"rate_limit must be a number of checks per second > 0, or None; got {value!r}")
+    return float(value)
 
 
 def backoff_policy_for(
@@ -170,6 +193,17 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         Default: ``[operators] default_deferrable``.
     :param deferrable_fallback: ``None`` (default): a sensor that cannot be shipped to the triggerer fails
         at DAG parse. ``"reschedule"``: it runs in reschedule mode instead and logs a warning.
+    :param transient_errors: extra exception classes (or dotted paths) to treat as transient, on top of
+        :func:`airflow_smart_ext.errors.classify` (connection refused/reset, timeouts, DB-API
+        ``OperationalError`` such as "database is locked", HTTP 429/5xx, ...). A transient error is "not
+        yet" in every mode: the schedule goes on to the deadline; no try is spent, no worker resumed.
+    :param check_timeout: seconds (or timedelta) one check may run in the triggerer; a check over it is a
+        failed (transient) check. Default ``[smart_ext] check_time_limit``, else ``poke_interval`` within
+        [60 s, 600 s].
+    :param rate_limit: checks per second allowed on this sensor's connection in the triggerer (a token
+        bucket shared by every check on the connection; the lowest rate asked wins). Default
+        ``[smart_ext] max_checks_per_second_per_connection`` (0: no limit). Checks over budget are delayed,
+        never dropped, never past the deadline.
     """
 
     def __init__(
@@ -180,6 +214,9 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         splay: float | datetime.timedelta | None = DEFAULT_SPLAY,
         deferrable: bool | None = None,
         deferrable_fallback: str | None = None,
+        transient_errors: Any = None,
+        check_timeout: float | datetime.timedelta | None = None,
+        rate_limit: float | None = None,
         **kwargs: Any,
     ) -> None:
         # Airflow's own exponential backoff never runs: our policy governs every interval. An explicit
@@ -204,6 +241,11 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         self.splay = splay
         self.deferrable = deferrable
         self.deferrable_fallback = deferrable_fallback
+        self.transient_errors = transient_errors
+        self.transient_error_types = resolve_error_types(transient_errors, "transient_errors")
+        self.check_timeout = check_timeout_seconds(check_timeout)
+        self.rate_limit = rate_limit_value(rate_limit)
+        self._consecutive_errors = 0
         self.backoff_policy = self._build_policy()
         self.deferrable_fallback_reason: str | None = None
 
@@ -302,22 +344,42 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             raise
         except compat.CHECK_ERRORS as err:
             outcome = outcome_from_exception(err)
+            error_class = classify(err, self.transient_error_types) if outcome.status == "error" else None
+            transient = error_class is not None and error_class.transient
             ending = task_ending(
                 outcome.status,
                 soft_fail=self.soft_fail,
                 never_fail=getattr(self, "never_fail", False),
                 silent_fail=getattr(self, "silent_fail", False),
+                transient=transient,
             )
             if ending is Ending.NOT_YET:
-                self.log.exception(
-                    "Poke #%d (check #%d) failed; silent_fail=True: treating it as 'not yet'", pokes, index
-                )
+                self._consecutive_errors += 1
+                if transient and error_class is not None:
+                    self.log.warning(
+                        "Poke #%d (check #%d) failed with a transient error (%s, %d in a row): %s; "
+                        "treating it as 'not yet'",
+                        pokes,
+                        index,
+                        error_class.reason,
+                        self._consecutive_errors,
+                        outcome.message,
+                    )
+                    self._incr("transient_errors", context)
+                else:
+                    self.log.exception(
+                        "Poke #%d (check #%d) failed (%d in a row); silent_fail=True: treating it as 'not yet'",
+                        pokes,
+                        index,
+                        self._consecutive_errors,
+                    )
                 self._incr("poke_errors", context)
                 return False, None
             if ending is Ending.SKIP:
                 flag = "soft_fail" if self.soft_fail and outcome.status != "error" else "never_fail"
                 raise compat.AirflowSkipException(f"Skipping due to {flag} is set to True.") from err
             raise  # the poke's own exception decides retries, as in Airflow
+        self._consecutive_errors = 0
         if isinstance(result, compat.PokeReturnValue):
             return bool(result.is_done), result.xcom_value
         return bool(result), None
@@ -506,6 +568,10 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             started_at=anchor,
             deadline=deadline,
             after=after,
+            transient_errors=error_type_paths(self.transient_error_types),
+            silent_fail=bool(getattr(self, "silent_fail", False)),
+            check_timeout=self.check_timeout,
+            rate_limit=self.rate_limit,
         )
         # The deadline never moves: every (re)defer gets only the time left, plus a grace period so the
         # trigger's own final check and "timeout" event arrive before Airflow's trigger timeout.

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import Interpreter, Outcome, SharedCheck
+from airflow_smart_ext.conditions.runtime import CheckTimeLimitExceeded
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,10 @@ METRIC_CHECKS = "smart_ext.trigger.checks"
 METRIC_CHECKS_SAVED = "smart_ext.trigger.checks_saved"
 METRIC_GROUPS = "smart_ext.trigger.groups"
 METRIC_SUBSCRIBERS = "smart_ext.trigger.subscribers"
+METRIC_RATE_LIMITED = "smart_ext.trigger.checks_rate_limited"
+METRIC_TIME_LIMIT_EXCEEDED = "smart_ext.trigger.checks_over_time_limit"
+# Subscribers woken per loop iteration when an observation reaches a large group (fan-out without stalls).
+WAKE_SLICE = 100
 
 # Clock and sleep hooks: tests patch these to run schedules on a virtual clock. ``_call_later`` (None: the
 # running loop's ``call_later``) arms the wake-up timer of a waiting subscriber; patch it with ``_sleep``.
@@ -71,6 +76,28 @@ class Observation:
     observed_at: float
     raw: Any = None
     error: BaseException | None = None  # the shared check raised (kept for classification)
+
+
+@dataclass(frozen=True)
+class CheckLimits:
+    """Bounds on one subscriber's check.
+
+    ``time_limit``: seconds a round it starts may run (None: unbounded); ``rate_limit``: checks per second
+    allowed on the check's concurrency key (None: no limit); ``not_after``: a round it starts waits for the
+    rate limit no later than this moment (its deadline); ``give_up_at``: stop waiting for a round then.
+    """
+
+    time_limit: float | None = None
+    rate_limit: float | None = None
+    not_after: float | None = None
+    give_up_at: float | None = None
+
+
+NO_LIMITS = CheckLimits()
+
+
+class WaitAbandoned(TimeoutError):
+    """A subscriber stopped waiting for a check that had not reported by its ``give_up_at``."""
 
 
 @dataclass(frozen=True)
@@ -147,25 +174,77 @@ class CheckGroup:
 
     # -- observations --
 
-    async def _round(self, observed_at: float, context: Mapping[str, Any]) -> Observation:
+    async def _round(
+        self, observed_at: float, context: Mapping[str, Any], limits: CheckLimits
+    ) -> Observation:
+        delay = rate_limiter(self.shared_check.concurrency_key, limits.rate_limit).reserve(limits.not_after)
+        if delay > 0:  # over the connection's budget: delayed, never dropped, never past the deadline
+            compat.Stats.incr(METRIC_RATE_LIMITED)
+            await sleep(delay)
+            observed_at = now()
+        task = asyncio.current_task()
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            if task is not None:
+                task.cancel()
+
+        timer = call_later(limits.time_limit, expire) if limits.time_limit else None
         try:
             raw = await self.shared_check.run(context)
-            error = None
+            error: BaseException | None = None
+        except asyncio.CancelledError:
+            if not expired:
+                raise
+            if task is not None and hasattr(task, "uncancel"):
+                task.uncancel()
+            raw, error = (
+                None,
+                CheckTimeLimitExceeded(
+                    f"the check ran past its time limit of {limits.time_limit:g}s and was abandoned "
+                    f"(a blocked thread keeps its {self.shared_check.concurrency_key} slot until it ends)"
+                ),
+            )
+            compat.Stats.incr(METRIC_TIME_LIMIT_EXCEEDED)
         except compat.CHECK_ERRORS as err:
             raw, error = None, err
+        finally:
+            if timer is not None:
+                timer.cancel()
         observation = Observation(observed_at, raw, error)
         # Rounds may finish out of order: ``latest`` is the freshest data, i.e. the latest *start*.
         if self.latest is None or observed_at >= self.latest.observed_at:
             self.latest = observation
         compat.Stats.incr(METRIC_CHECKS)
-        for subscription in self._subscriptions:  # offered to every subscriber at once
-            subscription.news.append(observation)
-            subscription._wake()
+        self._announce(observation)
         return observation
 
-    def _start_round(self, context: Mapping[str, Any]) -> asyncio.Future[Observation]:
+    def _announce(self, observation: Observation) -> None:
+        """Offer an observation to every subscriber at once (their inboxes; wake-ups in slices)."""
+        subscriptions = list(self._subscriptions)
+        for subscription in subscriptions:
+            subscription.news.append(observation)
+        if len(subscriptions) <= WAKE_SLICE:
+            for subscription in subscriptions:
+                subscription._wake()
+            return
+        # Thousands of subscribers: wake them a slice per loop iteration, so the loop's other callbacks
+        # (other triggers, the triggerer's heartbeat) run between slices instead of after all of them.
+        loop = asyncio.get_running_loop()
+
+        def wake_from(start: int) -> None:
+            for subscription in subscriptions[start : start + WAKE_SLICE]:
+                subscription._wake()
+            if start + WAKE_SLICE < len(subscriptions):
+                loop.call_soon(wake_from, start + WAKE_SLICE)
+
+        wake_from(0)
+
+    def _start_round(self, context: Mapping[str, Any], limits: CheckLimits) -> asyncio.Future[Observation]:
         started = now()
-        task = asyncio.ensure_future(self._round(started, context))
+        task = asyncio.ensure_future(self._round(started, context, limits))
         self._inflight[task] = started
         task.add_done_callback(self._round_done)
         return task
@@ -177,6 +256,7 @@ class CheckGroup:
         context: Mapping[str, Any],
         subscription: Subscription | None = None,
         accept: Callable[[Observation], bool] | None = None,
+        limits: CheckLimits | None = None,
     ) -> tuple[Observation, bool]:
         """An observation that started at or after ``due_at - window``; ``True`` when it was shared.
 
@@ -196,7 +276,7 @@ class CheckGroup:
                 round_ = task
         shared = round_ is not None
         if round_ is None:
-            round_ = self._start_round(context)
+            round_ = self._start_round(context, limits or NO_LIMITS)
         if subscription is None:
             subscription = Subscription()
             self._subscriptions.add(subscription)
@@ -216,7 +296,11 @@ class CheckGroup:
                     if shared:
                         compat.Stats.incr(METRIC_CHECKS_SAVED)
                     return observation, shared
-                await subscription.wait()
+                give_up_at = limits.give_up_at if limits is not None else None
+                if give_up_at is None:
+                    await subscription.wait()
+                elif not await subscription.wait(give_up_at - now()) and now() >= give_up_at:
+                    raise WaitAbandoned(f"gave up waiting for the check at {give_up_at:.3f}")
         finally:
             if private:
                 self._subscriptions.discard(subscription)
@@ -245,6 +329,7 @@ class CheckGroup:
         window: float,
         context: Mapping[str, Any],
         interpreter: Interpreter,
+        limits: CheckLimits = NO_LIMITS,
     ) -> WaitResult:
         """Wait until ``due_at`` and check (or reuse a shared check within ``window``); one subscriber's
         outcome. A group observation that is decisive for us completes the wait early.
@@ -269,7 +354,7 @@ class CheckGroup:
                 return True
             return False
 
-        observation, shared = await self.observe(due_at, window, context, subscription, accept)
+        observation, shared = await self.observe(due_at, window, context, subscription, accept, limits)
         if decisive:
             return WaitResult(decisive[-1], due_at, True, False)
         return WaitResult(interpret(observation, interpreter), due_at, shared, False)
@@ -321,6 +406,53 @@ class SharingRegistry:
     def _report(self) -> None:
         compat.Stats.gauge(METRIC_GROUPS, len(self.groups))
         compat.Stats.gauge(METRIC_SUBSCRIBERS, self._subscribers)
+
+
+class TokenBucket:
+    """Checks per second on one concurrency key; a check over budget reserves the next free moment.
+
+    Capacity one check (no burst): over any window of ``w`` seconds at most ``rate * w + 1`` checks start,
+    except a check that reached its ``not_after`` (a deadline), which is never delayed past it.
+    """
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self._next_free = 0.0  # the earliest moment the next check may start
+
+    def reserve(self, not_after: float | None = None) -> float:
+        """Seconds the caller must wait before its check; the slot is taken (delayed, never dropped)."""
+        current = now()
+        start = max(current, self._next_free)
+        if not_after is not None and start > not_after:
+            start = max(current, not_after)  # the deadline wins: this check goes over budget
+        else:
+            self._next_free = start + 1.0 / self.rate
+        return start - current
+
+
+class _Unlimited:
+    def reserve(self, not_after: float | None = None) -> float:
+        return 0.0
+
+
+_UNLIMITED = _Unlimited()
+_buckets: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, TokenBucket]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def rate_limiter(key: str, rate: float | None) -> TokenBucket | _Unlimited:
+    """The bucket of ``key`` in this process; the lowest rate any of its checks asked for applies."""
+    if not rate:
+        existing = _buckets.get(asyncio.get_running_loop(), {}).get(key)
+        return existing if existing is not None else _UNLIMITED
+    per_loop = _buckets.setdefault(asyncio.get_running_loop(), {})
+    bucket = per_loop.get(key)
+    if bucket is None:
+        bucket = per_loop[key] = TokenBucket(rate)
+    elif rate < bucket.rate:
+        bucket.rate = rate
+    return bucket
 
 
 _registries: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharingRegistry] = (
