@@ -140,7 +140,27 @@ if TYPE_CHECKING:  # what type checkers see (3.x locations); at run time ``__get
     from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 
+# Error tuples (resolved on first use, like the names above). ``AirflowTaskTimeout`` is a BaseException on
+# 3.x (not an ``Exception``): a check that raises it must still be caught and mapped like poke mode does.
+_ERROR_TUPLES: dict[str, tuple[str, ...]] = {
+    "CHECK_ERRORS": ("Exception", "AirflowTaskTimeout"),  # everything a check may raise that we map
+    "SENSOR_TIMEOUT_ERRORS": ("AirflowSensorTimeout", "AirflowTaskTimeout"),
+    "SENSOR_FAIL_ERRORS": ("AirflowSensorTimeout", "AirflowTaskTimeout", "AirflowFailException"),
+}
+
+if TYPE_CHECKING:
+    CHECK_ERRORS: tuple[type[BaseException], ...]
+    SENSOR_TIMEOUT_ERRORS: tuple[type[BaseException], ...]
+    SENSOR_FAIL_ERRORS: tuple[type[BaseException], ...]
+
+
 def __getattr__(name: str) -> Any:
+    if name in _ERROR_TUPLES:
+        value: Any = tuple(
+            Exception if part == "Exception" else __getattr__(part) for part in _ERROR_TUPLES[name]
+        )
+        globals()[name] = value
+        return value
     target = _LAZY.get(name)
     if target is None:  # also a helpful error for typos in internal imports
         raise AttributeError(f"airflow_smart_ext.compat has no attribute {name!r}")
@@ -149,6 +169,40 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(target[0]), target[1])
     globals()[name] = value  # resolved once
     return value
+
+
+# --- Operators ------------------------------------------------------------------------------------
+
+
+def operator_init_kwargs(operator: Any) -> dict[str, Any]:
+    """The keyword arguments an operator was constructed with (BaseOperator records them, 2.11 and 3.x).
+
+    Airflow keeps them in the name-mangled private ``_BaseOperator__init_kwargs``; this is the only place
+    that reads it.
+    """
+    return dict(getattr(operator, "_BaseOperator__init_kwargs", {}) or {})
+
+
+def is_runtime_value(value: Any) -> bool:
+    """XComArg-like values (``task.output``, ``XComArg``) are resolved only at run time."""
+    return hasattr(value, "resolve") and hasattr(value, "iter_references")
+
+
+def use_connection(hook: Any, connection: Any) -> None:
+    """Make ``hook`` use the Connection already fetched, never look it up a second time.
+
+    A sync lookup from a worker thread of the triggerer would go through the supervisor again on 3.x (a
+    second round trip; untested on 3.0-3.2). common-sql's ``DbApiHook.connection`` reads the cached
+    ``_connection`` (e.g. PostgresHook.get_conn), but some hooks call ``self.get_connection(conn_id)``
+    directly (SqliteHook.get_uri): shadow that on this instance for our conn_id too.
+    """
+    hook._connection = connection
+    lookup = hook.get_connection
+
+    def get_connection(conn_id: str) -> Any:
+        return connection if conn_id == connection.conn_id else lookup(conn_id)
+
+    hook.get_connection = get_connection
 
 
 # 2.11's scheduler fails a deferred task whose trigger timed out with this ``__fail__`` error, which
@@ -243,6 +297,12 @@ __all__ = [
     "TriggerEvent",
     "aget_connection",
     "parse_datetime",
+    "use_connection",
+    "CHECK_ERRORS",
+    "SENSOR_TIMEOUT_ERRORS",
+    "SENSOR_FAIL_ERRORS",
+    "operator_init_kwargs",
+    "is_runtime_value",
     # sensors
     "AirflowException",
     "AirflowFailException",

@@ -8,9 +8,7 @@ times are identical in every mode and survive reschedules (and triggerer restart
 from __future__ import annotations
 
 import datetime
-import importlib
 import inspect
-import json
 import math
 import time
 from collections.abc import Mapping
@@ -26,6 +24,9 @@ from airflow_smart_ext.backoff import (
     condition_seed,
     task_seed,
 )
+from airflow_smart_ext.conditions import Ending, outcome_from_exception, sensor, sharing_key, task_ending
+from airflow_smart_ext.conditions.runtime import callable_path, json_problem
+from airflow_smart_ext.errors import classify, error_type_paths, resolve_error_types
 
 if TYPE_CHECKING:
     from airflow_smart_ext.compat import PokeReturnValue
@@ -80,42 +81,26 @@ def _utc(epoch_seconds: float) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(epoch_seconds, tz=datetime.timezone.utc)
 
 
-def callable_path(func: Any) -> str | None:
-    """Dotted import path of a module-level function/class, or None when it cannot be imported by name.
+def check_timeout_seconds(value: Any) -> float | None:
+    """``check_timeout`` in seconds (> 0) or None; ``ValueError`` naming the parameter otherwise."""
+    seconds = _to_seconds(value, "check_timeout", allow_none=True)
+    if seconds is not None and seconds <= 0:
+        raise ValueError(f"check_timeout must be > 0 seconds (or None for the default); got {value!r}")
+    return seconds
 
-    Used to ship callables (SQL criteria) and sensor classes to the triggerer, which imports them again.
-    Lambdas, nested functions, bound methods, ``functools.partial`` and anything defined in a DAG file
-    (Airflow imports DAG files as ``unusual_prefix_<hash>_<name>``, a name no other process can import)
-    are not importable there.
-    """
-    module = getattr(func, "__module__", None)
-    qualname = getattr(func, "__qualname__", None)
-    if not module or not qualname or "<" in qualname or module == "__main__":
+
+def rate_limit_value(value: Any) -> float | None:
+    """``rate_limit`` in checks per second (> 0) or None; ``ValueError`` naming the parameter otherwise."""
+    if value is None:
         return None
-    if module.startswith("unusual_prefix_"):
-        return None
-    try:
-        target: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError):
-        return None
-    if target is not func:
-        return None
-    return f"{module}.{qualname}"
-
-
-def _json_problem(value: Any) -> str | None:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as err:
-        return str(err)
-    return None
-
-
-def _is_runtime_value(value: Any) -> bool:
-    """XComArg-like values are resolved only at run time; they are checked then, not at parse."""
-    return hasattr(value, "resolve") and hasattr(value, "iter_references")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"rate_limit must be a number of checks per second > 0, or None; got {value!r}")
+    return float(value)
 
 
 def backoff_policy_for(
@@ -208,6 +193,17 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         Default: ``[operators] default_deferrable``.
     :param deferrable_fallback: ``None`` (default): a sensor that cannot be shipped to the triggerer fails
         at DAG parse. ``"reschedule"``: it runs in reschedule mode instead and logs a warning.
+    :param transient_errors: extra exception classes (or dotted paths) to treat as transient, on top of
+        :func:`airflow_smart_ext.errors.classify` (connection refused/reset, timeouts, DB-API
+        ``OperationalError`` such as "database is locked", HTTP 429/5xx, ...). A transient error is "not
+        yet" in every mode: the schedule goes on to the deadline; no try is spent, no worker resumed.
+    :param check_timeout: seconds (or timedelta) one check may run in the triggerer; a check over it is a
+        failed (transient) check. Default ``[smart_ext] check_time_limit``, else ``poke_interval`` within
+        [60 s, 600 s].
+    :param rate_limit: checks per second allowed on this sensor's connection in the triggerer (a token
+        bucket shared by every check on the connection; the lowest rate asked wins). Default
+        ``[smart_ext] max_checks_per_second_per_connection`` (0: no limit). Checks over budget are delayed,
+        never dropped, never past the deadline.
     """
 
     def __init__(
@@ -218,6 +214,9 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         splay: float | datetime.timedelta | None = DEFAULT_SPLAY,
         deferrable: bool | None = None,
         deferrable_fallback: str | None = None,
+        transient_errors: Any = None,
+        check_timeout: float | datetime.timedelta | None = None,
+        rate_limit: float | None = None,
         **kwargs: Any,
     ) -> None:
         # Airflow's own exponential backoff never runs: our policy governs every interval. An explicit
@@ -242,6 +241,11 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         self.splay = splay
         self.deferrable = deferrable
         self.deferrable_fallback = deferrable_fallback
+        self.transient_errors = transient_errors
+        self.transient_error_types = resolve_error_types(transient_errors, "transient_errors")
+        self.check_timeout = check_timeout_seconds(check_timeout)
+        self.rate_limit = rate_limit_value(rate_limit)
+        self._consecutive_errors = 0
         self.backoff_policy = self._build_policy()
         self.deferrable_fallback_reason: str | None = None
 
@@ -295,7 +299,7 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             for name in ("poke_interval", "max_wait", "timeout", "backoff_factor", "jitter", "splay")
             if known.get(name) is not None  # None means "the default", as in the constructor
         }
-        if not any(_is_runtime_value(value) for value in arguments.values()):
+        if not any(compat.is_runtime_value(value) for value in arguments.values()):
             fixed = known.get("exponential_backoff") is False
             arguments.setdefault("backoff_factor", 1.0 if fixed else DEFAULT_BACKOFF_FACTOR)
             arguments.setdefault("jitter", "none" if fixed else DEFAULT_JITTER)
@@ -336,24 +340,46 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         self._incr("pokes", context)
         try:
             result: bool | PokeReturnValue = self.poke(context)
-        except (compat.AirflowSensorTimeout, compat.AirflowTaskTimeout, compat.AirflowFailException) as err:
-            if self.soft_fail:
-                raise compat.AirflowSkipException("Skipping due to soft_fail is set to True.") from err
-            if getattr(self, "never_fail", False):
-                raise compat.AirflowSkipException("Skipping due to never_fail is set to True.") from err
-            raise
         except compat.AirflowSkipException:
             raise
-        except Exception as err:
-            if getattr(self, "silent_fail", False):
-                self.log.exception(
-                    "Poke #%d (check #%d) failed; silent_fail=True: treating it as 'not yet'", pokes, index
-                )
+        except compat.CHECK_ERRORS as err:
+            outcome = outcome_from_exception(err)
+            error_class = classify(err, self.transient_error_types) if outcome.status == "error" else None
+            transient = error_class is not None and error_class.transient
+            ending = task_ending(
+                outcome.status,
+                soft_fail=self.soft_fail,
+                never_fail=getattr(self, "never_fail", False),
+                silent_fail=getattr(self, "silent_fail", False),
+                transient=transient,
+            )
+            if ending is Ending.NOT_YET:
+                self._consecutive_errors += 1
+                if transient and error_class is not None:
+                    self.log.warning(
+                        "Poke #%d (check #%d) failed with a transient error (%s, %d in a row): %s; "
+                        "treating it as 'not yet'",
+                        pokes,
+                        index,
+                        error_class.reason,
+                        self._consecutive_errors,
+                        outcome.message,
+                    )
+                    self._incr("transient_errors", context)
+                else:
+                    self.log.exception(
+                        "Poke #%d (check #%d) failed (%d in a row); silent_fail=True: treating it as 'not yet'",
+                        pokes,
+                        index,
+                        self._consecutive_errors,
+                    )
                 self._incr("poke_errors", context)
                 return False, None
-            if getattr(self, "never_fail", False):
-                raise compat.AirflowSkipException("Skipping due to never_fail is set to True.") from err
-            raise
+            if ending is Ending.SKIP:
+                flag = "soft_fail" if self.soft_fail and outcome.status != "error" else "never_fail"
+                raise compat.AirflowSkipException(f"Skipping due to {flag} is set to True.") from err
+            raise  # the poke's own exception decides retries, as in Airflow
+        self._consecutive_errors = 0
         if isinstance(result, compat.PokeReturnValue):
             return bool(result.is_done), result.xcom_value
         return bool(result), None
@@ -506,8 +532,6 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
 
     # ------------------------------------------------------------------ deferrable (Contract C)
     def _execute_deferrable(self, context: Any) -> Any:
-        from airflow_smart_ext.triggers.checks import sharing_key  # lazy: keep DAG parsing cheap
-
         started_at = _wall_clock()
         deadline = started_at + self.timeout
         # Identical waits get one schedule (seed of the condition, not of the task), so the triggerer's
@@ -544,6 +568,10 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             started_at=anchor,
             deadline=deadline,
             after=after,
+            transient_errors=error_type_paths(self.transient_error_types),
+            silent_fail=bool(getattr(self, "silent_fail", False)),
+            check_timeout=self.check_timeout,
+            rate_limit=self.rate_limit,
         )
         # The deadline never moves: every (re)defer gets only the time left, plus a grace period so the
         # trigger's own final check and "timeout" event arrive before Airflow's trigger timeout.
@@ -587,30 +615,37 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             event.get("check_index"),
             message,
         )
-        if status == "success":
-            return self._succeeded(context, started, pokes, event.get("xcom_value"), "deferrable")
-        if status == "timeout":
+        if status == "timeout":  # the deadline (or a check that said time is up): soft_fail decides
             self._timed_out(context, started, pokes)
             return None
+        if status not in ("success", "skip", "failure", "error"):
+            raise compat.AirflowException(f"Unexpected event from BackoffTrigger: {event!r}")
+        if status == "failure":
+            self._incr("failures", context)
+        ending = task_ending(
+            status,
+            soft_fail=self.soft_fail,
+            never_fail=getattr(self, "never_fail", False),
+            silent_fail=getattr(self, "silent_fail", False),
+        )
+        if ending is Ending.SUCCEED:
+            return self._succeeded(context, started, pokes, event.get("xcom_value"), "deferrable")
+        if ending is Ending.NOT_YET and deadline is not None and seed is not None:
+            # silent_fail: a failing check is "not yet"; continue the same schedule and deadline.
+            self.log.error("Check failed in the triggerer; silent_fail=True: continuing. %s", message)
+            after = int(event.get("check_index", 0) or 0)
+            return self._defer(context, seed, started, float(deadline), after=after, worker_pokes=pokes)
         if status == "skip":  # the poke raised AirflowSkipException in the triggerer, as in poke mode
             raise compat.AirflowSkipException(message)
         if status == "failure":
-            self._incr("failures", context)
-            if self.soft_fail or getattr(self, "never_fail", False):
+            if ending is Ending.SKIP:
                 raise compat.AirflowSkipException(
                     f"Failure criteria met; skipping (soft_fail/never_fail): {message}"
                 )
             raise compat.AirflowFailException(f"Failure criteria met: {message}")
-        if status == "error":
-            if getattr(self, "silent_fail", False) and deadline is not None and seed is not None:
-                # silent_fail: a failing check is "not yet"; continue the same schedule and deadline.
-                self.log.error("Check failed in the triggerer; silent_fail=True: continuing. %s", message)
-                after = int(event.get("check_index", 0) or 0)
-                return self._defer(context, seed, started, float(deadline), after=after, worker_pokes=pokes)
-            if getattr(self, "never_fail", False):
-                raise compat.AirflowSkipException(f"Check failed; skipping (never_fail=True): {message}")
-            raise compat.AirflowException(f"Check failed in the triggerer: {message}")
-        raise compat.AirflowException(f"Unexpected event from BackoffTrigger: {event!r}")
+        if ending is Ending.SKIP:
+            raise compat.AirflowSkipException(f"Check failed; skipping (never_fail=True): {message}")
+        raise compat.AirflowException(f"Check failed in the triggerer: {message}")
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
         if compat.is_deferral_timeout(next_method, next_kwargs):
@@ -640,7 +675,7 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
 
     def _constructor_kwargs(self) -> dict[str, Any]:
         """The subclass's own constructor arguments (what ``MySensor(**kwargs)`` needs besides framework ones)."""
-        init_kwargs: dict[str, Any] = dict(getattr(self, "_BaseOperator__init_kwargs", {}) or {})
+        init_kwargs = compat.operator_init_kwargs(self)
         framework = self._framework_parameters()
         return {key: value for key, value in init_kwargs.items() if key not in framework}
 
@@ -654,38 +689,15 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
                 f"into an installed package, the plugins folder or a separate module in the DAGs folder"
             )
         for key, value in self._constructor_kwargs().items():
-            if _is_runtime_value(value):
+            if compat.is_runtime_value(value):
                 continue
-            problem = _json_problem(value)
+            problem = json_problem(value)
             if problem is not None:
                 return (
                     f"constructor argument {key!r}={value!r} is not JSON-serializable ({problem}); pass "
                     f"JSON-able values (str, int, float, bool, None, lists, dicts)"
                 )
         return None
-
-    def _trigger_context(self, context: Mapping[str, Any]) -> dict[str, Any]:
-        ti = context["ti"]
-
-        def iso(key: str) -> str | None:
-            value = context.get(key)
-            if value is None:
-                return None
-            return value.isoformat() if hasattr(value, "isoformat") else str(value)
-
-        map_index = getattr(ti, "map_index", -1)
-        return {
-            "dag_id": ti.dag_id,
-            "task_id": ti.task_id,
-            "run_id": ti.run_id,
-            "map_index": -1 if map_index is None else int(map_index),
-            "try_number": int(getattr(ti, "try_number", 1) or 1),
-            "ds": context.get("ds"),
-            "ts": context.get("ts"),
-            "logical_date": iso("logical_date"),
-            "data_interval_start": iso("data_interval_start"),
-            "data_interval_end": iso("data_interval_end"),
-        }
 
     def deferrable_check(self, context: Mapping[str, Any]) -> dict[str, Any]:
         """The Contract C ``"sensor"`` check spec: re-create this sensor in the triggerer and poke it.
@@ -702,16 +714,11 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         kwargs: dict[str, Any] = {}
         for key, value in self._constructor_kwargs().items():
             rendered = getattr(self, key) if key in template_fields and hasattr(self, key) else value
-            problem = _json_problem(rendered)
+            problem = json_problem(rendered)
             if problem is not None:
                 raise compat.AirflowException(
                     f"Cannot defer task {self.task_id!r}: rendered argument {key!r} is not JSON-serializable "
                     f"({problem})."
                 )
             kwargs[key] = rendered
-        return {
-            "type": "sensor",
-            "classpath": classpath,
-            "kwargs": kwargs,
-            "context": self._trigger_context(context),
-        }
+        return sensor.build_spec(classpath, kwargs, context)

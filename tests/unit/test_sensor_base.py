@@ -10,9 +10,9 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed, task_seed
+from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.sensors import base as sensor_base
 from airflow_smart_ext.sensors.base import DEFERRAL_GRACE_SECONDS, STATS_XCOM_KEY, BackoffSensor
-from airflow_smart_ext.triggers.checks import sharing_key
 from tests.unit.test_sensor_helpers import T0, FakeClock, FakeTI, PathSensor, ScriptedSensor, make_context
 
 
