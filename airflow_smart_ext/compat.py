@@ -416,17 +416,26 @@ def trigger_try_started_at(trigger: Any, backstop_seconds: float) -> float | Non
     return _epoch_of(getattr(ti, "start_date", None))
 
 
-def trigger_template_env(trigger: Any, context: Any) -> Any:
-    """The DAG's Jinja environment for rendering in the triggerer (native types, undefined handling), as a
-    worker renders; None when the context has no DAG (Airflow then uses its default environment)."""
+def trigger_render_native(trigger: Any, context: Any) -> bool:
+    """Whether a worker would render this task's templates as native objects: the operator's own
+    ``render_template_as_native_obj`` when set, else the DAG's (both serialized)."""
+    own = getattr(getattr(trigger, "task", None), "render_template_as_native_obj", None)
+    if own is not None:
+        return bool(own)
     dag = context.get("dag") if hasattr(context, "get") else None
-    get_env = getattr(dag, "get_template_env", None)
-    if get_env is None:
+    return bool(getattr(dag, "render_template_as_native_obj", False))
+
+
+def trigger_template_env(native: bool) -> Any:
+    """The Jinja environment a worker renders with (native or sandboxed, StrictUndefined), for rendering in
+    the triggerer (3.3+: the triggerer's DAG is the scheduler-side ``SerializedDAG``, which has no
+    ``get_template_env``). User-defined macros/filters are not serialized: sensors of such DAGs start on a
+    worker (``BackoffSensor._start_problem``). None on 2.11 (nothing is rendered in its triggerer)."""
+    if not AIRFLOW_V_3_0_PLUS:
         return None
-    try:
-        return get_env(force_sandboxed=False)
-    except TypeError:  # an Airflow whose signature has no force_sandboxed
-        return get_env()
+    from airflow.sdk.definitions._internal.templater import create_template_env
+
+    return create_template_env(native=native)
 
 
 def _iso_or_none(value: Any) -> str | None:
@@ -508,6 +517,7 @@ __all__ += [
     "mapped_start_problem",
     "start_from_trigger_problem",
     "task_maps_over_output",
+    "trigger_render_native",
     "trigger_run_context",
     "trigger_template_env",
     "trigger_try_started_at",

@@ -204,6 +204,10 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         bucket shared by every check on the connection; the lowest rate asked wins). Default
         ``[smart_ext] max_checks_per_second_per_connection`` (0: no limit). Checks over budget are delayed,
         never dropped, never past the deadline.
+    :param start_from_trigger: with ``deferrable=True``, start the task in the triggerer (the zero-worker
+        path: no worker runs check #0, a success ends the task in the triggerer). ``None`` (default): wherever
+        this Airflow and this task allow it, else worker-first with the reason in the task log (see
+        docs/deferrable.md, "Zero-worker waits"). ``False``: always worker-first (check #0 on a worker).
     """
 
     def __init__(
@@ -217,6 +221,7 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         transient_errors: Any = None,
         check_timeout: float | datetime.timedelta | None = None,
         rate_limit: float | None = None,
+        start_from_trigger: bool | None = None,
         **kwargs: Any,
     ) -> None:
         # Airflow's own exponential backoff never runs: our policy governs every interval. An explicit
@@ -248,6 +253,11 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         self._consecutive_errors = 0
         self.backoff_policy = self._build_policy()
         self.deferrable_fallback_reason: str | None = None
+        if start_from_trigger not in (None, True, False):
+            raise ValueError(f"start_from_trigger must be None, True or False; got {start_from_trigger!r}")
+        self.start_from_trigger_requested = start_from_trigger
+        #: Why this deferrable task starts on a worker (None: it starts in the triggerer, or not deferrable).
+        self.worker_first_reason: str | None = None
 
     def _validate_after_init(self) -> None:
         """Checks that need the *complete* constructor arguments (run by the metaclass after __init__).
@@ -259,6 +269,7 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             return
         problem = self.shippability_problem()
         if problem is None:
+            self._plan_start()
             return
         if self.deferrable_fallback != "reschedule":
             raise ValueError(
@@ -440,6 +451,7 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
                 self.deferrable_fallback_reason,
             )
         if self.deferrable:
+            self._log_worker_first(context)
             return self._execute_deferrable(context)
         seed = self._seed(context)
         if self.reschedule:
@@ -601,6 +613,10 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         """Resume after ``BackoffTrigger`` fired; outcomes map exactly as in poke mode."""
         event = dict(event or {})
         status = event.get("status")
+        # Resumed from the zero-worker path: the try's start, deadline and seed travel in the event.
+        started_at = event.get("started_at", started_at)
+        deadline = event.get("deadline", deadline)
+        seed = event.get("seed", seed)
         if after is not None and event.get("check_index") is not None:
             # Checks #after+1..#check_index ran in the triggerer (slots passed while down count too).
             pokes = int(worker_pokes) + max(0, int(event["check_index"]) - int(after))
@@ -722,3 +738,111 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
                 )
             kwargs[key] = rendered
         return sensor.build_spec(classpath, kwargs, context)
+
+    # ------------------------------------------------------------------ starting in the triggerer
+    def _plan_start(self) -> None:
+        """Decide at DAG parse whether the scheduler starts this task in the triggerer (the zero-worker path).
+
+        Sets Airflow's ``start_from_trigger`` / ``start_trigger_args`` (static, serialized with the DAG) or
+        records in ``worker_first_reason`` why the task starts on a worker (logged when it runs).
+        """
+        self.start_from_trigger = False
+        self.start_trigger_args = None
+        reason, fields, check = self._start_problem()
+        self.worker_first_reason = reason
+        if reason is not None:
+            return
+        from airflow_smart_ext.triggers.start import CLASSPATH, RESUME_KWARGS  # lazy: keep DAG parsing cheap
+
+        backstop = self.timeout + DEFERRAL_GRACE_SECONDS
+        if self.execution_timeout:  # defer_task caps the trigger timeout by execution_timeout
+            backstop = min(backstop, self.execution_timeout.total_seconds())
+        start = {
+            "check": check,
+            "fields": {name: path for name, (path, _value) in fields.items()},
+            "policy": self.backoff_policy.to_dict(),
+            "timeout": self.timeout,
+            "backstop_seconds": backstop,
+            "transient_errors": error_type_paths(self.transient_error_types),
+            "silent_fail": bool(getattr(self, "silent_fail", False)),
+            "check_timeout": self.check_timeout,
+            "rate_limit": self.rate_limit,
+            "do_xcom_push": bool(self.do_xcom_push),
+            "multiple_outputs": bool(getattr(self, "multiple_outputs", False)),
+            "sensor": type(self).__name__,
+        }
+        self.start_from_trigger = True
+        self.start_trigger_args = compat.StartTriggerArgs(
+            trigger_cls=CLASSPATH,
+            next_method="execute_complete",
+            trigger_kwargs={"start": start, **{name: value for name, (_path, value) in fields.items()}},
+            next_kwargs=dict(RESUME_KWARGS),
+            timeout=datetime.timedelta(seconds=backstop),
+        )
+
+    def _start_problem(self) -> tuple[str | None, dict[str, tuple[list[str], Any]], dict[str, Any]]:
+        """(why not, template field -> (its path in the check spec, raw value), the check spec).
+
+        The check spec is built from the unrendered attributes; the triggerer renders the template fields
+        (3.3+) and puts them back at their paths.
+        """
+        from airflow_smart_ext.triggers.start import reserved_field_names
+
+        if self.start_from_trigger_requested is False:
+            return "start_from_trigger=False: worker-first deferral as asked", {}, {}
+        check = self.deferrable_check({"ti": _ParseTimeTaskInstance(self.task_id)})
+        in_spec = check["kwargs"] if check["type"] == "sensor" else check
+        prefix = ["kwargs"] if check["type"] == "sensor" else []
+        fields = {
+            name: ([*prefix, name], in_spec[name]) for name in self.template_fields or () if name in in_spec
+        }
+        templated = False
+        for name, (_path, value) in fields.items():
+            if compat.is_runtime_value(value):
+                return f"argument {name!r} comes from an upstream task's XCom (resolved on a worker)", {}, {}
+            if isinstance(value, str) and value.endswith(tuple(self.template_ext or ())):
+                return f"argument {name!r} is a template file ({value!r}), rendered on a worker", {}, {}
+            templated = templated or _has_template(value)
+        dag = getattr(self, "dag", None) if self.has_dag() else None
+        if templated and dag is not None and (dag.user_defined_macros or dag.user_defined_filters):
+            return "its DAG's user_defined_macros/filters exist only where the DAG file is parsed", {}, {}
+        clashing = reserved_field_names(fields)
+        if clashing:
+            return f"template field(s) {clashing} clash with the start trigger's own attributes", {}, {}
+        return compat.start_from_trigger_problem(templated=templated), fields, check
+
+    def _log_worker_first(self, context: Any) -> None:
+        """Say why a deferrable task runs on a worker (never silently): the task log shows it."""
+        reason = self.worker_first_reason
+        if reason is None and self.start_from_trigger:
+            map_index = getattr(context["ti"], "map_index", -1)
+            reason = (
+                compat.mapped_start_problem()
+                if map_index is not None and map_index >= 0
+                else "Airflow's scheduler started this try on a worker"
+            )
+        if reason is None:
+            return
+        log = self.log.info if self.start_from_trigger_requested is False else self.log.warning
+        log(
+            "Deferrable wait starts on a worker (check #0 here, then the triggerer), not in the triggerer: %s",
+            reason,
+        )
+
+
+class _ParseTimeTaskInstance:
+    """The task identity a check spec needs at DAG parse; the triggerer replaces it with the real run's."""
+
+    def __init__(self, task_id: str) -> None:
+        self.dag_id, self.task_id, self.run_id, self.map_index, self.try_number = "", task_id, "", -1, 1
+
+
+def _has_template(value: Any) -> bool:
+    """Whether a (nested) argument holds Jinja markup that must be rendered before the first check."""
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value or "{#" in value
+    if isinstance(value, dict):
+        return any(_has_template(item) for item in value.values())
+    if isinstance(value, (list, tuple, set)):
+        return any(_has_template(item) for item in value)
+    return False
