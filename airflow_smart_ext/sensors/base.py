@@ -769,6 +769,7 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             "rate_limit": self.rate_limit,
             "do_xcom_push": bool(self.do_xcom_push),
             "multiple_outputs": bool(getattr(self, "multiple_outputs", False)),
+            "success_callbacks": bool(self.on_success_callback),
             "sensor": type(self).__name__,
         }
         self.start_from_trigger = True

@@ -166,15 +166,20 @@ class BackoffStartTrigger(compat.BaseTrigger):
             await schedule.cleanup()
 
     def _needs_worker_for_success(self, payload: dict[str, Any]) -> bool:
-        """A success whose XCom only a worker can push correctly (split outputs, a downstream mapping)."""
-        if payload.get("xcom_value") is None or not self.start.get("do_xcom_push", True):
-            return False
-        if self.start.get("multiple_outputs") or compat.task_maps_over_output(self):
-            self.log.info(
-                "The XCom must be pushed by a worker (multiple_outputs or a mapped downstream task)."
-            )
-            return True
-        return False
+        """A success only a worker can end correctly: success callbacks Airflow would not run after a
+        ``TaskSuccessEvent`` (3.x), or an XCom that needs a worker (split outputs, a mapped downstream task)."""
+        reason = None
+        if self.start.get("success_callbacks") and not compat.TRIGGER_END_RUNS_SUCCESS_CALLBACKS:
+            reason = "on_success_callback: this Airflow runs it only when a worker ends the task"
+        elif (
+            payload.get("xcom_value") is not None
+            and self.start.get("do_xcom_push", True)
+            and (self.start.get("multiple_outputs") or compat.task_maps_over_output(self))
+        ):
+            reason = "the XCom must be pushed by a worker (multiple_outputs or a mapped downstream task)"
+        if reason is not None:
+            self.log.info("Condition met; the task ends on a worker: %s.", reason)
+        return reason is not None
 
     def _success(self, payload: dict[str, Any], started_at: float, checks: int) -> Any:
         from airflow_smart_ext.sensors.base import STATS_XCOM_KEY  # the one name, where the sensor pushes it

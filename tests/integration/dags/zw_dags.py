@@ -45,7 +45,6 @@ for dag_id, (timeout, soft_fail) in {
             deferrable=True,
             timeout=timeout,
             soft_fail=soft_fail,
-            on_success_callback=record_success,
             **COMMON,
         )
 
@@ -68,6 +67,18 @@ with _dag("zw_file"):
         counter_path="{{ dag_run.conf['counter_path'] }}",
         deferrable=True,
         timeout=300,
+        **COMMON,
+    )
+
+with _dag("zw_callback"):  # nothing templated; a success callback must still run
+    BackoffSqlSensor(
+        task_id="wait",
+        conn_id="sn_sqlite",
+        sql="SELECT status FROM zw_static WHERE day = :day",
+        parameters={"day": "d2"},
+        success="sn_sensors.is_done",
+        deferrable=True,
+        timeout=120,
         on_success_callback=record_success,
         **COMMON,
     )
