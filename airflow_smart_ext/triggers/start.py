@@ -38,23 +38,26 @@ def reserved_field_names(names: Iterable[str]) -> list[str]:
 
 
 class _ScheduleFromStart(BackoffTrigger):
-    """The sensor's schedule with check #0 still to do (``after=-1``).
+    """The sensor's schedule with check #0 still to do (``after=-1``); ``started_at`` is the aligned anchor.
 
-    Check #0 is due on the ``poke_interval`` grid (``started_at`` is the aligned anchor). When the grid slot
-    lies before the start of the try, a trigger built inside check #0's slot (before check #1 is due) runs
-    check #0 at once instead of skipping it; a trigger rebuilt later continues the schedule (missed checks are
-    skipped, as for any rebuilt trigger). A trigger that starts only after the deadline (a busy or restarted
-    triggerer) still makes one final check before it reports the timeout, as poke mode's final check does.
+    A trigger built within one ``poke_interval`` of the start of the try runs check #0 at once (the grid slot
+    of check #0, and maybe #1, can lie before the start of the try); a trigger rebuilt later continues the
+    schedule (missed checks are skipped, as for any rebuilt trigger). A trigger that starts only after the
+    deadline (a busy or restarted triggerer) still makes one final check, as poke mode's final check does.
+    Built in-process by ``BackoffStartTrigger`` only, never serialized on its own.
     """
+
+    try_started_at: float = 0.0
 
     async def _next(self, after: int) -> ScheduledCheck | None:
         scheduled = await super()._next(after)
         if after >= 0:
             return scheduled
-        if scheduled is None:  # started (or rebuilt) after the deadline: one final check, as poke mode does
-            return ScheduledCheck(0, sharing.now(), True)
-        if scheduled.index == 1:
-            return ScheduledCheck(0, sharing.now(), False)
+        now = sharing.now()
+        if scheduled is None:
+            return ScheduledCheck(0, now, True)
+        if scheduled.index > 0 and now < self.try_started_at + self._backoff_policy.initial:
+            return ScheduledCheck(0, now, False)
         return scheduled
 
 
@@ -136,6 +139,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
             check_timeout=start.get("check_timeout"),
             rate_limit=start.get("rate_limit"),
         )
+        schedule.try_started_at = started_at
         self.log.info(
             "Zero-worker wait: started in the triggerer, no worker ran this try; try started %s (as Airflow "
             "recorded it), deadline %s (timeout %gs); check #0 and every later check run here.",
