@@ -15,6 +15,7 @@ template_ext  # BaseOperator templating
 ui_color  # BaseOperator UI
 _.cleanup  # BaseTrigger.cleanup
 _.on_kill  # BaseTrigger.on_kill
+_.start_trigger_args  # read by Airflow's scheduler (start_from_trigger: the zero-worker path)
 _.description  # Timetable.description
 _.deserialize  # Timetable.deserialize
 _.summary  # Timetable.summary
