@@ -770,3 +770,80 @@ def test_default_deferrable_comes_from_config(monkeypatch: pytest.MonkeyPatch) -
     assert PathSensor(task_id="s", path="/p").deferrable is True
     monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "False")
     assert PathSensor(task_id="s2", path="/p").deferrable is False
+
+
+# ------------------------------------------------------------------ transient errors (issue 14, part 2)
+def test_transient_errors_are_not_yet_in_poke_mode(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    counted: list[str] = []
+    monkeypatch.setattr(compat.Stats, "incr", lambda name, *a, **k: counted.append(name))
+    sensor = ScriptedSensor(
+        task_id="task",
+        results=[sqlite3.OperationalError("database is locked"), ConnectionResetError("reset"), True],
+        clock=clock,
+    )
+    assert sensor.execute(make_context()) is None  # succeeded: no try spent on the outage
+    assert len(sensor.poke_times) == 3
+    assert counted.count("smart_ext.sensor.transient_errors") == 2
+
+
+def test_permanent_errors_still_fail_the_try(clock: FakeClock) -> None:
+    sensor = ScriptedSensor(task_id="task", results=[ValueError("bad value"), True], clock=clock)
+    with pytest.raises(ValueError, match="bad value"):
+        sensor.execute(make_context())
+
+
+def test_user_transient_errors_by_class_or_dotted_path(clock: FakeClock) -> None:
+    for spec in ([LookupError], ["builtins.LookupError"], "builtins.LookupError"):
+        sensor = ScriptedSensor(
+            task_id="task", results=[KeyError("not there yet"), True], clock=clock, transient_errors=spec
+        )
+        assert sensor.execute(make_context()) is None
+        assert len(sensor.poke_times) == 2
+
+
+def test_transient_errors_until_the_deadline_time_out(clock: FakeClock) -> None:
+    sensor = ScriptedSensor(
+        task_id="task", results=[TimeoutError("slow")], clock=clock, poke_interval=10, timeout=100
+    )
+    with pytest.raises(compat.AirflowSensorTimeout):
+        sensor.execute(make_context())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"transient_errors": ["no.such.Error"]}, "transient_errors: cannot import 'no.such.Error'"),
+        ({"transient_errors": [int]}, "transient_errors: <class 'int'> is not an exception class"),
+        ({"check_timeout": 0}, "check_timeout must be > 0 seconds"),
+        ({"rate_limit": -1}, "rate_limit must be a number of checks per second > 0"),
+        ({"rate_limit": "fast"}, "rate_limit must be a number of checks per second > 0"),
+    ],
+)
+def test_new_arguments_are_validated_at_parse(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        PathSensor(task_id="task", path="/p", **kwargs)
+    assert message in str(err.value)
+
+
+def test_deferral_ships_transient_errors_silent_fail_time_and_rate_limits(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sensor = PathSensor(
+        task_id="task",
+        path="/p",
+        deferrable=True,
+        silent_fail=True,
+        transient_errors=[LookupError],
+        check_timeout=datetime.timedelta(seconds=45),
+        rate_limit=2.5,
+    )
+    monkeypatch.setattr(sensor, "poke", lambda context: False)
+    capture_defer(sensor, monkeypatch)
+    with pytest.raises(Deferred) as err:
+        sensor.execute(make_context())
+    _, kwargs = err.value.kwargs["trigger"].serialize()
+    assert kwargs["transient_errors"] == ["builtins.LookupError"]
+    assert (kwargs["silent_fail"], kwargs["check_timeout"], kwargs["rate_limit"]) == (True, 45.0, 2.5)
+    json.dumps(kwargs)
