@@ -29,9 +29,9 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start
 from tests.integration.harness import TERMINAL_RUN_STATES, AirflowEnv
+from tests.integration.test_deferrable_live import triggerer_pokes, wait_for
 from tests.integration.test_sensors_live import (
     SQLITE_CONN_ID,
-    counter_lines,
     epoch,
     sqlite_db,
     sqlite_exec,
@@ -102,21 +102,6 @@ def _sql_conf(db_table: str) -> dict[str, Any]:
     }
 
 
-def _wait_until(predicate: Any, timeout: float, what: str, env: AirflowEnv) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        env._raise_if_component_died()
-        time.sleep(0.3)
-
-
-def _triggerer_checks(path: Path, since: float = 0.0) -> list[float]:
-    return [
-        line["at"] for line in counter_lines(path) if line["where"] == "triggerer" and line["at"] >= since
-    ]
-
-
 @pytest.fixture(scope="module")
 def scenario(airflow_env: AirflowEnv, tmp_path_factory: pytest.TempPathFactory) -> Scenario:
     env = airflow_env
@@ -154,14 +139,14 @@ def scenario(airflow_env: AirflowEnv, tmp_path_factory: pytest.TempPathFactory) 
         wait_ti_state(env, dag_id, run_id, "wait", {"deferred"})
 
     # Triggerer killed mid-wait (SIGKILL, no clean shutdown): after two checks of file_ok in the triggerer.
-    _wait_until(lambda: len(_triggerer_checks(sc.paths["counter"])) >= 2, 120, "two triggerer checks", env)
+    wait_for(lambda: len(triggerer_pokes(sc.paths["counter"])) >= 2, 120, "two triggerer checks", env)
     sc.killed_at = time.time()
     env.stop_component("triggerer", crash=True)
     time.sleep(3)
     env.start_component("triggerer")
     sc.restarted_at = time.time()
-    _wait_until(
-        lambda: len(_triggerer_checks(sc.paths["counter"], sc.restarted_at)) >= 1,
+    wait_for(
+        lambda: len(triggerer_pokes(sc.paths["counter"], sc.restarted_at)) >= 1,
         120,
         "a check by the rebuilt trigger",
         env,
@@ -214,7 +199,7 @@ def test_xcom_return_value_and_stats_arrive(scenario: Scenario) -> None:
 
 def test_success_callbacks_still_run(scenario: Scenario) -> None:
     path = scenario.paths["callback"]
-    _wait_until(path.exists, 90, "on_success_callback writing its marker file", scenario.env)
+    wait_for(path.exists, 90, "on_success_callback writing its marker file", scenario.env)
     assert path.read_text().startswith("success wait")
     history = scenario.history("callback")
     # Started in the triggerer (no worker before the deferral) where supported.
@@ -282,7 +267,7 @@ def test_killed_triggerer_continues_same_schedule_and_deadline(scenario: Scenari
         if index > 0:  # check #0 runs at once; every later check at the policy's time of the one schedule
             assert abs(at - (float(anchor) + POLICY.offset(seed, index))) < 0.01, (index, at)
     # The rebuilt trigger checked again (counter) and the task still ended in the triggerer.
-    assert _triggerer_checks(scenario.paths["counter"], scenario.restarted_at)
+    assert triggerer_pokes(scenario.paths["counter"], scenario.restarted_at)
     assert not set(WORKER_PHASES) & set(scenario.history("file_ok"))
 
 

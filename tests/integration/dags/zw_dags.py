@@ -30,7 +30,7 @@ def _dag(dag_id: str) -> DAG:
 
 # dag_id: (timeout, soft_fail)
 for dag_id, (timeout, soft_fail) in {
-    "zw_sql": (120, False),
+    "zw_sql": (600, False),  # long: 2.11 creates runs one CLI call at a time
     "zw_sql_timeout": (8, False),
     "zw_sql_soft": (8, True),
 }.items():
@@ -48,17 +48,23 @@ for dag_id, (timeout, soft_fail) in {
             **COMMON,
         )
 
-with _dag("zw_sql_static"):  # nothing templated: the zero-worker path on 2.11 too
-    BackoffSqlSensor(
-        task_id="wait",
-        conn_id="sn_sqlite",
-        sql="SELECT status FROM zw_static WHERE day = :day",
-        parameters={"day": "d1"},
-        success="sn_sensors.is_done",
-        deferrable=True,
-        timeout=120,
-        **COMMON,
-    )
+# Nothing templated: the zero-worker path on 2.11 too. zw_callback: a success callback must still run.
+for dag_id, day, callbacks in (
+    ("zw_sql_static", "d1", {}),
+    ("zw_callback", "d2", {"on_success_callback": record_success}),
+):
+    with _dag(dag_id):
+        BackoffSqlSensor(
+            task_id="wait",
+            conn_id="sn_sqlite",
+            sql="SELECT status FROM zw_static WHERE day = :day",
+            parameters={"day": day},
+            success="sn_sensors.is_done",
+            deferrable=True,
+            timeout=600,
+            **callbacks,
+            **COMMON,
+        )
 
 with _dag("zw_file"):
     MarkerFileSensor(
@@ -66,26 +72,13 @@ with _dag("zw_file"):
         path="{{ dag_run.conf['path'] }}",
         counter_path="{{ dag_run.conf['counter_path'] }}",
         deferrable=True,
-        timeout=300,
-        **COMMON,
-    )
-
-with _dag("zw_callback"):  # nothing templated; a success callback must still run
-    BackoffSqlSensor(
-        task_id="wait",
-        conn_id="sn_sqlite",
-        sql="SELECT status FROM zw_static WHERE day = :day",
-        parameters={"day": "d2"},
-        success="sn_sensors.is_done",
-        deferrable=True,
-        timeout=120,
-        on_success_callback=record_success,
+        timeout=600,
         **COMMON,
     )
 
 with _dag("zw_fallbacks"):
     # Mapped: Airflow starts every mapped task instance on a worker (the reason goes to the task log).
-    MarkerFileSensor.partial(task_id="mapped", deferrable=True, timeout=120, **COMMON).expand(
+    MarkerFileSensor.partial(task_id="mapped", deferrable=True, timeout=600, **COMMON).expand(
         path=["{{ dag_run.conf['path'] }}"]
     )
     # Worker-first asked for explicitly.
@@ -94,6 +87,6 @@ with _dag("zw_fallbacks"):
         path="{{ dag_run.conf['path'] }}",
         deferrable=True,
         start_from_trigger=False,
-        timeout=120,
+        timeout=600,
         **COMMON,
     )
