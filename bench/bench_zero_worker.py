@@ -22,7 +22,8 @@ Measured per path:
   instance in ``running`` holds a worker slot (the integral of their count over time);
 * **checks per cycle, counted at the database**: the condition table's scan counters (``pg_stat_user_tables``
   ``seq_scan + idx_scan``, sampled every second, counted by PostgreSQL even for read-only transactions)
-  bucketed into ``POKE_INTERVAL`` windows while all N wait (full windows only);
+  bucketed into ``POKE_INTERVAL`` windows while all N wait (full windows only, from one cycle after the last
+  sensor started waiting until the conditions come true);
 * **time from run creation until all N wait** (every task instance seen ``deferred`` / ``up_for_reschedule``)
   and **from the conditions coming true until all N succeed**;
 * **triggerer and scheduler CPU seconds and peak RSS** over the path (triggerer: the whole process tree;
@@ -47,7 +48,7 @@ PATHS = ("zero_worker", "worker_first", "reschedule")
 RUNS, TASKS, K = 10, 100, 10
 BASELINE_TASKS = 40
 POKE_INTERVAL = 30
-WAIT_CYCLES = 3
+WAIT_CYCLES = 4  # the first cycle after all wait is not counted (triggers may still be starting)
 SAMPLE_SECONDS = 0.5
 PG_ENV = "SMART_EXT_BENCH_PG_DSN"  # the server for the condition database (and the PostgreSQL metadata leg)
 CONDITION_DB = "zw_bench_conditions"
@@ -252,7 +253,11 @@ def measure_path(env: Any, pg: Any, path: str, runs: int, tasks: int, starts_fil
     lines = starts_file.read_text().splitlines() if starts_file.exists() else []
     starts = sum(1 for line in lines if f'"{dag_id}"' in line)
     cycles = (
-        checks_per_cycle(sampler.scans, all_waiting, true_at, POKE_INTERVAL_FOR[tiny]) if all_waiting else []
+        checks_per_cycle(
+            sampler.scans, all_waiting + POKE_INTERVAL_FOR[tiny], true_at, POKE_INTERVAL_FOR[tiny]
+        )
+        if all_waiting
+        else []
     )
     return {
         "path": path,
