@@ -354,11 +354,22 @@ START_FROM_TRIGGER_SUPPORTED = AIRFLOW_V_3_3_PLUS or not AIRFLOW_V_3_0_PLUS
 #: Whether the triggerer renders a start-from-trigger task's template fields (3.3+; not 2.11).
 START_FROM_TRIGGER_RENDERS_TEMPLATES = AIRFLOW_V_3_3_PLUS
 
-#: Whether Airflow runs ``on_success_callback`` for a task a trigger ended with ``TaskSuccessEvent``. 2.11: the
-#: DAG processor runs the callback request the triggerer sends. 3.3.2: its dag-processor runs only *failure*
-#: task callbacks ("Task callback requested but is not a failure callback", dag_processing/processor.py), so a
-#: sensor with success callbacks ends on a worker there.
-TRIGGER_END_RUNS_SUCCESS_CALLBACKS = not AIRFLOW_V_3_0_PLUS
+
+def trigger_end_runs_success_callbacks() -> bool:
+    """Whether Airflow runs ``on_success_callback`` for a task a trigger ended with ``TaskSuccessEvent``.
+
+    The triggerer only stores a callback request in the DB. 3.3.2: the dag-processor runs only *failure*
+    task callbacks ("Task callback requested but is not a failure callback", dag_processing/processor.py).
+    2.11: DB callback requests are fetched only by a standalone DAG processor
+    (``[scheduler] standalone_dag_processor``; DagFileProcessorManager). Where this is False, a sensor with
+    success callbacks ends on a worker.
+    """
+    if AIRFLOW_V_3_0_PLUS:
+        return False
+    return bool(
+        __getattr__("airflow_conf").getboolean("scheduler", "standalone_dag_processor", fallback=False)
+    )
+
 
 _LAZY.update(
     {
@@ -518,12 +529,12 @@ def task_maps_over_output(trigger: Any) -> bool:
 __all__ += [
     "START_FROM_TRIGGER_RENDERS_TEMPLATES",
     "START_FROM_TRIGGER_SUPPORTED",
-    "TRIGGER_END_RUNS_SUCCESS_CALLBACKS",
     "StartTriggerArgs",
     "TaskSuccessEvent",
     "mapped_start_problem",
     "start_from_trigger_problem",
     "task_maps_over_output",
+    "trigger_end_runs_success_callbacks",
     "trigger_render_native",
     "trigger_run_context",
     "trigger_template_env",

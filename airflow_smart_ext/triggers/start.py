@@ -173,7 +173,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
         """A success only a worker can end correctly: success callbacks Airflow would not run after a
         ``TaskSuccessEvent`` (3.x), or an XCom that needs a worker (split outputs, a mapped downstream task)."""
         reason = None
-        if self.start.get("success_callbacks") and not compat.TRIGGER_END_RUNS_SUCCESS_CALLBACKS:
+        if self.start.get("success_callbacks") and not compat.trigger_end_runs_success_callbacks():
             reason = "on_success_callback: this Airflow runs it only when a worker ends the task"
         elif (
             payload.get("xcom_value") is not None

@@ -197,4 +197,4 @@ async def test_trigger_started_after_the_deadline_still_checks_once(vclock: Any)
 async def test_success_callbacks_end_on_a_worker_where_airflow_drops_them(vclock: Any) -> None:  # noqa: F811
     READY_AT["cb"] = START
     event = await _first_event(_trigger("cb", START, success_callbacks=True))
-    assert isinstance(event, compat.TaskSuccessEvent) is compat.TRIGGER_END_RUNS_SUCCESS_CALLBACKS
+    assert isinstance(event, compat.TaskSuccessEvent) is compat.trigger_end_runs_success_callbacks()
