@@ -35,3 +35,22 @@ class CountingNeverTrueSensor(BaseSensorOperator):
         global _poke_total
         _poke_total = next(_POKES) + 1
         return False
+
+
+WINDOW_START: list[float] = []  # set by the benchmark when its measured window opens
+
+
+class ReadyAfterSensor(BaseSensorOperator):
+    """True ``ready_after`` seconds after the measured window opened: a condition that completes in it."""
+
+    def __init__(self, *, key: Any = None, ready_after: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.key = key
+        self.ready_after = ready_after
+
+    def poke(self, context: Any) -> bool:
+        global _poke_total
+        _poke_total = next(_POKES) + 1
+        import time
+
+        return bool(WINDOW_START) and time.time() >= WINDOW_START[0] + self.ready_after
