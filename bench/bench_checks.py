@@ -54,3 +54,20 @@ class ReadyAfterSensor(BaseSensorOperator):
         import time
 
         return bool(WINDOW_START) and time.time() >= WINDOW_START[0] + self.ready_after
+
+
+CHECK_TIMES: list[tuple[Any, float]] = []  # (key, time) of every ConnectionNeverTrueSensor poke
+CLOCK: list[Any] = []  # the benchmark's clock function (a virtual one), set before pokes run
+
+
+class ConnectionNeverTrueSensor(BaseSensorOperator):
+    """Never true; one condition per ``key`` on the connection ``conn_id`` (the rate limit's key)."""
+
+    def __init__(self, *, key: Any = None, conn_id: str = "warehouse", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.key = key
+        self.conn_id = conn_id
+
+    def poke(self, context: Any) -> bool:
+        CHECK_TIMES.append((self.key, CLOCK[0]()))
+        return False

@@ -162,6 +162,18 @@ async def _child(kind: str, count: int, window: float, settle: float) -> dict[st
 
     lags: list[float] = []
     stop = asyncio.Event()
+    import gc
+
+    gc_pauses: list[float] = []
+    gc_started: list[float] = []
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            gc_started[:] = [time.perf_counter()]
+        elif gc_started:
+            gc_pauses.append(time.perf_counter() - gc_started[0])
+
+    gc.callbacks.append(on_gc)
     bench_checks.WINDOW_START.append(time.time())
 
     async def watchdog() -> None:
@@ -198,6 +210,8 @@ async def _child(kind: str, count: int, window: float, settle: float) -> dict[st
         "lag_p50": percentile(lags, 50),
         "lag_p99": percentile(lags, 99),
         "lag_max": max(lags),
+        "gc_pause_max": max(gc_pauses, default=0.0),
+        "gc_pause_total": sum(gc_pauses),
         "cpu_share": cpu / wall,
         "checks": checks,
         "cpu_per_check": cpu / checks if checks else None,

@@ -24,7 +24,7 @@ from airflow_smart_ext.backoff import (
     task_seed,
 )
 from airflow_smart_ext.conditions import Ending, outcome_from_exception, sensor, sharing_key, task_ending
-from airflow_smart_ext.conditions.runtime import callable_path, json_problem
+from airflow_smart_ext.conditions.runtime import callable_path, config_non_negative_float, json_problem
 from airflow_smart_ext.errors import classify, error_type_paths, resolve_error_types
 
 if TYPE_CHECKING:
@@ -591,11 +591,19 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         # Identical waits get one schedule (seed of the condition, not of the task), so the triggerer's
         # shared check serves all of them on the same cycle instead of one check per task.
         seed = condition_seed(sharing_key(self.deferrable_check(context)))
+        if self._rate_limited():
+            # The connection has a check budget, which only the triggerer can keep (it sees every pending
+            # check): check #0 runs there too, paced with the others, instead of on every worker at once.
+            return self._defer(context, seed, started_at, deadline, after=-1, worker_pokes=0)
         # A cheap positive needs no deferral: check #0 runs on the worker.
         done, xcom_value = self._poke_once(context, seed, 0, 1)
         if done:
             return self._succeeded(context, started_at, 1, xcom_value, "deferrable")
         return self._defer(context, seed, started_at, deadline, after=0, worker_pokes=1)
+
+    def _rate_limited(self) -> bool:
+
+        return bool(self.rate_limit or config_non_negative_float("max_checks_per_second_per_connection", 0.0))
 
     def _schedule_anchor(self, started_at: float) -> float:
         """Deferrable schedules start on the ``poke_interval`` grid: waits started seconds apart align."""
@@ -610,7 +618,8 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             self._timed_out(context, started_at, worker_pokes)
             return None
         now = _wall_clock()
-        self._log_not_yet(worker_pokes, after, nxt, now)
+        if worker_pokes:
+            self._log_not_yet(worker_pokes, after, nxt, now)
         # Slots of the schedule that passed before this deferral were no checks: the trigger starts after them.
         after = max(after, nxt.index - 1)
         from airflow_smart_ext.triggers import BackoffTrigger  # lazy: keep DAG parsing cheap

@@ -39,7 +39,7 @@ METRIC_SUBSCRIBERS = "smart_ext.trigger.subscribers"
 METRIC_RATE_LIMITED = "smart_ext.trigger.checks_rate_limited"
 METRIC_TIME_LIMIT_EXCEEDED = "smart_ext.trigger.checks_over_time_limit"
 # Subscribers woken per loop iteration when an observation reaches a large group (fan-out without stalls).
-WAKE_SLICE = 100
+WAKE_SLICE = 20
 
 # Clock and sleep hooks: tests patch these to run schedules on a virtual clock. ``_call_later`` (None: the
 # running loop's ``call_later``) arms the wake-up timer of a waiting subscriber; patch it with ``_sleep``.

@@ -928,3 +928,19 @@ def test_decorrelated_range_is_narrowed_with_a_clear_message() -> None:
         PathSensor(task_id="s", path="/p", jitter="decorrelated", poke_interval=1, timeout=86400)
     # The default timeout at Airflow's default poke_interval stays accepted.
     PathSensor(task_id="s2", path="/p", jitter="decorrelated", poke_interval=60, timeout=7 * 86400)
+
+
+def test_rate_limited_deferrable_sensor_leaves_check_0_to_the_triggerer(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True, rate_limit=1.0, poke_interval=10)
+    pokes: list[Any] = []
+    monkeypatch.setattr(sensor, "poke", lambda context: pokes.append(context) or True)
+    capture_defer(sensor, monkeypatch)
+    with pytest.raises(Deferred) as err:
+        sensor.execute(make_context())
+    assert pokes == []  # no worker check: the triggerer paces it with the connection's other checks
+    _, kwargs = err.value.kwargs["trigger"].serialize()
+    assert kwargs["after"] == -1 and kwargs["rate_limit"] == 1.0
+    event = {"status": "success", "check_index": 0, "xcom_value": None, "message": "ok", "pokes": 1}
+    sensor.execute_complete(make_context(), event, **err.value.kwargs["kwargs"])
