@@ -18,6 +18,7 @@ from airflow_smart_ext.triggers import BackoffTrigger, sharing
 from airflow_smart_ext.triggers import backoff as trigger_module
 from tests.unit import test_trigger
 from tests.unit.test_trigger import START, VirtualClock, first_event
+from tests.unit.test_trigger import make_trigger as trigger
 
 vclock = test_trigger.vclock  # the virtual-clock fixture
 
@@ -75,20 +76,6 @@ def check(cls: str, **kwargs: Any) -> dict[str, Any]:
         "kwargs": kwargs,
         "context": {"dag_id": "d", "task_id": "wait", "run_id": "r", "ds": "2026-01-02"},
     }
-
-
-def trigger(spec: dict[str, Any], policy: BackoffPolicy, **overrides: Any) -> BackoffTrigger:
-    kwargs: dict[str, Any] = {
-        "check": spec,
-        "policy": policy.to_dict(),
-        "seed": "seed-1",
-        "started_at": START,
-        "deadline": START + 3600,
-        "after": 0,
-        "share": True,
-    }
-    kwargs.update(overrides)
-    return BackoffTrigger(**kwargs)
 
 
 # --- transient errors -------------------------------------------------------------------------------------
