@@ -127,6 +127,17 @@ def _check_deferrable_fallback(deferrable_fallback: Any) -> None:
         )
 
 
+def _transient_errors_problem(types: tuple[type[BaseException], ...]) -> str | None:
+    """The triggerer imports ``transient_errors`` by name: a class defined in a DAG file cannot travel."""
+    for cls in types:
+        if callable_path(cls) is None:
+            return (
+                f"transient_errors: {cls.__module__}.{cls.__qualname__} cannot be imported by name in the "
+                f"triggerer; define it in an installed package or a module of the plugins/DAGs folder"
+            )
+    return None
+
+
 def _unshippable_message(task_id: Any, problem: str) -> str:
     return (
         f"Task {task_id!r}: deferrable=True but this sensor cannot be shipped to the "
@@ -359,7 +370,9 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         if deferrable and fallback != "reschedule":
             framework = cls._framework_parameters()
             own = {name: value for name, value in static.items() if name not in framework}
-            problem = cls._shipping_problem(own)
+            problem = _transient_errors_problem(
+                resolve_error_types(static.get("transient_errors"), "transient_errors")
+            ) or cls._shipping_problem(own)
             if problem is not None:
                 raise ValueError(_unshippable_message(task_id, problem))
         return super().partial(**kwargs)
@@ -744,7 +757,9 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
 
     def shippability_problem(self) -> str | None:
         """Why this sensor cannot run in the triggerer (checked at DAG parse), or None when it can."""
-        return type(self)._shipping_problem(self._constructor_kwargs())
+        return _transient_errors_problem(self.transient_error_types) or type(self)._shipping_problem(
+            self._constructor_kwargs()
+        )
 
     @classmethod
     def _shipping_problem(cls, own_kwargs: Mapping[str, Any]) -> str | None:

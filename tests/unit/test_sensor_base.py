@@ -944,3 +944,14 @@ def test_rate_limited_deferrable_sensor_leaves_check_0_to_the_triggerer(
     assert kwargs["after"] == -1 and kwargs["rate_limit"] == 1.0
     event = {"status": "success", "check_index": 0, "xcom_value": None, "message": "ok", "pokes": 1}
     sensor.execute_complete(make_context(), event, **err.value.kwargs["kwargs"])
+
+
+def test_transient_error_types_must_be_importable_by_the_triggerer() -> None:
+    class LocalError(Exception):  # defined in a function, like a class in a DAG file
+        pass
+
+    with pytest.raises(ValueError, match="transient_errors: .*LocalError cannot be imported by name"):
+        PathSensor(task_id="s", path="/p", deferrable=True, transient_errors=[LocalError])
+    with pytest.raises(ValueError, match="transient_errors: .*LocalError cannot be imported by name"):
+        PathSensor.partial(task_id="s", deferrable=True, transient_errors=[LocalError])
+    PathSensor(task_id="s2", path="/p", transient_errors=[LocalError])  # poke mode: fine, no shipping
