@@ -42,8 +42,21 @@ T = TypeVar("T")
 # --- configuration -----------------------------------------------------------------------------------
 
 
+_config_cache: dict[tuple[str, str, str | None], Any] = {}
+
+
+def _config_value(key: str, default: Any) -> Any:
+    """``[smart_ext] key``, read once per process (a lookup costs ~50 µs on 3.x; every trigger run needs
+    several). Keyed by the option's environment variable too, so setting it (tests, a restart) is seen."""
+    env = os.environ.get(f"AIRFLOW__{CONFIG_SECTION.upper()}__{key.upper()}")
+    cache_key = (key, str(default), env)
+    if cache_key not in _config_cache:
+        _config_cache[cache_key] = compat.airflow_conf.get(CONFIG_SECTION, key, fallback=str(default))
+    return _config_cache[cache_key]
+
+
 def config_positive_int(key: str, default: int) -> int:
-    value = compat.airflow_conf.get(CONFIG_SECTION, key, fallback=str(default))
+    value = _config_value(key, default)
     try:
         number = int(str(value).strip())
     except ValueError:
@@ -54,7 +67,7 @@ def config_positive_int(key: str, default: int) -> int:
 
 
 def config_non_negative_float(key: str, default: float) -> float:
-    value = compat.airflow_conf.get(CONFIG_SECTION, key, fallback=str(default))
+    value = _config_value(key, default)
     try:
         number = float(str(value).strip())
     except ValueError:
@@ -171,11 +184,22 @@ def callable_path(func: Any) -> str | None:
 
 
 def json_problem(value: Any) -> str | None:
-    """Why ``value`` cannot travel to the triggerer as JSON, or None when it can."""
+    """Why ``value`` cannot travel to the triggerer as JSON *unchanged*, or None when it can.
+
+    Refused: what JSON cannot encode (objects, NaN, dicts with mixed key types) and what it changes on the
+    way (tuples become lists, int keys become str keys: ``KeyError: 1`` in the triggerer).
+    """
     try:
-        json.dumps(value, allow_nan=False)
+        text = json.dumps(value, allow_nan=False, sort_keys=True)
     except (TypeError, ValueError) as err:
         return str(err)
+    arrived = json.loads(text)
+    if arrived != value:
+        return (
+            f"it arrives as {arrived!r}: JSON turns tuples into lists and dict keys into strings"
+            if len(text) < 200
+            else "JSON turns tuples into lists and dict keys into strings"
+        )
     return None
 
 

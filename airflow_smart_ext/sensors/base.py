@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import (
     JITTER_STRATEGIES,
-    MAX_DECORRELATED_CHECKS,
     BackoffPolicy,
     ScheduledCheck,
     aligned_start,
@@ -25,7 +24,7 @@ from airflow_smart_ext.backoff import (
     task_seed,
 )
 from airflow_smart_ext.conditions import Ending, outcome_from_exception, sensor, sharing_key, task_ending
-from airflow_smart_ext.conditions.runtime import callable_path, json_problem
+from airflow_smart_ext.conditions.runtime import callable_path, config_non_negative_float, json_problem
 from airflow_smart_ext.errors import classify, error_type_paths, resolve_error_types
 
 if TYPE_CHECKING:
@@ -44,6 +43,15 @@ DEFERRAL_GRACE_SECONDS = 60.0
 #: exactly what ``PokeReturnValue.xcom_value`` says, as in Airflow).
 STATS_XCOM_KEY = "backoff_sensor_stats"
 DEFERRABLE_FALLBACKS = (None, "reschedule")
+#: Largest accepted ``backoff_factor``: beyond it the second interval already jumps to the cap.
+MAX_BACKOFF_FACTOR = 10.0
+#: ``jitter="decorrelated"`` is replayed check by check (a cold replay is O(n) and runs under a lock):
+#: accepted when ``timeout / poke_interval`` stays below this (the default 7-day timeout at 60 s fits).
+MAX_DECORRELATED_SENSOR_CHECKS = 20_000
+#: Without ``max_wait``, no interval exceeds ``DEFAULT_MAX_WAIT_FACTOR * poke_interval`` and never one hour
+#: (docs/backoff.md "The default cap"): a swapped-in base class keeps detection latency bounded.
+DEFAULT_MAX_WAIT_FACTOR = 10.0
+DEFAULT_MAX_WAIT_CEILING = 3600.0
 # Reschedule mode waits for a splayed first poke only when the splay offset is at least this long: a
 # shorter wait is not worth a trip through the scheduler (poke mode always sleeps it).
 SPLAY_RESCHEDULE_MIN_SECONDS = 1.0
@@ -103,6 +111,47 @@ def rate_limit_value(value: Any) -> float | None:
     return float(value)
 
 
+def _deferrable_value(deferrable: Any) -> bool:
+    """``deferrable`` (None: ``[operators] default_deferrable``); ``ValueError`` unless a bool."""
+    if deferrable is None:
+        deferrable = compat.airflow_conf.getboolean("operators", "default_deferrable", fallback=False)
+    if not isinstance(deferrable, bool):
+        raise ValueError(f"deferrable must be True or False; got {deferrable!r}")
+    return deferrable
+
+
+def _check_deferrable_fallback(deferrable_fallback: Any) -> None:
+    if deferrable_fallback not in DEFERRABLE_FALLBACKS:
+        raise ValueError(
+            f"deferrable_fallback must be one of {DEFERRABLE_FALLBACKS}; got {deferrable_fallback!r}"
+        )
+
+
+def _transient_errors_problem(types: tuple[type[BaseException], ...]) -> str | None:
+    """The triggerer imports ``transient_errors`` by name: a class defined in a DAG file cannot travel."""
+    for cls in types:
+        if callable_path(cls) is None:
+            return (
+                f"transient_errors: {cls.__module__}.{cls.__qualname__} cannot be imported by name in the "
+                f"triggerer; define it in an installed package or a module of the plugins/DAGs folder"
+            )
+    return None
+
+
+def _unshippable_message(task_id: Any, problem: str) -> str:
+    return (
+        f"Task {task_id!r}: deferrable=True but this sensor cannot be shipped to the "
+        f"triggerer: {problem}. Fix that, set deferrable=False, or pass "
+        f"deferrable_fallback='reschedule' to run in reschedule mode instead."
+    )
+
+
+def default_max_wait(poke_interval: float) -> float:
+    """The cap on intervals when ``max_wait`` is not given: 10x ``poke_interval``, at most one hour (and
+    never below ``poke_interval`` itself)."""
+    return max(poke_interval, min(DEFAULT_MAX_WAIT_FACTOR * poke_interval, DEFAULT_MAX_WAIT_CEILING))
+
+
 def backoff_policy_for(
     *,
     task_id: str,
@@ -130,8 +179,12 @@ def backoff_policy_for(
         or not isinstance(factor, (int, float))
         or not math.isfinite(factor)
         or factor < 1
+        or factor > MAX_BACKOFF_FACTOR
     ):
-        raise ValueError(f"backoff_factor must be a finite number >= 1 (1 = fixed interval); got {factor!r}")
+        raise ValueError(
+            f"backoff_factor must be a finite number >= 1 and <= {MAX_BACKOFF_FACTOR:g} "
+            f"(1 = fixed interval); got {factor!r}"
+        )
     if jitter not in JITTER_STRATEGIES:
         raise ValueError(f"jitter must be one of {', '.join(JITTER_STRATEGIES)}; got {jitter!r}")
     cap = _to_seconds(max_wait, "max_wait", allow_none=True)
@@ -140,17 +193,24 @@ def backoff_policy_for(
             f"max_wait ({cap:g}s) must be >= poke_interval ({initial:g}s): it caps the interval that "
             f"starts at poke_interval"
         )
-    seconds = _to_seconds(splay, "splay", allow_none=True)
-    if seconds is None:
-        seconds = initial
-    if seconds < 0:
-        raise ValueError(f"splay must be >= 0 seconds; got {splay!r}")
     deadline = _to_seconds(timeout, "timeout")
     assert deadline is not None
-    if jitter == "decorrelated" and deadline / initial >= MAX_DECORRELATED_CHECKS:
+    seconds = _to_seconds(splay, "splay", allow_none=True)
+    if seconds is None:
+        seconds = initial  # the default; the first check never comes after the deadline anyway
+    elif seconds < 0:
+        raise ValueError(f"splay must be >= 0 seconds; got {splay!r}")
+    elif seconds > deadline:
+        raise ValueError(
+            f"splay ({seconds:g}s) must be <= timeout ({deadline:g}s): a larger splay would leave only the "
+            f"final check at the deadline"
+        )
+    if cap is None:
+        cap = default_max_wait(initial)
+    if jitter == "decorrelated" and deadline / initial >= MAX_DECORRELATED_SENSOR_CHECKS:
         raise ValueError(
             f"jitter='decorrelated' is replayed check by check and supports at most "
-            f"{MAX_DECORRELATED_CHECKS:,} checks, but timeout ({deadline:g}s) / poke_interval "
+            f"{MAX_DECORRELATED_SENSOR_CHECKS:,} checks, but timeout ({deadline:g}s) / poke_interval "
             f"({initial:g}s) allows more; raise poke_interval, lower timeout, or use jitter 'full', "
             f"'equal' or 'none' (computed in O(1))"
         )
@@ -233,14 +293,8 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         if jitter is None:
             jitter = "none" if fixed_interval else DEFAULT_JITTER
         super().__init__(**kwargs)
-        if deferrable is None:
-            deferrable = compat.airflow_conf.getboolean("operators", "default_deferrable", fallback=False)
-        if not isinstance(deferrable, bool):
-            raise ValueError(f"deferrable must be True or False; got {deferrable!r}")
-        if deferrable_fallback not in DEFERRABLE_FALLBACKS:
-            raise ValueError(
-                f"deferrable_fallback must be one of {DEFERRABLE_FALLBACKS}; got {deferrable_fallback!r}"
-            )
+        deferrable = _deferrable_value(deferrable)
+        _check_deferrable_fallback(deferrable_fallback)
         self.backoff_factor = backoff_factor
         self.jitter = jitter
         self.splay = splay
@@ -272,11 +326,7 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             self._plan_start()
             return
         if self.deferrable_fallback != "reschedule":
-            raise ValueError(
-                f"Task {self.task_id!r}: deferrable=True but this sensor cannot be shipped to the "
-                f"triggerer: {problem}. Fix that, set deferrable=False, or pass "
-                f"deferrable_fallback='reschedule' to run in reschedule mode instead."
-            )
+            raise ValueError(_unshippable_message(self.task_id, problem))
         self.deferrable = False
         self.mode = "reschedule"
         self.deferrable_fallback_reason = problem
@@ -301,10 +351,19 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
 
     @classmethod
     def partial(cls, **kwargs: Any) -> Any:  # type: ignore[override]
-        """``.partial()`` of a mapped sensor: its constructor runs only at task run time, so check the
-        backoff arguments known now at DAG parse (values from ``.expand()`` are checked when the task runs).
+        """``.partial()`` of a mapped sensor: its constructor runs only at task run time, so every check the
+        constructor makes on the arguments known now runs here, at DAG parse, with the same messages
+        (values from ``.expand()`` are checked when the task runs).
         """
         known = {**dict(kwargs.get("default_args") or {}), **kwargs}
+        static = {name: value for name, value in known.items() if not compat.is_runtime_value(value)}
+        task_id = kwargs.get("task_id")
+        deferrable = _deferrable_value(static.get("deferrable"))
+        fallback = static.get("deferrable_fallback")
+        _check_deferrable_fallback(fallback)
+        resolve_error_types(static.get("transient_errors"), "transient_errors")
+        check_timeout_seconds(static.get("check_timeout"))
+        rate_limit_value(static.get("rate_limit"))
         arguments = {
             name: known[name]
             for name in ("poke_interval", "max_wait", "timeout", "backoff_factor", "jitter", "splay")
@@ -318,7 +377,15 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             arguments.setdefault(
                 "timeout", compat.airflow_conf.getfloat("sensors", "default_timeout", fallback=7 * 86400)
             )
-            backoff_policy_for(task_id=str(kwargs.get("task_id")), **arguments)
+            backoff_policy_for(task_id=str(task_id), **arguments)
+        if deferrable and fallback != "reschedule":
+            framework = cls._framework_parameters()
+            own = {name: value for name, value in static.items() if name not in framework}
+            problem = _transient_errors_problem(
+                resolve_error_types(static.get("transient_errors"), "transient_errors")
+            ) or cls._shipping_problem(own)
+            if problem is not None:
+                raise ValueError(_unshippable_message(task_id, problem))
         return super().partial(**kwargs)
 
     def _seed(self, context: Mapping[str, Any]) -> str:
@@ -549,11 +616,19 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         # Identical waits get one schedule (seed of the condition, not of the task), so the triggerer's
         # shared check serves all of them on the same cycle instead of one check per task.
         seed = condition_seed(sharing_key(self.deferrable_check(context)))
+        if self._rate_limited():
+            # The connection has a check budget, which only the triggerer can keep (it sees every pending
+            # check): check #0 runs there too, paced with the others, instead of on every worker at once.
+            return self._defer(context, seed, started_at, deadline, after=-1, worker_pokes=0)
         # A cheap positive needs no deferral: check #0 runs on the worker.
         done, xcom_value = self._poke_once(context, seed, 0, 1)
         if done:
             return self._succeeded(context, started_at, 1, xcom_value, "deferrable")
         return self._defer(context, seed, started_at, deadline, after=0, worker_pokes=1)
+
+    def _rate_limited(self) -> bool:
+
+        return bool(self.rate_limit or config_non_negative_float("max_checks_per_second_per_connection", 0.0))
 
     def _schedule_anchor(self, started_at: float) -> float:
         """Deferrable schedules start on the ``poke_interval`` grid: waits started seconds apart align."""
@@ -568,7 +643,8 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             self._timed_out(context, started_at, worker_pokes)
             return None
         now = _wall_clock()
-        self._log_not_yet(worker_pokes, after, nxt, now)
+        if worker_pokes:
+            self._log_not_yet(worker_pokes, after, nxt, now)
         # Slots of the schedule that passed before this deferral were no checks: the trigger starts after them.
         after = max(after, nxt.index - 1)
         from airflow_smart_ext.triggers import BackoffTrigger  # lazy: keep DAG parsing cheap
@@ -697,21 +773,27 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
 
     def shippability_problem(self) -> str | None:
         """Why this sensor cannot run in the triggerer (checked at DAG parse), or None when it can."""
-        cls = type(self)
+        return _transient_errors_problem(self.transient_error_types) or type(self)._shipping_problem(
+            self._constructor_kwargs()
+        )
+
+    @classmethod
+    def _shipping_problem(cls, own_kwargs: Mapping[str, Any]) -> str | None:
+        """Why ``cls(**own_kwargs)`` cannot be re-created in the triggerer (mapped and unmapped alike)."""
         if callable_path(cls) is None:
             return (
                 f"its class {cls.__module__}.{cls.__qualname__} cannot be imported by name in the triggerer "
                 f"(classes defined in a DAG file or inside a function are not importable there); move it "
                 f"into an installed package, the plugins folder or a separate module in the DAGs folder"
             )
-        for key, value in self._constructor_kwargs().items():
+        for key, value in own_kwargs.items():
             if compat.is_runtime_value(value):
                 continue
             problem = json_problem(value)
             if problem is not None:
                 return (
-                    f"constructor argument {key!r}={value!r} is not JSON-serializable ({problem}); pass "
-                    f"JSON-able values (str, int, float, bool, None, lists, dicts)"
+                    f"constructor argument {key!r}={value!r} does not travel to the triggerer as JSON unchanged "
+                    f"({problem}); pass JSON values (str, int, float, bool, None, lists, dicts with str keys)"
                 )
         return None
 

@@ -96,9 +96,10 @@ class BackoffSqlSensor(BackoffSensor):
         return bool(outcome)
 
     # ------------------------------------------------------------------ deferrable (Contract C)
-    def shippability_problem(self) -> str | None:
+    @classmethod
+    def _shipping_problem(cls, own_kwargs: Mapping[str, Any]) -> str | None:
         for name in CRITERIA:
-            criterion = getattr(self, name)
+            criterion = own_kwargs.get(name)
             if criterion is None or isinstance(criterion, str):
                 continue
             if callable_path(criterion) is None:
@@ -108,12 +109,14 @@ class BackoffSqlSensor(BackoffSensor):
                     f"function of an installed package or plugins-folder module, or its dotted path string"
                 )
         for name in ("parameters", "hook_params"):
-            value = getattr(self, name)
+            value = own_kwargs.get(name)
             if compat.is_runtime_value(value):
                 continue
+            if isinstance(value, tuple):  # bound parameters: a tuple travels as a list, same binding
+                value = list(value)
             problem = json_problem(value)
             if problem is not None:
-                return f"{name}={value!r} is not JSON-serializable ({problem})"
+                return f"{name}={value!r} does not travel to the triggerer as JSON unchanged ({problem})"
         return None
 
     def deferrable_check(self, context: Any) -> dict[str, Any]:

@@ -39,7 +39,7 @@ METRIC_SUBSCRIBERS = "smart_ext.trigger.subscribers"
 METRIC_RATE_LIMITED = "smart_ext.trigger.checks_rate_limited"
 METRIC_TIME_LIMIT_EXCEEDED = "smart_ext.trigger.checks_over_time_limit"
 # Subscribers woken per loop iteration when an observation reaches a large group (fan-out without stalls).
-WAKE_SLICE = 100
+WAKE_SLICE = 20
 
 # Clock and sleep hooks: tests patch these to run schedules on a virtual clock. ``_call_later`` (None: the
 # running loop's ``call_later``) arms the wake-up timer of a waiting subscriber; patch it with ``_sleep``.
@@ -141,14 +141,14 @@ class Subscription:
         news, self.news = self.news, []
         return news
 
-    async def wait(self, timeout: float | None = None) -> bool:
-        """Wait for news (or until ``timeout`` seconds passed); ``True`` when there is news."""
+    async def wait(self, until: float | None = None) -> bool:
+        """Wait for news (or until the moment ``until``); ``True`` when there is news."""
         if self.news:
             return True
-        if timeout is not None and timeout <= 0:
+        if until is not None and until <= now():
             return False
         future = self._future = asyncio.get_running_loop().create_future()
-        timer = call_later(timeout, self._wake) if timeout is not None else None
+        timer = wake_at(until, self._wake) if until is not None else None
         try:
             await future
         finally:
@@ -156,6 +156,78 @@ class Subscription:
             if timer is not None:
                 timer.cancel()
         return bool(self.news)
+
+
+class _Alarm:
+    """One pending wake-up of :func:`wake_later` (cancellable)."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback: Callable[[], None] | None) -> None:
+        self.callback = callback
+
+    def cancel(self) -> None:
+        self.callback = None
+
+
+class _Waker:
+    """Wake-ups that fall due together are run a slice per loop iteration, never all in one.
+
+    Thousands of waits on shared conditions share their schedules, so their due times coincide: one loop
+    timer per due moment (not one per waiter), and its waiters woken ``WAKE_SLICE`` per iteration, so the
+    loop's other callbacks run in between (event-loop lag stays bounded by one slice).
+    """
+
+    def __init__(self) -> None:
+        self._due: dict[float, list[_Alarm]] = {}
+
+    def schedule(self, at: float, callback: Callable[[], None]) -> _Alarm:
+        alarm = _Alarm(callback)
+        batch = self._due.get(at)  # waits on one shared schedule are due at the very same moment
+        if batch is None:
+            batch = self._due[at] = []
+            call_later(max(0.0, at - now()), lambda: self._fire(at))
+        batch.append(alarm)
+        return alarm
+
+    def _fire(self, at: float) -> None:
+        run_sliced([alarm for alarm in self._due.pop(at, ()) if alarm.callback is not None], _ring)
+
+
+def _ring(alarm: _Alarm) -> None:
+    callback = alarm.callback
+    if callback is not None:
+        alarm.callback = None
+        callback()
+
+
+def run_sliced(items: list[Any], action: Callable[[Any], None]) -> None:
+    """``action(item)`` for every item, ``WAKE_SLICE`` per loop iteration."""
+    if len(items) <= WAKE_SLICE:
+        for item in items:
+            action(item)
+        return
+    loop = asyncio.get_running_loop()
+
+    def from_(start: int) -> None:
+        for item in items[start : start + WAKE_SLICE]:
+            action(item)
+        if start + WAKE_SLICE < len(items):
+            loop.call_soon(from_, start + WAKE_SLICE)
+
+    from_(0)
+
+
+_wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker] = weakref.WeakKeyDictionary()
+
+
+def wake_at(at: float, callback: Callable[[], None]) -> _Alarm:
+    """Run ``callback`` at the moment ``at``; callbacks due at the same moment run in slices (fan-in)."""
+    loop = asyncio.get_running_loop()
+    waker = _wakers.get(loop)
+    if waker is None:
+        waker = _wakers[loop] = _Waker()
+    return waker.schedule(at, callback)
 
 
 class CheckGroup:
@@ -222,25 +294,11 @@ class CheckGroup:
         return observation
 
     def _announce(self, observation: Observation) -> None:
-        """Offer an observation to every subscriber at once (their inboxes; wake-ups in slices)."""
+        """Offer an observation to every subscriber at once; thousands are woken in slices (fan-out)."""
         subscriptions = list(self._subscriptions)
         for subscription in subscriptions:
             subscription.news.append(observation)
-        if len(subscriptions) <= WAKE_SLICE:
-            for subscription in subscriptions:
-                subscription._wake()
-            return
-        # Thousands of subscribers: wake them a slice per loop iteration, so the loop's other callbacks
-        # (other triggers, the triggerer's heartbeat) run between slices instead of after all of them.
-        loop = asyncio.get_running_loop()
-
-        def wake_from(start: int) -> None:
-            for subscription in subscriptions[start : start + WAKE_SLICE]:
-                subscription._wake()
-            if start + WAKE_SLICE < len(subscriptions):
-                loop.call_soon(wake_from, start + WAKE_SLICE)
-
-        wake_from(0)
+        run_sliced(subscriptions, Subscription._wake)
 
     def _start_round(self, context: Mapping[str, Any], limits: CheckLimits) -> asyncio.Future[Observation]:
         started = now()
@@ -299,7 +357,7 @@ class CheckGroup:
                 give_up_at = limits.give_up_at if limits is not None else None
                 if give_up_at is None:
                     await subscription.wait()
-                elif not await subscription.wait(give_up_at - now()) and now() >= give_up_at:
+                elif not await subscription.wait(give_up_at) and now() >= give_up_at:
                     raise WaitAbandoned(f"gave up waiting for the check at {give_up_at:.3f}")
         finally:
             if private:
@@ -340,10 +398,9 @@ class CheckGroup:
                 # Another subscriber's check found our condition (or a failure criterion): done now.
                 if completes_early(outcome):
                     return WaitResult(outcome, min(news.observed_at, due_at), True, True)
-            remaining = due_at - now()
-            if remaining <= 0:
+            if due_at <= now():
                 break
-            await subscription.wait(remaining)  # news, or our due time (a spurious wake just loops)
+            await subscription.wait(due_at)  # news, or our due time (a spurious wake just loops)
         decisive: list[Outcome] = []
 
         def accept(observation: Observation) -> bool:
