@@ -140,7 +140,27 @@ if TYPE_CHECKING:  # what type checkers see (3.x locations); at run time ``__get
     from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 
+# Error tuples (resolved on first use, like the names above). ``AirflowTaskTimeout`` is a BaseException on
+# 3.x (not an ``Exception``): a check that raises it must still be caught and mapped like poke mode does.
+_ERROR_TUPLES: dict[str, tuple[str, ...]] = {
+    "CHECK_ERRORS": ("Exception", "AirflowTaskTimeout"),  # everything a check may raise that we map
+    "SENSOR_TIMEOUT_ERRORS": ("AirflowSensorTimeout", "AirflowTaskTimeout"),
+    "SENSOR_FAIL_ERRORS": ("AirflowSensorTimeout", "AirflowTaskTimeout", "AirflowFailException"),
+}
+
+if TYPE_CHECKING:
+    CHECK_ERRORS: tuple[type[BaseException], ...]
+    SENSOR_TIMEOUT_ERRORS: tuple[type[BaseException], ...]
+    SENSOR_FAIL_ERRORS: tuple[type[BaseException], ...]
+
+
 def __getattr__(name: str) -> Any:
+    if name in _ERROR_TUPLES:
+        value: Any = tuple(
+            Exception if part == "Exception" else __getattr__(part) for part in _ERROR_TUPLES[name]
+        )
+        globals()[name] = value
+        return value
     target = _LAZY.get(name)
     if target is None:  # also a helpful error for typos in internal imports
         raise AttributeError(f"airflow_smart_ext.compat has no attribute {name!r}")
@@ -149,6 +169,40 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(target[0]), target[1])
     globals()[name] = value  # resolved once
     return value
+
+
+# --- Operators ------------------------------------------------------------------------------------
+
+
+def operator_init_kwargs(operator: Any) -> dict[str, Any]:
+    """The keyword arguments an operator was constructed with (BaseOperator records them, 2.11 and 3.x).
+
+    Airflow keeps them in the name-mangled private ``_BaseOperator__init_kwargs``; this is the only place
+    that reads it.
+    """
+    return dict(getattr(operator, "_BaseOperator__init_kwargs", {}) or {})
+
+
+def is_runtime_value(value: Any) -> bool:
+    """XComArg-like values (``task.output``, ``XComArg``) are resolved only at run time."""
+    return hasattr(value, "resolve") and hasattr(value, "iter_references")
+
+
+def use_connection(hook: Any, connection: Any) -> None:
+    """Make ``hook`` use the Connection already fetched, never look it up a second time.
+
+    A sync lookup from a worker thread of the triggerer would go through the supervisor again on 3.x (a
+    second round trip; untested on 3.0-3.2). common-sql's ``DbApiHook.connection`` reads the cached
+    ``_connection`` (e.g. PostgresHook.get_conn), but some hooks call ``self.get_connection(conn_id)``
+    directly (SqliteHook.get_uri): shadow that on this instance for our conn_id too.
+    """
+    hook._connection = connection
+    lookup = hook.get_connection
+
+    def get_connection(conn_id: str) -> Any:
+        return connection if conn_id == connection.conn_id else lookup(conn_id)
+
+    hook.get_connection = get_connection
 
 
 # 2.11's scheduler fails a deferred task whose trigger timed out with this ``__fail__`` error, which
@@ -243,6 +297,12 @@ __all__ = [
     "TriggerEvent",
     "aget_connection",
     "parse_datetime",
+    "use_connection",
+    "CHECK_ERRORS",
+    "SENSOR_TIMEOUT_ERRORS",
+    "SENSOR_FAIL_ERRORS",
+    "operator_init_kwargs",
+    "is_runtime_value",
     # sensors
     "AirflowException",
     "AirflowFailException",
@@ -320,4 +380,213 @@ __all__ += [
     "RetryPolicy",
     "RetryPoliciesUnsupported",
     "require_retry_policies",
+]
+
+
+# --- Starting and ending in the triggerer -----------------------------------------------------------------
+# A deferrable sensor can skip the worker entirely: the scheduler defers it from the operator's *static*
+# ``start_trigger_args`` (``DagRun.schedule_tis`` -> ``TaskInstance.defer_task``), and the trigger ends it with
+# ``TaskSuccessEvent``. What each line offers (read from the 3.3.2 and 2.11.2 wheels, verified live):
+#
+# * 3.3+: the triggerer builds a RuntimeTaskInstance for such a task, renders the trigger's attributes that
+#   are both operator template fields and ``trigger_kwargs`` keys, and sets ``timeout_after`` to the TI's
+#   persisted ``trigger_timeout``. The trigger's task instance carries no ``start_date``.
+#   Mapped tasks always start on a worker (``SerializedMappedOperator.expand_start_from_trigger`` returns
+#   False, "unsupported", GH-52141 / apache/airflow#48009).
+# * 3.0-3.2: the scheduler path was disabled upstream (apache/airflow#53744) until 3.3 re-enabled it with
+#   triggerer-side rendering (apache/airflow#55068): worker-first there.
+# * 2.11: the scheduler starts the task in the triggerer but nothing renders templates; the trigger's
+#   ``task_instance`` is the ORM row (``start_date`` = start of the try). Mapped tasks: the mapped operator
+#   reads the *class* attribute ``start_trigger_args`` (None for our sensors), so they start on a worker.
+
+#: Whether the scheduler can start a (non-mapped) task in the triggerer on this Airflow line.
+START_FROM_TRIGGER_SUPPORTED = AIRFLOW_V_3_3_PLUS or not AIRFLOW_V_3_0_PLUS
+#: Whether the triggerer renders a start-from-trigger task's template fields (3.3+; not 2.11).
+START_FROM_TRIGGER_RENDERS_TEMPLATES = AIRFLOW_V_3_3_PLUS
+
+
+def trigger_end_runs_success_callbacks() -> bool:
+    """Whether Airflow runs ``on_success_callback`` for a task a trigger ended with ``TaskSuccessEvent``.
+
+    The triggerer only stores a callback request in the DB. 3.3.2: the dag-processor runs only *failure*
+    task callbacks ("Task callback requested but is not a failure callback", dag_processing/processor.py).
+    2.11: DB callback requests are fetched only by a standalone DAG processor
+    (``[scheduler] standalone_dag_processor``; DagFileProcessorManager). Where this is False, a sensor with
+    success callbacks ends on a worker.
+    """
+    if AIRFLOW_V_3_0_PLUS:
+        return False
+    return bool(
+        __getattr__("airflow_conf").getboolean("scheduler", "standalone_dag_processor", fallback=False)
+    )
+
+
+_LAZY.update(
+    {
+        "StartTriggerArgs": ("airflow.triggers.base", "StartTriggerArgs"),
+        "TaskSuccessEvent": ("airflow.triggers.base", "TaskSuccessEvent"),
+    }
+)
+if TYPE_CHECKING:
+    from airflow.triggers.base import StartTriggerArgs, TaskSuccessEvent
+
+
+def start_from_trigger_problem(*, templated: bool) -> str | None:
+    """Why this Airflow cannot start a (non-mapped) task in the triggerer, or None when it can.
+
+    ``templated``: the task's arguments contain Jinja templates that must be rendered before check #0.
+    """
+    if not START_FROM_TRIGGER_SUPPORTED:
+        return (
+            f"Airflow {_AIRFLOW_VERSION_STRING} does not start tasks in the triggerer (the scheduler path is "
+            f"disabled on 3.0-3.2; available on 2.11 and 3.3+)"
+        )
+    if templated and not START_FROM_TRIGGER_RENDERS_TEMPLATES:
+        return (
+            f"its arguments are templated and Airflow {_AIRFLOW_VERSION_STRING} does not render templates in "
+            f"the triggerer (3.3+ does)"
+        )
+    return None
+
+
+def mapped_start_problem() -> str:
+    """Why a mapped task instance started on a worker although it asked for the triggerer."""
+    return (
+        f"mapped tasks cannot start in the triggerer on Airflow {_AIRFLOW_VERSION_STRING} (the scheduler "
+        f"starts every mapped task instance on a worker: apache/airflow#48009)"
+    )
+
+
+def _epoch_of(value: Any) -> float | None:
+    if not isinstance(value, datetime.datetime):
+        return None
+    if value.tzinfo is None:  # 2.11 stores trigger_timeout naive (UTC)
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    return value.timestamp()
+
+
+def trigger_try_started_at(trigger: Any, backstop_seconds: float) -> float | None:
+    """When the current try started (epoch seconds), from what Airflow persisted for it; None if unknown.
+
+    ``backstop_seconds``: the trigger timeout the scheduler applied (``StartTriggerArgs.timeout``, capped by
+    ``execution_timeout`` as ``defer_task`` does). A rebuilt trigger (triggerer restart, reassignment) gets
+    the same answer, so its schedule and deadline do not move.
+
+    3.3+: ``timeout_after`` is the TI's ``trigger_timeout`` = the moment ``defer_task`` started the try +
+    ``backstop_seconds`` (the TI's ``start_date`` is stamped the same instant; the task instance a trigger
+    sees does not carry it). 2.11: the ORM task instance's ``start_date``, stamped by the scheduler.
+    """
+    ti = getattr(trigger, "task_instance", None)
+    if AIRFLOW_V_3_0_PLUS:
+        timeout_after = _epoch_of(getattr(trigger, "timeout_after", None))
+        return None if timeout_after is None else timeout_after - backstop_seconds
+    return _epoch_of(getattr(ti, "start_date", None))
+
+
+def trigger_render_native(trigger: Any, context: Any) -> bool:
+    """Whether a worker would render this task's templates as native objects: the operator's own
+    ``render_template_as_native_obj`` when set, else the DAG's (both serialized)."""
+    own = getattr(getattr(trigger, "task", None), "render_template_as_native_obj", None)
+    if own is not None:
+        return bool(own)
+    dag = context.get("dag") if hasattr(context, "get") else None
+    return bool(getattr(dag, "render_template_as_native_obj", False))
+
+
+def trigger_template_env(native: bool) -> Any:
+    """The Jinja environment a worker renders with (native or sandboxed, StrictUndefined), for rendering in
+    the triggerer (3.3+: the triggerer's DAG is the scheduler-side ``SerializedDAG``, which has no
+    ``get_template_env``). User-defined macros/filters are not serialized: sensors of such DAGs start on a
+    worker (``BackoffSensor._start_problem``). None on 2.11 (nothing is rendered in its triggerer)."""
+    if not AIRFLOW_V_3_0_PLUS:
+        return None
+    from airflow.sdk.definitions._internal.templater import create_template_env
+
+    return create_template_env(native=native)
+
+
+def _iso_or_none(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+async def trigger_run_context(trigger: Any, render_context: Any) -> dict[str, Any]:
+    """The run facts a ``"sensor"`` check ships (same keys as on a worker): ids, try, ``ds``/``ts`` and dates.
+
+    3.3+: from the template context the triggerer rendered with (``dag_run``). 2.11: nothing is rendered;
+    the run's dates come from the metadata DB (2.x triggers may use the ORM), read off the event loop.
+    """
+    import asyncio
+
+    ti = trigger.task_instance
+    facts: dict[str, Any] = {
+        "dag_id": ti.dag_id,
+        "task_id": ti.task_id,
+        "run_id": ti.run_id,
+        "map_index": -1 if getattr(ti, "map_index", None) is None else int(ti.map_index),
+        "try_number": int(getattr(ti, "try_number", 1) or 1),
+    }
+    if render_context is not None:
+        dag_run = render_context.get("dag_run")
+        logical, start, end = (
+            getattr(dag_run, name, None)
+            for name in ("logical_date", "data_interval_start", "data_interval_end")
+        )
+    elif not AIRFLOW_V_3_0_PLUS:
+
+        def read() -> tuple[Any, Any, Any]:
+            from airflow.models.dagrun import DagRun
+            from airflow.utils.session import create_session
+            from sqlalchemy import select
+
+            with create_session() as session:
+                row = session.execute(
+                    select(DagRun.execution_date, DagRun.data_interval_start, DagRun.data_interval_end).where(
+                        DagRun.dag_id == ti.dag_id, DagRun.run_id == ti.run_id
+                    )
+                ).first()
+            return (row[0], row[1], row[2]) if row else (None, None, None)
+
+        logical, start, end = await asyncio.to_thread(read)
+    else:
+        logical = start = end = None
+    facts.update(
+        {
+            "ds": logical.strftime("%Y-%m-%d") if logical is not None else None,
+            "ts": _iso_or_none(logical),
+            "logical_date": _iso_or_none(logical),
+            "data_interval_start": _iso_or_none(start),
+            "data_interval_end": _iso_or_none(end),
+        }
+    )
+    return facts
+
+
+def task_maps_over_output(trigger: Any) -> bool:
+    """Whether a downstream task maps over this task's XCom (Airflow must then record the map length, which
+    only a worker does). 3.3+: from the serialized task the triggerer loaded; 2.11: unknown -> False."""
+    task = getattr(trigger, "task", None)
+    iter_dependants = getattr(task, "iter_mapped_dependants", None)
+    if iter_dependants is None:
+        return False
+    try:
+        return next(iter(iter_dependants()), None) is not None
+    except Exception:  # a task shape we do not know: be safe and let a worker end it
+        return True
+
+
+__all__ += [
+    "START_FROM_TRIGGER_RENDERS_TEMPLATES",
+    "START_FROM_TRIGGER_SUPPORTED",
+    "StartTriggerArgs",
+    "TaskSuccessEvent",
+    "mapped_start_problem",
+    "start_from_trigger_problem",
+    "task_maps_over_output",
+    "trigger_end_runs_success_callbacks",
+    "trigger_render_native",
+    "trigger_run_context",
+    "trigger_template_env",
+    "trigger_try_started_at",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from benchlib import Goal, Result, Table, fmt_num, ratio, script_main
 from poke_schedules import (
@@ -84,6 +85,167 @@ def _splay_tradeoff(sensors: int, started_at: float, fixed_peak10: float) -> Tab
     return table
 
 
+# Deferrable herd: the per-connection rate limit of the triggerer (issue 14).
+HERD_RATE = 2.0  # checks per second allowed on the connection: 10 s budget = 10 x rate + 1 (bucket of one)
+HERD_HORIZON = 1800.0
+
+
+class _VirtualClock:
+    """Time moves only when every task waits on it (as in the unit tests): no real sleeping."""
+
+    def __init__(self, start: float) -> None:
+        import heapq
+        import itertools
+
+        self.now, self._heap, self._seq, self._heapq = start, [], itertools.count(), heapq
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> Any:
+        import asyncio
+
+        future = asyncio.get_running_loop().create_future()
+        self._heapq.heappush(self._heap, (self.now + max(0.0, seconds), next(self._seq), future))
+        return future
+
+    def call_later(self, seconds: float, callback: Any) -> Any:
+        future = self.sleep(seconds)
+        future.add_done_callback(lambda done: None if done.cancelled() else callback())
+        return future
+
+    async def drive(self, until: float) -> None:
+        import asyncio
+
+        while True:
+            for _ in range(20):
+                await asyncio.sleep(0)
+            while self._heap and self._heap[0][2].done():
+                self._heapq.heappop(self._heap)
+            if not self._heap or self._heap[0][0] > until:
+                return
+            wake, _, future = self._heapq.heappop(self._heap)
+            self.now = max(self.now, wake)
+            future.set_result(None)
+
+
+def deferrable_herd(sensors: int, rate: float | None) -> list[tuple[Any, float]]:
+    """``sensors`` deferrable sensors on distinct conditions of one connection, started together; the real
+    ``BackoffTrigger``s (sharing groups, token bucket) on a virtual clock. Returns every (key, check time)."""
+    import asyncio
+
+    import bench_checks
+
+    from airflow_smart_ext import compat
+    from airflow_smart_ext.backoff import condition_seed
+    from airflow_smart_ext.conditions import runtime, sharing_key
+    from airflow_smart_ext.sensors.base import backoff_policy_for
+    from airflow_smart_ext.triggers import BackoffTrigger, sharing
+
+    started_at = 1_800_000_000.0
+    clock = _VirtualClock(started_at)
+    policy = backoff_policy_for(task_id="t", poke_interval=POKE_INTERVAL, max_wait=CAP_SECONDS, timeout=86400)
+
+    async def inline(func: Any, *args: Any, key: str | None = None) -> Any:
+        return func(*args)  # the poke is a list append: no thread needed on a virtual clock
+
+    async def main() -> None:
+        saved = (sharing._clock, sharing._sleep, sharing._call_later, runtime.run_blocking)
+        saved_hold = compat.TRIGGER_MIN_EVENT_DELAY_SECONDS
+        sharing._clock, sharing._sleep, sharing._call_later = clock.time, clock.sleep, clock.call_later
+        runtime.run_blocking = inline  # type: ignore[assignment]
+        compat.TRIGGER_MIN_EVENT_DELAY_SECONDS = 0.0
+        bench_checks.CLOCK[:] = [clock.time]
+        bench_checks.CHECK_TIMES.clear()
+        tasks = []
+        try:
+            for index in range(sensors):
+                check = {
+                    "type": "sensor",
+                    "classpath": "bench_checks.ConnectionNeverTrueSensor",
+                    "kwargs": {"key": index, "conn_id": "herd_warehouse"},
+                    "context": {"dag_id": "herd", "task_id": f"s{index}", "run_id": "r"},
+                }
+                trigger = BackoffTrigger(
+                    check=check,
+                    policy=policy.to_dict(),
+                    seed=condition_seed(sharing_key(check)),
+                    started_at=started_at,  # created together (the sensor aligns them on its grid anyway)
+                    deadline=started_at + 86400,
+                    after=-1,  # a rate-limited deferrable sensor leaves check #0 to the triggerer
+                    rate_limit=rate,
+                )
+                tasks.append(asyncio.ensure_future(trigger.run().__anext__()))
+            await clock.drive(started_at + HERD_HORIZON)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            sharing._clock, sharing._sleep, sharing._call_later, runtime.run_blocking = saved
+            compat.TRIGGER_MIN_EVENT_DELAY_SECONDS = saved_hold
+        return None
+
+    import logging
+
+    logging.disable(logging.CRITICAL)  # 1,000 triggers log every check; not what is measured here
+    try:
+        asyncio.run(main())
+    finally:
+        logging.disable(logging.NOTSET)
+    return [(key, at - started_at) for key, at in bench_checks.CHECK_TIMES]
+
+
+def _deferrable_table(sensors: int) -> tuple[Table, Goal]:
+    free = deferrable_herd(sensors, None)
+    limited = deferrable_herd(sensors, HERD_RATE)
+    budget10 = int(HERD_RATE * 10 + 1)
+    table = Table(
+        [
+            "deferrable, one connection",
+            "checks in 30 min",
+            "peak / 1 s",
+            "peak / 10 s",
+            "10 s budget",
+            "first check: mean delay",
+            "p95",
+            "max",
+        ]
+    )
+
+    def first_checks(rows: list[tuple[Any, float]]) -> dict[Any, float]:
+        first: dict[Any, float] = {}
+        for key, at in rows:
+            first.setdefault(key, at)
+        return first
+
+    free_first = first_checks(free)
+    results = {}
+    for label, rows in (("no rate limit", free), (f"`rate_limit={HERD_RATE:g}` checks/s", limited)):
+        times = [at for _, at in rows]
+        first = first_checks(rows)
+        delays = sorted(first[key] - free_first.get(key, first[key]) for key in first)
+        p95 = delays[int(0.95 * (len(delays) - 1))] if delays else 0.0
+        results[label] = peak_in_window(times, 10.0)
+        table.add(
+            label,
+            fmt_num(len(times)),
+            fmt_num(peak_in_window(times, 1.0)),
+            fmt_num(results[label]),
+            fmt_num(budget10) if "rate" in label else "—",
+            f"{sum(delays) / max(1, len(delays)):.1f} s",
+            f"{p95:.1f} s",
+            f"{max(delays, default=0.0):.1f} s",
+        )
+    limited_peak = results[f"`rate_limit={HERD_RATE:g}` checks/s"]
+    goal = Goal(
+        f"deferrable herd ({sensors:,} sensors, {sensors:,} conditions, one connection): 10 s peak ≤ the "
+        f"configured budget ({HERD_RATE:g}/s → {budget10} per 10 s)",
+        f"{limited_peak} per 10 s (unlimited: {results['no rate limit']})",
+        limited_peak <= budget10,
+    )
+    return table, goal
+
+
 def run(tiny: bool) -> Result:
     sensors = 50 if tiny else 1000
     from airflow_smart_ext.backoff import task_seed
@@ -154,6 +316,7 @@ def run(tiny: bool) -> Result:
                 share <= GOAL_SHARE,
             )
     tradeoff = _splay_tradeoff(sensors, started_at, fixed["peak10"])
+    deferrable, deferrable_goal = _deferrable_table(sensors)
     policies, _source = our_policies()
     default_policy = next(policy for label, policy in policies.items() if label.endswith("(default)"))
     splay = float(default_policy.splay)
@@ -168,6 +331,13 @@ def run(tiny: bool) -> Result:
         "Second table: the price of a herd-proof setting. Every row is a non-default `jitter` × `splay` "
         "(same sensors, same seeds); 'mean first-poke delay' is what a condition that is already true pays "
         "(the mean splay offset). The default keeps that delay at half a `poke_interval`.",
+        f"Third table: deferrable mode with the per-connection rate limit (issue 14). {sensors:,} deferrable "
+        f"sensors on {sensors:,} distinct conditions of one connection, started together, run as real "
+        "`BackoffTrigger`s (sharing groups and the token bucket) on a virtual clock for 30 min; policy "
+        "`poke_interval=60, max_wait=30 min`, default jitter and splay. With a rate limit the worker-side check #0 "
+        "is left to the triggerer. 'first check delay' = each sensor's first check with the limit minus without "
+        "it: what a condition that is already true pays. The bucket holds one check, so any 10 s window holds at "
+        "most 10 × rate + 1.",
     ]
     return Result(
         key="herd",
@@ -182,8 +352,8 @@ def run(tiny: bool) -> Result:
             "`started_at`); ours from `BackoffPolicy.next_check` with one `task_seed` per task. Windows slide "
             "over the exact check times. Ratio = strategy's 10 s peak ÷ fixed-interval 10 s peak, same run."
         ),
-        tables=[table, tradeoff],
-        goals=[goal],
+        tables=[table, tradeoff, deferrable],
+        goals=[goal, deferrable_goal],
         notes=notes,
     )
 

@@ -116,8 +116,8 @@ async def _child(
         from airflow.jobs.triggerer_job_runner import TriggerRunner
 
     from airflow_smart_ext.backoff import aligned_start, condition_seed, seeded_uniform
+    from airflow_smart_ext.conditions import sharing_key
     from airflow_smart_ext.triggers import BackoffTrigger
-    from airflow_smart_ext.triggers.checks import sharing_key
 
     counter = _install_sqlite_statement_counter()
     pg_before = _pg_table_scans(pg_dsn) if pg_dsn else 0

@@ -59,6 +59,7 @@ for mode in ("poke", "reschedule", "deferrable"):
                 timeout=1800,
                 mode="poke" if mode == "poke" else "reschedule",
                 deferrable=mode == "deferrable",
+                start_from_trigger=False,  # worker-first deferral; the zero-worker path: bench_zero_worker.py
             )
 """
 

@@ -44,6 +44,7 @@ SCRIPTS: list[tuple[str, str]] = [
     ("sharing", "bench_sharing.py"),
     ("worker_slots", "bench_worker_slots.py"),
     ("retries", "bench_retries.py"),
+    ("zero_worker", "bench_zero_worker.py"),  # issue 15; needs SMART_EXT_BENCH_PG_DSN (or ..._TEST_PG_DSN)
 ]
 DEFAULT_OUT = REPO_ROOT / "docs" / "benchmarks.md"
 

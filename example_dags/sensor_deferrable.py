@@ -1,9 +1,13 @@
 """### Deferrable backoff sensors: a custom sensor and BackoffSqlSensor waiting in the triggerer
 
-With ``deferrable=True`` the first check runs on the worker; if the condition is not met yet the task
-defers to ``BackoffTrigger``, which runs the very same checks on the same backoff schedule in the
-triggerer (no worker slot held) and survives triggerer restarts without restarting the schedule.
-Identical waits in one triggerer share their checks.
+With ``deferrable=True`` the wait runs in the triggerer on the same backoff schedule as in poke mode
+(no worker slot held), survives triggerer restarts without restarting the schedule, and identical waits in
+one triggerer share their checks. Where Airflow allows it (3.3+; 2.11 for untemplated arguments) the task
+takes the **zero-worker path**: the scheduler starts it in the triggerer (check #0 runs there, templates
+rendered there) and a success ends it there — its state history is ``deferred > success``, no worker
+process at all. ``wait_for_file_worker_first`` asks for the older worker-first deferral
+(``start_from_trigger=False``: check #0 on a worker, then the triggerer, then a worker resume) for contrast;
+its task log says so. See docs/deferrable.md, "Zero-worker waits".
 
 * ``FileArrivedSensor`` is re-created in the triggerer from its class path and constructor arguments,
   so the class must be importable by name there (it lives in ``sensor_common.py``, not in this file).
@@ -53,6 +57,15 @@ with DAG(
         task_id="wait_for_file_deferred",
         path=DROP_FILE,
         deferrable=True,
+        poke_interval=2,
+        max_wait=8,
+        timeout=60,
+    )
+    delivered >> FileArrivedSensor(
+        task_id="wait_for_file_worker_first",
+        path=DROP_FILE,
+        deferrable=True,
+        start_from_trigger=False,
         poke_interval=2,
         max_wait=8,
         timeout=60,

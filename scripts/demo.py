@@ -132,10 +132,17 @@ def main() -> int:
                 for ti in env.task_instances(dag_id, run["run_id"]):
                     history = env.state_history(dag_id, run["run_id"], ti["task_id"], ti.get("map_index", -1))
                     went = [s for s in ("up_for_reschedule", "deferred") if s in history]
+                    # Zero-worker wait: deferred, never queued for or run on a worker (docs/deferrable.md).
+                    zero_worker = "deferred" in history and not {"queued", "running"} & set(history)
                     failed |= ti["state"] not in ("success", "skipped")
                     print(
                         f"      task {ti['task_id']}: {ti['state']} in {duration(ti)}, try {ti.get('try_number')}"
                         + (f"; went through {' and '.join(went)}" if went else "")
+                        + (
+                            "; waited with ZERO worker phases (started and ended in the triggerer)"
+                            if zero_worker
+                            else ""
+                        )
                     )
                     for line in sensor_story(env, dag_id, run["run_id"], ti):
                         print(line)

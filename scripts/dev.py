@@ -113,6 +113,17 @@ def cmd_test(args: argparse.Namespace) -> int:
         ("ruff check", [str(bin_dir / "ruff"), "check", "."]),
         ("ruff format", [str(bin_dir / "ruff"), "format", "--check", "."]),
         ("mypy", [str(bin_dir / "mypy")]),
+        # Dead code: anything unused in the package fails the run (framework hooks: the whitelist).
+        (
+            "dead code (vulture)",
+            [
+                str(bin_dir / "vulture"),
+                "airflow_smart_ext",
+                "scripts/vulture_whitelist.py",
+                "--min-confidence",
+                "60",
+            ],
+        ),
     ]
     passes: list[tuple[str, list[str], dict[str, str]]] = [
         ("pytest (unit + integration, SQLite)", [*pytest, *args.pytest_args], env)

@@ -8,9 +8,7 @@ times are identical in every mode and survive reschedules (and triggerer restart
 from __future__ import annotations
 
 import datetime
-import importlib
 import inspect
-import json
 import math
 import time
 from collections.abc import Mapping
@@ -19,13 +17,15 @@ from typing import TYPE_CHECKING, Any
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import (
     JITTER_STRATEGIES,
-    MAX_DECORRELATED_CHECKS,
     BackoffPolicy,
     ScheduledCheck,
     aligned_start,
     condition_seed,
     task_seed,
 )
+from airflow_smart_ext.conditions import Ending, outcome_from_exception, sensor, sharing_key, task_ending
+from airflow_smart_ext.conditions.runtime import callable_path, config_non_negative_float, json_problem
+from airflow_smart_ext.errors import classify, error_type_paths, resolve_error_types
 
 if TYPE_CHECKING:
     from airflow_smart_ext.compat import PokeReturnValue
@@ -43,6 +43,15 @@ DEFERRAL_GRACE_SECONDS = 60.0
 #: exactly what ``PokeReturnValue.xcom_value`` says, as in Airflow).
 STATS_XCOM_KEY = "backoff_sensor_stats"
 DEFERRABLE_FALLBACKS = (None, "reschedule")
+#: Largest accepted ``backoff_factor``: beyond it the second interval already jumps to the cap.
+MAX_BACKOFF_FACTOR = 10.0
+#: ``jitter="decorrelated"`` is replayed check by check (a cold replay is O(n) and runs under a lock):
+#: accepted when ``timeout / poke_interval`` stays below this (the default 7-day timeout at 60 s fits).
+MAX_DECORRELATED_SENSOR_CHECKS = 20_000
+#: Without ``max_wait``, no interval exceeds ``DEFAULT_MAX_WAIT_FACTOR * poke_interval`` and never one hour
+#: (docs/backoff.md "The default cap"): a swapped-in base class keeps detection latency bounded.
+DEFAULT_MAX_WAIT_FACTOR = 10.0
+DEFAULT_MAX_WAIT_CEILING = 3600.0
 # Reschedule mode waits for a splayed first poke only when the splay offset is at least this long: a
 # shorter wait is not worth a trip through the scheduler (poke mode always sleeps it).
 SPLAY_RESCHEDULE_MIN_SECONDS = 1.0
@@ -80,42 +89,67 @@ def _utc(epoch_seconds: float) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(epoch_seconds, tz=datetime.timezone.utc)
 
 
-def callable_path(func: Any) -> str | None:
-    """Dotted import path of a module-level function/class, or None when it cannot be imported by name.
-
-    Used to ship callables (SQL criteria) and sensor classes to the triggerer, which imports them again.
-    Lambdas, nested functions, bound methods, ``functools.partial`` and anything defined in a DAG file
-    (Airflow imports DAG files as ``unusual_prefix_<hash>_<name>``, a name no other process can import)
-    are not importable there.
-    """
-    module = getattr(func, "__module__", None)
-    qualname = getattr(func, "__qualname__", None)
-    if not module or not qualname or "<" in qualname or module == "__main__":
-        return None
-    if module.startswith("unusual_prefix_"):
-        return None
-    try:
-        target: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError):
-        return None
-    if target is not func:
-        return None
-    return f"{module}.{qualname}"
+def check_timeout_seconds(value: Any) -> float | None:
+    """``check_timeout`` in seconds (> 0) or None; ``ValueError`` naming the parameter otherwise."""
+    seconds = _to_seconds(value, "check_timeout", allow_none=True)
+    if seconds is not None and seconds <= 0:
+        raise ValueError(f"check_timeout must be > 0 seconds (or None for the default); got {value!r}")
+    return seconds
 
 
-def _json_problem(value: Any) -> str | None:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as err:
-        return str(err)
+def rate_limit_value(value: Any) -> float | None:
+    """``rate_limit`` in checks per second (> 0) or None; ``ValueError`` naming the parameter otherwise."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"rate_limit must be a number of checks per second > 0, or None; got {value!r}")
+    return float(value)
+
+
+def _deferrable_value(deferrable: Any) -> bool:
+    """``deferrable`` (None: ``[operators] default_deferrable``); ``ValueError`` unless a bool."""
+    if deferrable is None:
+        deferrable = compat.airflow_conf.getboolean("operators", "default_deferrable", fallback=False)
+    if not isinstance(deferrable, bool):
+        raise ValueError(f"deferrable must be True or False; got {deferrable!r}")
+    return deferrable
+
+
+def _check_deferrable_fallback(deferrable_fallback: Any) -> None:
+    if deferrable_fallback not in DEFERRABLE_FALLBACKS:
+        raise ValueError(
+            f"deferrable_fallback must be one of {DEFERRABLE_FALLBACKS}; got {deferrable_fallback!r}"
+        )
+
+
+def _transient_errors_problem(types: tuple[type[BaseException], ...]) -> str | None:
+    """The triggerer imports ``transient_errors`` by name: a class defined in a DAG file cannot travel."""
+    for cls in types:
+        if callable_path(cls) is None:
+            return (
+                f"transient_errors: {cls.__module__}.{cls.__qualname__} cannot be imported by name in the "
+                f"triggerer; define it in an installed package or a module of the plugins/DAGs folder"
+            )
     return None
 
 
-def _is_runtime_value(value: Any) -> bool:
-    """XComArg-like values are resolved only at run time; they are checked then, not at parse."""
-    return hasattr(value, "resolve") and hasattr(value, "iter_references")
+def _unshippable_message(task_id: Any, problem: str) -> str:
+    return (
+        f"Task {task_id!r}: deferrable=True but this sensor cannot be shipped to the "
+        f"triggerer: {problem}. Fix that, set deferrable=False, or pass "
+        f"deferrable_fallback='reschedule' to run in reschedule mode instead."
+    )
+
+
+def default_max_wait(poke_interval: float) -> float:
+    """The cap on intervals when ``max_wait`` is not given: 10x ``poke_interval``, at most one hour (and
+    never below ``poke_interval`` itself)."""
+    return max(poke_interval, min(DEFAULT_MAX_WAIT_FACTOR * poke_interval, DEFAULT_MAX_WAIT_CEILING))
 
 
 def backoff_policy_for(
@@ -145,8 +179,12 @@ def backoff_policy_for(
         or not isinstance(factor, (int, float))
         or not math.isfinite(factor)
         or factor < 1
+        or factor > MAX_BACKOFF_FACTOR
     ):
-        raise ValueError(f"backoff_factor must be a finite number >= 1 (1 = fixed interval); got {factor!r}")
+        raise ValueError(
+            f"backoff_factor must be a finite number >= 1 and <= {MAX_BACKOFF_FACTOR:g} "
+            f"(1 = fixed interval); got {factor!r}"
+        )
     if jitter not in JITTER_STRATEGIES:
         raise ValueError(f"jitter must be one of {', '.join(JITTER_STRATEGIES)}; got {jitter!r}")
     cap = _to_seconds(max_wait, "max_wait", allow_none=True)
@@ -155,17 +193,24 @@ def backoff_policy_for(
             f"max_wait ({cap:g}s) must be >= poke_interval ({initial:g}s): it caps the interval that "
             f"starts at poke_interval"
         )
-    seconds = _to_seconds(splay, "splay", allow_none=True)
-    if seconds is None:
-        seconds = initial
-    if seconds < 0:
-        raise ValueError(f"splay must be >= 0 seconds; got {splay!r}")
     deadline = _to_seconds(timeout, "timeout")
     assert deadline is not None
-    if jitter == "decorrelated" and deadline / initial >= MAX_DECORRELATED_CHECKS:
+    seconds = _to_seconds(splay, "splay", allow_none=True)
+    if seconds is None:
+        seconds = initial  # the default; the first check never comes after the deadline anyway
+    elif seconds < 0:
+        raise ValueError(f"splay must be >= 0 seconds; got {splay!r}")
+    elif seconds > deadline:
+        raise ValueError(
+            f"splay ({seconds:g}s) must be <= timeout ({deadline:g}s): a larger splay would leave only the "
+            f"final check at the deadline"
+        )
+    if cap is None:
+        cap = default_max_wait(initial)
+    if jitter == "decorrelated" and deadline / initial >= MAX_DECORRELATED_SENSOR_CHECKS:
         raise ValueError(
             f"jitter='decorrelated' is replayed check by check and supports at most "
-            f"{MAX_DECORRELATED_CHECKS:,} checks, but timeout ({deadline:g}s) / poke_interval "
+            f"{MAX_DECORRELATED_SENSOR_CHECKS:,} checks, but timeout ({deadline:g}s) / poke_interval "
             f"({initial:g}s) allows more; raise poke_interval, lower timeout, or use jitter 'full', "
             f"'equal' or 'none' (computed in O(1))"
         )
@@ -208,6 +253,21 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         Default: ``[operators] default_deferrable``.
     :param deferrable_fallback: ``None`` (default): a sensor that cannot be shipped to the triggerer fails
         at DAG parse. ``"reschedule"``: it runs in reschedule mode instead and logs a warning.
+    :param transient_errors: extra exception classes (or dotted paths) to treat as transient, on top of
+        :func:`airflow_smart_ext.errors.classify` (connection refused/reset, timeouts, DB-API
+        ``OperationalError`` such as "database is locked", HTTP 429/5xx, ...). A transient error is "not
+        yet" in every mode: the schedule goes on to the deadline; no try is spent, no worker resumed.
+    :param check_timeout: seconds (or timedelta) one check may run in the triggerer; a check over it is a
+        failed (transient) check. Default ``[smart_ext] check_time_limit``, else ``poke_interval`` within
+        [60 s, 600 s].
+    :param rate_limit: checks per second allowed on this sensor's connection in the triggerer (a token
+        bucket shared by every check on the connection; the lowest rate asked wins). Default
+        ``[smart_ext] max_checks_per_second_per_connection`` (0: no limit). Checks over budget are delayed,
+        never dropped, never past the deadline.
+    :param start_from_trigger: with ``deferrable=True``, start the task in the triggerer (the zero-worker
+        path: no worker runs check #0, a success ends the task in the triggerer). ``None`` (default): wherever
+        this Airflow and this task allow it, else worker-first with the reason in the task log (see
+        docs/deferrable.md, "Zero-worker waits"). ``False``: always worker-first (check #0 on a worker).
     """
 
     def __init__(
@@ -218,6 +278,10 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         splay: float | datetime.timedelta | None = DEFAULT_SPLAY,
         deferrable: bool | None = None,
         deferrable_fallback: str | None = None,
+        transient_errors: Any = None,
+        check_timeout: float | datetime.timedelta | None = None,
+        rate_limit: float | None = None,
+        start_from_trigger: bool | None = None,
         **kwargs: Any,
     ) -> None:
         # Airflow's own exponential backoff never runs: our policy governs every interval. An explicit
@@ -229,21 +293,25 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         if jitter is None:
             jitter = "none" if fixed_interval else DEFAULT_JITTER
         super().__init__(**kwargs)
-        if deferrable is None:
-            deferrable = compat.airflow_conf.getboolean("operators", "default_deferrable", fallback=False)
-        if not isinstance(deferrable, bool):
-            raise ValueError(f"deferrable must be True or False; got {deferrable!r}")
-        if deferrable_fallback not in DEFERRABLE_FALLBACKS:
-            raise ValueError(
-                f"deferrable_fallback must be one of {DEFERRABLE_FALLBACKS}; got {deferrable_fallback!r}"
-            )
+        deferrable = _deferrable_value(deferrable)
+        _check_deferrable_fallback(deferrable_fallback)
         self.backoff_factor = backoff_factor
         self.jitter = jitter
         self.splay = splay
         self.deferrable = deferrable
         self.deferrable_fallback = deferrable_fallback
+        self.transient_errors = transient_errors
+        self.transient_error_types = resolve_error_types(transient_errors, "transient_errors")
+        self.check_timeout = check_timeout_seconds(check_timeout)
+        self.rate_limit = rate_limit_value(rate_limit)
+        self._consecutive_errors = 0
         self.backoff_policy = self._build_policy()
         self.deferrable_fallback_reason: str | None = None
+        if start_from_trigger not in (None, True, False):
+            raise ValueError(f"start_from_trigger must be None, True or False; got {start_from_trigger!r}")
+        self.start_from_trigger_requested = start_from_trigger
+        #: Why this deferrable task starts on a worker (None: it starts in the triggerer, or not deferrable).
+        self.worker_first_reason: str | None = None
 
     def _validate_after_init(self) -> None:
         """Checks that need the *complete* constructor arguments (run by the metaclass after __init__).
@@ -255,13 +323,10 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             return
         problem = self.shippability_problem()
         if problem is None:
+            self._plan_start()
             return
         if self.deferrable_fallback != "reschedule":
-            raise ValueError(
-                f"Task {self.task_id!r}: deferrable=True but this sensor cannot be shipped to the "
-                f"triggerer: {problem}. Fix that, set deferrable=False, or pass "
-                f"deferrable_fallback='reschedule' to run in reschedule mode instead."
-            )
+            raise ValueError(_unshippable_message(self.task_id, problem))
         self.deferrable = False
         self.mode = "reschedule"
         self.deferrable_fallback_reason = problem
@@ -286,16 +351,25 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
 
     @classmethod
     def partial(cls, **kwargs: Any) -> Any:  # type: ignore[override]
-        """``.partial()`` of a mapped sensor: its constructor runs only at task run time, so check the
-        backoff arguments known now at DAG parse (values from ``.expand()`` are checked when the task runs).
+        """``.partial()`` of a mapped sensor: its constructor runs only at task run time, so every check the
+        constructor makes on the arguments known now runs here, at DAG parse, with the same messages
+        (values from ``.expand()`` are checked when the task runs).
         """
         known = {**dict(kwargs.get("default_args") or {}), **kwargs}
+        static = {name: value for name, value in known.items() if not compat.is_runtime_value(value)}
+        task_id = kwargs.get("task_id")
+        deferrable = _deferrable_value(static.get("deferrable"))
+        fallback = static.get("deferrable_fallback")
+        _check_deferrable_fallback(fallback)
+        resolve_error_types(static.get("transient_errors"), "transient_errors")
+        check_timeout_seconds(static.get("check_timeout"))
+        rate_limit_value(static.get("rate_limit"))
         arguments = {
             name: known[name]
             for name in ("poke_interval", "max_wait", "timeout", "backoff_factor", "jitter", "splay")
             if known.get(name) is not None  # None means "the default", as in the constructor
         }
-        if not any(_is_runtime_value(value) for value in arguments.values()):
+        if not any(compat.is_runtime_value(value) for value in arguments.values()):
             fixed = known.get("exponential_backoff") is False
             arguments.setdefault("backoff_factor", 1.0 if fixed else DEFAULT_BACKOFF_FACTOR)
             arguments.setdefault("jitter", "none" if fixed else DEFAULT_JITTER)
@@ -303,7 +377,15 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             arguments.setdefault(
                 "timeout", compat.airflow_conf.getfloat("sensors", "default_timeout", fallback=7 * 86400)
             )
-            backoff_policy_for(task_id=str(kwargs.get("task_id")), **arguments)
+            backoff_policy_for(task_id=str(task_id), **arguments)
+        if deferrable and fallback != "reschedule":
+            framework = cls._framework_parameters()
+            own = {name: value for name, value in static.items() if name not in framework}
+            problem = _transient_errors_problem(
+                resolve_error_types(static.get("transient_errors"), "transient_errors")
+            ) or cls._shipping_problem(own)
+            if problem is not None:
+                raise ValueError(_unshippable_message(task_id, problem))
         return super().partial(**kwargs)
 
     def _seed(self, context: Mapping[str, Any]) -> str:
@@ -336,24 +418,46 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         self._incr("pokes", context)
         try:
             result: bool | PokeReturnValue = self.poke(context)
-        except (compat.AirflowSensorTimeout, compat.AirflowTaskTimeout, compat.AirflowFailException) as err:
-            if self.soft_fail:
-                raise compat.AirflowSkipException("Skipping due to soft_fail is set to True.") from err
-            if getattr(self, "never_fail", False):
-                raise compat.AirflowSkipException("Skipping due to never_fail is set to True.") from err
-            raise
         except compat.AirflowSkipException:
             raise
-        except Exception as err:
-            if getattr(self, "silent_fail", False):
-                self.log.exception(
-                    "Poke #%d (check #%d) failed; silent_fail=True: treating it as 'not yet'", pokes, index
-                )
+        except compat.CHECK_ERRORS as err:
+            outcome = outcome_from_exception(err)
+            error_class = classify(err, self.transient_error_types) if outcome.status == "error" else None
+            transient = error_class is not None and error_class.transient
+            ending = task_ending(
+                outcome.status,
+                soft_fail=self.soft_fail,
+                never_fail=getattr(self, "never_fail", False),
+                silent_fail=getattr(self, "silent_fail", False),
+                transient=transient,
+            )
+            if ending is Ending.NOT_YET:
+                self._consecutive_errors += 1
+                if transient and error_class is not None:
+                    self.log.warning(
+                        "Poke #%d (check #%d) failed with a transient error (%s, %d in a row): %s; "
+                        "treating it as 'not yet'",
+                        pokes,
+                        index,
+                        error_class.reason,
+                        self._consecutive_errors,
+                        outcome.message,
+                    )
+                    self._incr("transient_errors", context)
+                else:
+                    self.log.exception(
+                        "Poke #%d (check #%d) failed (%d in a row); silent_fail=True: treating it as 'not yet'",
+                        pokes,
+                        index,
+                        self._consecutive_errors,
+                    )
                 self._incr("poke_errors", context)
                 return False, None
-            if getattr(self, "never_fail", False):
-                raise compat.AirflowSkipException("Skipping due to never_fail is set to True.") from err
-            raise
+            if ending is Ending.SKIP:
+                flag = "soft_fail" if self.soft_fail and outcome.status != "error" else "never_fail"
+                raise compat.AirflowSkipException(f"Skipping due to {flag} is set to True.") from err
+            raise  # the poke's own exception decides retries, as in Airflow
+        self._consecutive_errors = 0
         if isinstance(result, compat.PokeReturnValue):
             return bool(result.is_done), result.xcom_value
         return bool(result), None
@@ -414,6 +518,7 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
                 self.deferrable_fallback_reason,
             )
         if self.deferrable:
+            self._log_worker_first(context)
             return self._execute_deferrable(context)
         seed = self._seed(context)
         if self.reschedule:
@@ -506,18 +611,24 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
 
     # ------------------------------------------------------------------ deferrable (Contract C)
     def _execute_deferrable(self, context: Any) -> Any:
-        from airflow_smart_ext.triggers.checks import sharing_key  # lazy: keep DAG parsing cheap
-
         started_at = _wall_clock()
         deadline = started_at + self.timeout
         # Identical waits get one schedule (seed of the condition, not of the task), so the triggerer's
         # shared check serves all of them on the same cycle instead of one check per task.
         seed = condition_seed(sharing_key(self.deferrable_check(context)))
+        if self._rate_limited():
+            # The connection has a check budget, which only the triggerer can keep (it sees every pending
+            # check): check #0 runs there too, paced with the others, instead of on every worker at once.
+            return self._defer(context, seed, started_at, deadline, after=-1, worker_pokes=0)
         # A cheap positive needs no deferral: check #0 runs on the worker.
         done, xcom_value = self._poke_once(context, seed, 0, 1)
         if done:
             return self._succeeded(context, started_at, 1, xcom_value, "deferrable")
         return self._defer(context, seed, started_at, deadline, after=0, worker_pokes=1)
+
+    def _rate_limited(self) -> bool:
+
+        return bool(self.rate_limit or config_non_negative_float("max_checks_per_second_per_connection", 0.0))
 
     def _schedule_anchor(self, started_at: float) -> float:
         """Deferrable schedules start on the ``poke_interval`` grid: waits started seconds apart align."""
@@ -532,7 +643,8 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             self._timed_out(context, started_at, worker_pokes)
             return None
         now = _wall_clock()
-        self._log_not_yet(worker_pokes, after, nxt, now)
+        if worker_pokes:
+            self._log_not_yet(worker_pokes, after, nxt, now)
         # Slots of the schedule that passed before this deferral were no checks: the trigger starts after them.
         after = max(after, nxt.index - 1)
         from airflow_smart_ext.triggers import BackoffTrigger  # lazy: keep DAG parsing cheap
@@ -544,6 +656,10 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             started_at=anchor,
             deadline=deadline,
             after=after,
+            transient_errors=error_type_paths(self.transient_error_types),
+            silent_fail=bool(getattr(self, "silent_fail", False)),
+            check_timeout=self.check_timeout,
+            rate_limit=self.rate_limit,
         )
         # The deadline never moves: every (re)defer gets only the time left, plus a grace period so the
         # trigger's own final check and "timeout" event arrive before Airflow's trigger timeout.
@@ -573,6 +689,10 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         """Resume after ``BackoffTrigger`` fired; outcomes map exactly as in poke mode."""
         event = dict(event or {})
         status = event.get("status")
+        # Resumed from the zero-worker path: the try's start, deadline and seed travel in the event.
+        started_at = event.get("started_at", started_at)
+        deadline = event.get("deadline", deadline)
+        seed = event.get("seed", seed)
         if after is not None and event.get("check_index") is not None:
             # Checks #after+1..#check_index ran in the triggerer (slots passed while down count too).
             pokes = int(worker_pokes) + max(0, int(event["check_index"]) - int(after))
@@ -587,30 +707,37 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             event.get("check_index"),
             message,
         )
-        if status == "success":
-            return self._succeeded(context, started, pokes, event.get("xcom_value"), "deferrable")
-        if status == "timeout":
+        if status == "timeout":  # the deadline (or a check that said time is up): soft_fail decides
             self._timed_out(context, started, pokes)
             return None
+        if status not in ("success", "skip", "failure", "error"):
+            raise compat.AirflowException(f"Unexpected event from BackoffTrigger: {event!r}")
+        if status == "failure":
+            self._incr("failures", context)
+        ending = task_ending(
+            status,
+            soft_fail=self.soft_fail,
+            never_fail=getattr(self, "never_fail", False),
+            silent_fail=getattr(self, "silent_fail", False),
+        )
+        if ending is Ending.SUCCEED:
+            return self._succeeded(context, started, pokes, event.get("xcom_value"), "deferrable")
+        if ending is Ending.NOT_YET and deadline is not None and seed is not None:
+            # silent_fail: a failing check is "not yet"; continue the same schedule and deadline.
+            self.log.error("Check failed in the triggerer; silent_fail=True: continuing. %s", message)
+            after = int(event.get("check_index", 0) or 0)
+            return self._defer(context, seed, started, float(deadline), after=after, worker_pokes=pokes)
         if status == "skip":  # the poke raised AirflowSkipException in the triggerer, as in poke mode
             raise compat.AirflowSkipException(message)
         if status == "failure":
-            self._incr("failures", context)
-            if self.soft_fail or getattr(self, "never_fail", False):
+            if ending is Ending.SKIP:
                 raise compat.AirflowSkipException(
                     f"Failure criteria met; skipping (soft_fail/never_fail): {message}"
                 )
             raise compat.AirflowFailException(f"Failure criteria met: {message}")
-        if status == "error":
-            if getattr(self, "silent_fail", False) and deadline is not None and seed is not None:
-                # silent_fail: a failing check is "not yet"; continue the same schedule and deadline.
-                self.log.error("Check failed in the triggerer; silent_fail=True: continuing. %s", message)
-                after = int(event.get("check_index", 0) or 0)
-                return self._defer(context, seed, started, float(deadline), after=after, worker_pokes=pokes)
-            if getattr(self, "never_fail", False):
-                raise compat.AirflowSkipException(f"Check failed; skipping (never_fail=True): {message}")
-            raise compat.AirflowException(f"Check failed in the triggerer: {message}")
-        raise compat.AirflowException(f"Unexpected event from BackoffTrigger: {event!r}")
+        if ending is Ending.SKIP:
+            raise compat.AirflowSkipException(f"Check failed; skipping (never_fail=True): {message}")
+        raise compat.AirflowException(f"Check failed in the triggerer: {message}")
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
         if compat.is_deferral_timeout(next_method, next_kwargs):
@@ -640,52 +767,35 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
 
     def _constructor_kwargs(self) -> dict[str, Any]:
         """The subclass's own constructor arguments (what ``MySensor(**kwargs)`` needs besides framework ones)."""
-        init_kwargs: dict[str, Any] = dict(getattr(self, "_BaseOperator__init_kwargs", {}) or {})
+        init_kwargs = compat.operator_init_kwargs(self)
         framework = self._framework_parameters()
         return {key: value for key, value in init_kwargs.items() if key not in framework}
 
     def shippability_problem(self) -> str | None:
         """Why this sensor cannot run in the triggerer (checked at DAG parse), or None when it can."""
-        cls = type(self)
+        return _transient_errors_problem(self.transient_error_types) or type(self)._shipping_problem(
+            self._constructor_kwargs()
+        )
+
+    @classmethod
+    def _shipping_problem(cls, own_kwargs: Mapping[str, Any]) -> str | None:
+        """Why ``cls(**own_kwargs)`` cannot be re-created in the triggerer (mapped and unmapped alike)."""
         if callable_path(cls) is None:
             return (
                 f"its class {cls.__module__}.{cls.__qualname__} cannot be imported by name in the triggerer "
                 f"(classes defined in a DAG file or inside a function are not importable there); move it "
                 f"into an installed package, the plugins folder or a separate module in the DAGs folder"
             )
-        for key, value in self._constructor_kwargs().items():
-            if _is_runtime_value(value):
+        for key, value in own_kwargs.items():
+            if compat.is_runtime_value(value):
                 continue
-            problem = _json_problem(value)
+            problem = json_problem(value)
             if problem is not None:
                 return (
-                    f"constructor argument {key!r}={value!r} is not JSON-serializable ({problem}); pass "
-                    f"JSON-able values (str, int, float, bool, None, lists, dicts)"
+                    f"constructor argument {key!r}={value!r} does not travel to the triggerer as JSON unchanged "
+                    f"({problem}); pass JSON values (str, int, float, bool, None, lists, dicts with str keys)"
                 )
         return None
-
-    def _trigger_context(self, context: Mapping[str, Any]) -> dict[str, Any]:
-        ti = context["ti"]
-
-        def iso(key: str) -> str | None:
-            value = context.get(key)
-            if value is None:
-                return None
-            return value.isoformat() if hasattr(value, "isoformat") else str(value)
-
-        map_index = getattr(ti, "map_index", -1)
-        return {
-            "dag_id": ti.dag_id,
-            "task_id": ti.task_id,
-            "run_id": ti.run_id,
-            "map_index": -1 if map_index is None else int(map_index),
-            "try_number": int(getattr(ti, "try_number", 1) or 1),
-            "ds": context.get("ds"),
-            "ts": context.get("ts"),
-            "logical_date": iso("logical_date"),
-            "data_interval_start": iso("data_interval_start"),
-            "data_interval_end": iso("data_interval_end"),
-        }
 
     def deferrable_check(self, context: Mapping[str, Any]) -> dict[str, Any]:
         """The Contract C ``"sensor"`` check spec: re-create this sensor in the triggerer and poke it.
@@ -702,16 +812,120 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         kwargs: dict[str, Any] = {}
         for key, value in self._constructor_kwargs().items():
             rendered = getattr(self, key) if key in template_fields and hasattr(self, key) else value
-            problem = _json_problem(rendered)
+            problem = json_problem(rendered)
             if problem is not None:
                 raise compat.AirflowException(
                     f"Cannot defer task {self.task_id!r}: rendered argument {key!r} is not JSON-serializable "
                     f"({problem})."
                 )
             kwargs[key] = rendered
-        return {
-            "type": "sensor",
-            "classpath": classpath,
-            "kwargs": kwargs,
-            "context": self._trigger_context(context),
+        return sensor.build_spec(classpath, kwargs, context)
+
+    # ------------------------------------------------------------------ starting in the triggerer
+    def _plan_start(self) -> None:
+        """Decide at DAG parse whether the scheduler starts this task in the triggerer (the zero-worker path).
+
+        Sets Airflow's ``start_from_trigger`` / ``start_trigger_args`` (static, serialized with the DAG) or
+        records in ``worker_first_reason`` why the task starts on a worker (logged when it runs).
+        """
+        self.start_from_trigger = False
+        self.start_trigger_args = None
+        reason, fields, check = self._start_problem()
+        self.worker_first_reason = reason
+        if reason is not None:
+            return
+        from airflow_smart_ext.triggers.start import CLASSPATH, RESUME_KWARGS  # lazy: keep DAG parsing cheap
+
+        backstop = self.timeout + DEFERRAL_GRACE_SECONDS
+        if self.execution_timeout:  # defer_task caps the trigger timeout by execution_timeout
+            backstop = min(backstop, self.execution_timeout.total_seconds())
+        start = {
+            "check": check,
+            "fields": {name: path for name, (path, _value) in fields.items()},
+            "policy": self.backoff_policy.to_dict(),
+            "timeout": self.timeout,
+            "backstop_seconds": backstop,
+            "transient_errors": error_type_paths(self.transient_error_types),
+            "silent_fail": bool(getattr(self, "silent_fail", False)),
+            "check_timeout": self.check_timeout,
+            "rate_limit": self.rate_limit,
+            "do_xcom_push": bool(self.do_xcom_push),
+            "multiple_outputs": bool(getattr(self, "multiple_outputs", False)),
+            "success_callbacks": bool(self.on_success_callback),
+            "sensor": type(self).__name__,
         }
+        self.start_from_trigger = True
+        self.start_trigger_args = compat.StartTriggerArgs(
+            trigger_cls=CLASSPATH,
+            next_method="execute_complete",
+            trigger_kwargs={"start": start, **{name: value for name, (_path, value) in fields.items()}},
+            next_kwargs=dict(RESUME_KWARGS),
+            timeout=datetime.timedelta(seconds=backstop),
+        )
+
+    def _start_problem(self) -> tuple[str | None, dict[str, tuple[list[str], Any]], dict[str, Any]]:
+        """(why not, template field -> (its path in the check spec, raw value), the check spec).
+
+        The check spec is built from the unrendered attributes; the triggerer renders the template fields
+        (3.3+) and puts them back at their paths.
+        """
+        from airflow_smart_ext.triggers.start import reserved_field_names
+
+        if self.start_from_trigger_requested is False:
+            return "start_from_trigger=False: worker-first deferral as asked", {}, {}
+        check = self.deferrable_check({"ti": _ParseTimeTaskInstance(self.task_id)})
+        in_spec = check["kwargs"] if check["type"] == "sensor" else check
+        prefix = ["kwargs"] if check["type"] == "sensor" else []
+        fields = {
+            name: ([*prefix, name], in_spec[name]) for name in self.template_fields or () if name in in_spec
+        }
+        templated = False
+        for name, (_path, value) in fields.items():
+            if compat.is_runtime_value(value):
+                return f"argument {name!r} comes from an upstream task's XCom (resolved on a worker)", {}, {}
+            if isinstance(value, str) and value.endswith(tuple(self.template_ext or ())):
+                return f"argument {name!r} is a template file ({value!r}), rendered on a worker", {}, {}
+            templated = templated or _has_template(value)
+        dag = getattr(self, "dag", None) if self.has_dag() else None
+        if templated and dag is not None and (dag.user_defined_macros or dag.user_defined_filters):
+            return "its DAG's user_defined_macros/filters exist only where the DAG file is parsed", {}, {}
+        clashing = reserved_field_names(fields)
+        if clashing:
+            return f"template field(s) {clashing} clash with the start trigger's own attributes", {}, {}
+        return compat.start_from_trigger_problem(templated=templated), fields, check
+
+    def _log_worker_first(self, context: Any) -> None:
+        """Say why a deferrable task runs on a worker (never silently): the task log shows it."""
+        reason = self.worker_first_reason
+        if reason is None and self.start_from_trigger:
+            map_index = getattr(context["ti"], "map_index", -1)
+            reason = (
+                compat.mapped_start_problem()
+                if map_index is not None and map_index >= 0
+                else "Airflow's scheduler started this try on a worker"
+            )
+        if reason is None:
+            return
+        log = self.log.info if self.start_from_trigger_requested is False else self.log.warning
+        log(
+            "Deferrable wait starts on a worker (check #0 here, then the triggerer), not in the triggerer: %s",
+            reason,
+        )
+
+
+class _ParseTimeTaskInstance:
+    """The task identity a check spec needs at DAG parse; the triggerer replaces it with the real run's."""
+
+    def __init__(self, task_id: str) -> None:
+        self.dag_id, self.task_id, self.run_id, self.map_index, self.try_number = "", task_id, "", -1, 1
+
+
+def _has_template(value: Any) -> bool:
+    """Whether a (nested) argument holds Jinja markup that must be rendered before the first check."""
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value or "{#" in value
+    if isinstance(value, dict):
+        return any(_has_template(item) for item in value.values())
+    if isinstance(value, (list, tuple, set)):
+        return any(_has_template(item) for item in value)
+    return False

@@ -14,22 +14,28 @@ from typing import Any
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
-from airflow_smart_ext.triggers import checks, sharing
-from airflow_smart_ext.triggers.checks import (
-    CheckOutcome,
-    config_non_negative_float,
+from airflow_smart_ext.conditions import (
+    EVENT_STATUS,
+    Ending,
+    Outcome,
     make_interpreter,
     make_shared_check,
+    runtime,
     sharing_key,
+    task_ending,
     validate_check_spec,
 )
-from airflow_smart_ext.triggers.sharing import Observation
+from airflow_smart_ext.conditions.runtime import config_non_negative_float
+from airflow_smart_ext.errors import classify, resolve_error_types
+from airflow_smart_ext.triggers import sharing
 
 CLASSPATH = "airflow_smart_ext.triggers.backoff.BackoffTrigger"
-EVENT_STATUSES = ("success", "failure", "timeout", "error")
 
 DEFAULT_SHARING_WINDOW_SECONDS = 5.0
 DEFAULT_SHARING_WINDOW_FRACTION = 0.1
+# After the deadline, how long the final check may still run before the trigger reports its timeout anyway.
+FINAL_CHECK_GRACE_SECONDS = 10.0
+METRIC_TRANSIENT_ERRORS = "smart_ext.trigger.transient_errors"
 
 
 def _iso(epoch: float | None) -> str:
@@ -67,6 +73,13 @@ class BackoffTrigger(compat.BaseTrigger):
     :param deadline: epoch seconds of the sensor timeout, or None for no deadline.
     :param after: index of the last check already done (on the worker).
     :param share: share the check with identical waits in this triggerer process.
+    :param transient_errors: dotted paths of extra exception types to ride out (``errors.classify`` decides
+        for the rest): a transient error is "not yet", the schedule goes on to the deadline.
+    :param silent_fail: every failing check is "not yet" (the sensor's ``silent_fail``), in the triggerer.
+    :param check_timeout: seconds one check may run (None: ``[smart_ext] check_time_limit`` or derived from
+        the schedule); a check over it is a failed check (transient).
+    :param rate_limit: checks per second on the check's connection (None: ``[smart_ext]
+        max_checks_per_second_per_connection``; 0 there: no limit).
     """
 
     def __init__(
@@ -78,6 +91,10 @@ class BackoffTrigger(compat.BaseTrigger):
         deadline: float | None,
         after: int = 0,
         share: bool = True,
+        transient_errors: list[str] | None = None,
+        silent_fail: bool = False,
+        check_timeout: float | None = None,
+        rate_limit: float | None = None,
     ) -> None:
         super().__init__()
         validate_check_spec(check)
@@ -88,6 +105,13 @@ class BackoffTrigger(compat.BaseTrigger):
         self.deadline = deadline
         self.after = after
         self.share = share
+        self.transient_errors = list(transient_errors or [])
+        self.silent_fail = bool(silent_fail)
+        self.check_timeout = check_timeout
+        self.rate_limit = rate_limit
+        # Validated here too (a trigger may be built by hand); resolved again in run() (import in the triggerer).
+        self._transient_types = resolve_error_types(self.transient_errors)
+        self._consecutive_errors = 0
         self._backoff_policy = BackoffPolicy.from_dict(policy)  # validates; ValueError names the parameter
         # decorrelated offsets replay the series from the seed (O(n), seconds for a cold replay far into a
         # long wait): computed off the event loop. The other strategies are O(1) and stay inline.
@@ -107,6 +131,10 @@ class BackoffTrigger(compat.BaseTrigger):
                 "deadline": self.deadline,
                 "after": self.after,
                 "share": self.share,
+                "transient_errors": self.transient_errors,
+                "silent_fail": self.silent_fail,
+                "check_timeout": self.check_timeout,
+                "rate_limit": self.rate_limit,
             },
         )
 
@@ -133,7 +161,7 @@ class BackoffTrigger(compat.BaseTrigger):
 
     async def _next(self, after: int) -> ScheduledCheck | None:
         if self._offload_schedule:
-            return await checks.run_blocking(self._next_blocking, after, sharing.now())
+            return await runtime.run_blocking(self._next_blocking, after, sharing.now())
         return self._next_inline(after)
 
     def _next_blocking(self, after: int, now: float) -> ScheduledCheck | None:
@@ -141,12 +169,12 @@ class BackoffTrigger(compat.BaseTrigger):
 
     async def _interval_before(self, scheduled: ScheduledCheck) -> float:
         if self._offload_schedule and scheduled.index > 0:
-            previous = await checks.run_blocking(self._backoff_policy.offset, self.seed, scheduled.index - 1)
+            previous = await runtime.run_blocking(self._backoff_policy.offset, self.seed, scheduled.index - 1)
             return scheduled.at - (self.started_at + previous)
         return self._interval_before_inline(scheduled)
 
     def _event(
-        self, status: str, index: int, outcome: CheckOutcome | None, message: str, checked_at: float
+        self, status: str, index: int, outcome: Outcome | None, message: str, checked_at: float
     ) -> Any:
         """The event of check ``index``; every value comes from the schedule or the observation.
 
@@ -191,6 +219,7 @@ class BackoffTrigger(compat.BaseTrigger):
         run_started = sharing.now()
         interpret = await make_interpreter(self.check)
         window_config = sharing_window_config()  # once per run, not per check
+        limits = self._limits()
         group = sharing.join(sharing_key(self.check), lambda: make_shared_check(self.check), self.share)
         self._group = group
         self._subscription = subscription = group.subscribe()
@@ -217,24 +246,42 @@ class BackoffTrigger(compat.BaseTrigger):
                     await self._hold(run_started)
                     yield event
                     return
-                outcome, checked_at, shared, early = await self._check_when_due(
-                    group, subscription, scheduled, interpret, window_config
-                )
+                window = coalescing_window(await self._interval_before(scheduled), window_config)
+                try:
+                    result = await group.wait(
+                        subscription, scheduled.at, window, self.check.get("context", {}), interpret, limits
+                    )
+                except sharing.WaitAbandoned:
+                    # The check hangs past the deadline (and its grace): report our own timeout now.
+                    self.log.warning(
+                        "check #%d did not report by the deadline %s (+%gs); timing out",
+                        scheduled.index,
+                        _iso(self.deadline),
+                        FINAL_CHECK_GRACE_SECONDS,
+                    )
+                    await self._hold(run_started)
+                    yield self._timeout_event(scheduled.index, self.deadline or scheduled.at)
+                    return
+                outcome = self._ride_out(scheduled.index, result.outcome)
                 following = None
                 if not (outcome.is_terminal or scheduled.final):
                     following = await self._next(scheduled.index)
                 # The required per-check line; one pre-formatted message (no extra processor work).
                 self.log.info(
                     f"check #{scheduled.index} at={scheduled.at:.3f} (scheduled {_iso(scheduled.at)})"
-                    f"{' early' if early else (' shared' if shared else '')}: {outcome.status}"
+                    f"{' early' if result.early else (' shared' if result.shared else '')}: {outcome.status}"
                     f"{f' ({outcome.message})' if outcome.message else ''}; group of {group.subscribers}; "
                     f"next check {f'#{following.index} at {_iso(following.at)}' if following else 'none'}"
                 )
                 event = None
-                if outcome.status == "positive":
-                    event = self._event("success", scheduled.index, outcome, "condition met", checked_at)
-                elif outcome.status in ("failure", "timeout", "skip", "error"):
-                    event = self._event(outcome.status, scheduled.index, outcome, outcome.message, checked_at)
+                if outcome.is_terminal:
+                    event = self._event(
+                        EVENT_STATUS[outcome.status],
+                        scheduled.index,
+                        outcome,
+                        "condition met" if outcome.status == "positive" else outcome.message,
+                        result.checked_at,
+                    )
                 elif scheduled.final or following is None:
                     event = self._timeout_event(scheduled.index, scheduled.at)
                 if event is not None:
@@ -245,52 +292,38 @@ class BackoffTrigger(compat.BaseTrigger):
         finally:
             self._leave()
 
-    async def _check_when_due(
-        self,
-        group: sharing.CheckGroup,
-        subscription: sharing.Subscription,
-        scheduled: ScheduledCheck,
-        interpret: Any,
-        window_config: tuple[float, float],
-    ) -> tuple[CheckOutcome, float, bool, bool]:
-        """Wait until ``scheduled.at``, completing early on a group observation terminal for us.
-
-        Returns (outcome, the time the outcome is about, shared, early).
-        """
-        while True:
-            for news in subscription.take():
-                outcome = self._interpret(news, interpret)
-                # Another subscriber's check found our condition (or a failure criterion): done now.
-                if outcome.status in ("positive", "failure"):
-                    return outcome, min(news.observed_at, scheduled.at), True, True
-            remaining = scheduled.at - sharing.now()
-            if remaining <= 0:
-                break
-            await subscription.wait(remaining)  # news, or our due time (a spurious wake just loops)
-        window = coalescing_window(await self._interval_before(scheduled), window_config)
-        terminal: list[CheckOutcome] = []
-
-        def accept(observation: Observation) -> bool:
-            # While our own round runs: another round's result that is terminal for us completes us too.
-            outcome = self._interpret(observation, interpret)
-            if outcome.status in ("positive", "failure"):
-                terminal.append(outcome)
-                return True
-            return False
-
-        observation, shared = await group.observe(
-            scheduled.at, window, self.check.get("context", {}), subscription, accept
+    def _limits(self) -> sharing.CheckLimits:
+        rate = self.rate_limit
+        if rate is None:
+            rate = config_non_negative_float("max_checks_per_second_per_connection", 0.0) or None
+        return sharing.CheckLimits(
+            time_limit=runtime.check_time_limit(self.check_timeout, self._backoff_policy.initial),
+            rate_limit=rate,
+            not_after=self.deadline,
+            give_up_at=None if self.deadline is None else self.deadline + FINAL_CHECK_GRACE_SECONDS,
         )
-        if terminal:
-            return terminal[-1], scheduled.at, True, False
-        return self._interpret(observation, interpret), scheduled.at, shared, False
 
-    @staticmethod
-    def _interpret(observation: Observation, interpret: Any) -> CheckOutcome:
-        if observation.error is not None:
-            return CheckOutcome("error", message=observation.error)
-        outcome: CheckOutcome = interpret(observation.raw)
-        return outcome
+    def _ride_out(self, index: int, outcome: Outcome) -> Outcome:
+        """A transient error (or any error with silent_fail) is "not yet": the schedule goes on, no worker
+        is resumed. Logged with its consecutive count and counted in Stats."""
+        if outcome.status != "error":
+            self._consecutive_errors = 0
+            return outcome
+        error_class = classify(outcome.error, self._transient_types) if outcome.error is not None else None
+        transient = error_class is not None and error_class.transient
+        if task_ending("error", silent_fail=self.silent_fail, transient=transient) is not Ending.NOT_YET:
+            return outcome
+        self._consecutive_errors += 1
+        compat.Stats.incr(METRIC_TRANSIENT_ERRORS)
+        reason = error_class.reason if transient and error_class is not None else "silent_fail=True"
+        self.log.warning(
+            "check #%d failed (%s, %d in a row): %s; not yet, the schedule continues",
+            index,
+            reason,
+            self._consecutive_errors,
+            outcome.message,
+        )
+        return Outcome("negative", message=f"error #{self._consecutive_errors} in a row ridden out: {reason}")
 
     def _leave(self) -> None:
         group, self._group = self._group, None

@@ -19,7 +19,6 @@ process). Works the same on Airflow 2.11 and 3.x: nothing here depends on 3.3's 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import weakref
@@ -28,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.triggers.checks import SharedCheck
+from airflow_smart_ext.conditions import Interpreter, Outcome, SharedCheck
+from airflow_smart_ext.conditions.runtime import CheckTimeLimitExceeded
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,10 @@ METRIC_CHECKS = "smart_ext.trigger.checks"
 METRIC_CHECKS_SAVED = "smart_ext.trigger.checks_saved"
 METRIC_GROUPS = "smart_ext.trigger.groups"
 METRIC_SUBSCRIBERS = "smart_ext.trigger.subscribers"
+METRIC_RATE_LIMITED = "smart_ext.trigger.checks_rate_limited"
+METRIC_TIME_LIMIT_EXCEEDED = "smart_ext.trigger.checks_over_time_limit"
+# Subscribers woken per loop iteration when an observation reaches a large group (fan-out without stalls).
+WAKE_SLICE = 20
 
 # Clock and sleep hooks: tests patch these to run schedules on a virtual clock. ``_call_later`` (None: the
 # running loop's ``call_later``) arms the wake-up timer of a waiting subscriber; patch it with ``_sleep``.
@@ -69,10 +73,54 @@ def call_later(seconds: float, callback: Callable[[], None]) -> _Cancellable:
 class Observation:
     """One run of a group's shared check. ``observed_at`` is when it started (a conservative data time)."""
 
-    seq: int
     observed_at: float
     raw: Any = None
-    error: str | None = None
+    error: BaseException | None = None  # the shared check raised (kept for classification)
+
+
+@dataclass(frozen=True)
+class CheckLimits:
+    """Bounds on one subscriber's check.
+
+    ``time_limit``: seconds a round it starts may run (None: unbounded); ``rate_limit``: checks per second
+    allowed on the check's concurrency key (None: no limit); ``not_after``: a round it starts waits for the
+    rate limit no later than this moment (its deadline); ``give_up_at``: stop waiting for a round then.
+    """
+
+    time_limit: float | None = None
+    rate_limit: float | None = None
+    not_after: float | None = None
+    give_up_at: float | None = None
+
+
+NO_LIMITS = CheckLimits()
+
+
+class WaitAbandoned(TimeoutError):
+    """A subscriber stopped waiting for a check that had not reported by its ``give_up_at``."""
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    """What one scheduled check of one subscriber concluded."""
+
+    outcome: Outcome
+    checked_at: float  # the time the outcome is about (its scheduled time, or the observation's if early)
+    shared: bool  # served by another subscriber's check
+    early: bool  # completed before its due time by another subscriber's observation
+
+
+def interpret(observation: Observation, interpreter: Interpreter) -> Outcome:
+    """One subscriber's outcome of an observation of its group."""
+    if observation.error is not None:
+        err = observation.error
+        return Outcome("error", message=f"{type(err).__name__}: {err}", error=err)
+    return interpreter(observation.raw)
+
+
+def completes_early(outcome: Outcome) -> bool:
+    """Another subscriber's observation ends our wait before our due time only when it is decisive."""
+    return outcome.status in ("positive", "failure")
 
 
 class Subscription:
@@ -93,14 +141,14 @@ class Subscription:
         news, self.news = self.news, []
         return news
 
-    async def wait(self, timeout: float | None = None) -> bool:
-        """Wait for news (or until ``timeout`` seconds passed); ``True`` when there is news."""
+    async def wait(self, until: float | None = None) -> bool:
+        """Wait for news (or until the moment ``until``); ``True`` when there is news."""
         if self.news:
             return True
-        if timeout is not None and timeout <= 0:
+        if until is not None and until <= now():
             return False
         future = self._future = asyncio.get_running_loop().create_future()
-        timer = call_later(timeout, self._wake) if timeout is not None else None
+        timer = wake_at(until, self._wake) if until is not None else None
         try:
             await future
         finally:
@@ -108,6 +156,78 @@ class Subscription:
             if timer is not None:
                 timer.cancel()
         return bool(self.news)
+
+
+class _Alarm:
+    """One pending wake-up of :func:`wake_later` (cancellable)."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback: Callable[[], None] | None) -> None:
+        self.callback = callback
+
+    def cancel(self) -> None:
+        self.callback = None
+
+
+class _Waker:
+    """Wake-ups that fall due together are run a slice per loop iteration, never all in one.
+
+    Thousands of waits on shared conditions share their schedules, so their due times coincide: one loop
+    timer per due moment (not one per waiter), and its waiters woken ``WAKE_SLICE`` per iteration, so the
+    loop's other callbacks run in between (event-loop lag stays bounded by one slice).
+    """
+
+    def __init__(self) -> None:
+        self._due: dict[float, list[_Alarm]] = {}
+
+    def schedule(self, at: float, callback: Callable[[], None]) -> _Alarm:
+        alarm = _Alarm(callback)
+        batch = self._due.get(at)  # waits on one shared schedule are due at the very same moment
+        if batch is None:
+            batch = self._due[at] = []
+            call_later(max(0.0, at - now()), lambda: self._fire(at))
+        batch.append(alarm)
+        return alarm
+
+    def _fire(self, at: float) -> None:
+        run_sliced([alarm for alarm in self._due.pop(at, ()) if alarm.callback is not None], _ring)
+
+
+def _ring(alarm: _Alarm) -> None:
+    callback = alarm.callback
+    if callback is not None:
+        alarm.callback = None
+        callback()
+
+
+def run_sliced(items: list[Any], action: Callable[[Any], None]) -> None:
+    """``action(item)`` for every item, ``WAKE_SLICE`` per loop iteration."""
+    if len(items) <= WAKE_SLICE:
+        for item in items:
+            action(item)
+        return
+    loop = asyncio.get_running_loop()
+
+    def from_(start: int) -> None:
+        for item in items[start : start + WAKE_SLICE]:
+            action(item)
+        if start + WAKE_SLICE < len(items):
+            loop.call_soon(from_, start + WAKE_SLICE)
+
+    from_(0)
+
+
+_wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker] = weakref.WeakKeyDictionary()
+
+
+def wake_at(at: float, callback: Callable[[], None]) -> _Alarm:
+    """Run ``callback`` at the moment ``at``; callbacks due at the same moment run in slices (fan-in)."""
+    loop = asyncio.get_running_loop()
+    waker = _wakers.get(loop)
+    if waker is None:
+        waker = _wakers[loop] = _Waker()
+    return waker.schedule(at, callback)
 
 
 class CheckGroup:
@@ -118,9 +238,7 @@ class CheckGroup:
         self.shared_check = shared_check
         self.subscribers = 0
         self.latest: Observation | None = None
-        self.checks_run = 0
         self._registry = registry
-        self._seq = 0
         # Rounds in flight -> the time each started; several when a subscriber's due time came while an
         # older round (too old for its window) was still running.
         self._inflight: dict[asyncio.Future[Observation], float] = {}
@@ -128,27 +246,63 @@ class CheckGroup:
 
     # -- observations --
 
-    async def _round(self, observed_at: float, context: Mapping[str, Any]) -> Observation:
+    async def _round(
+        self, observed_at: float, context: Mapping[str, Any], limits: CheckLimits
+    ) -> Observation:
+        delay = rate_limiter(self.shared_check.concurrency_key, limits.rate_limit).reserve(limits.not_after)
+        if delay > 0:  # over the connection's budget: delayed, never dropped, never past the deadline
+            compat.Stats.incr(METRIC_RATE_LIMITED)
+            await sleep(delay)
+            observed_at = now()
+        task = asyncio.current_task()
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            expired = True
+            if task is not None:
+                task.cancel()
+
+        timer = call_later(limits.time_limit, expire) if limits.time_limit else None
         try:
             raw = await self.shared_check.run(context)
-            error = None
-        except (Exception, compat.AirflowTaskTimeout) as err:  # the latter is a BaseException on 3.x
-            raw, error = None, f"{type(err).__name__}: {err}"
-        self._seq += 1
-        observation = Observation(self._seq, observed_at, raw, error)
+            error: BaseException | None = None
+        except asyncio.CancelledError:
+            if not expired:
+                raise
+            if task is not None and hasattr(task, "uncancel"):
+                task.uncancel()
+            raw, error = (
+                None,
+                CheckTimeLimitExceeded(
+                    f"the check ran past its time limit of {limits.time_limit:g}s and was abandoned "
+                    f"(a blocked thread keeps its {self.shared_check.concurrency_key} slot until it ends)"
+                ),
+            )
+            compat.Stats.incr(METRIC_TIME_LIMIT_EXCEEDED)
+        except compat.CHECK_ERRORS as err:
+            raw, error = None, err
+        finally:
+            if timer is not None:
+                timer.cancel()
+        observation = Observation(observed_at, raw, error)
         # Rounds may finish out of order: ``latest`` is the freshest data, i.e. the latest *start*.
         if self.latest is None or observed_at >= self.latest.observed_at:
             self.latest = observation
-        self.checks_run += 1
         compat.Stats.incr(METRIC_CHECKS)
-        for subscription in self._subscriptions:  # offered to every subscriber at once
-            subscription.news.append(observation)
-            subscription._wake()
+        self._announce(observation)
         return observation
 
-    def _start_round(self, context: Mapping[str, Any]) -> asyncio.Future[Observation]:
+    def _announce(self, observation: Observation) -> None:
+        """Offer an observation to every subscriber at once; thousands are woken in slices (fan-out)."""
+        subscriptions = list(self._subscriptions)
+        for subscription in subscriptions:
+            subscription.news.append(observation)
+        run_sliced(subscriptions, Subscription._wake)
+
+    def _start_round(self, context: Mapping[str, Any], limits: CheckLimits) -> asyncio.Future[Observation]:
         started = now()
-        task = asyncio.ensure_future(self._round(started, context))
+        task = asyncio.ensure_future(self._round(started, context, limits))
         self._inflight[task] = started
         task.add_done_callback(self._round_done)
         return task
@@ -160,6 +314,7 @@ class CheckGroup:
         context: Mapping[str, Any],
         subscription: Subscription | None = None,
         accept: Callable[[Observation], bool] | None = None,
+        limits: CheckLimits | None = None,
     ) -> tuple[Observation, bool]:
         """An observation that started at or after ``due_at - window``; ``True`` when it was shared.
 
@@ -179,7 +334,7 @@ class CheckGroup:
                 round_ = task
         shared = round_ is not None
         if round_ is None:
-            round_ = self._start_round(context)
+            round_ = self._start_round(context, limits or NO_LIMITS)
         if subscription is None:
             subscription = Subscription()
             self._subscriptions.add(subscription)
@@ -199,7 +354,11 @@ class CheckGroup:
                     if shared:
                         compat.Stats.incr(METRIC_CHECKS_SAVED)
                     return observation, shared
-                await subscription.wait()
+                give_up_at = limits.give_up_at if limits is not None else None
+                if give_up_at is None:
+                    await subscription.wait()
+                elif not await subscription.wait(give_up_at) and now() >= give_up_at:
+                    raise WaitAbandoned(f"gave up waiting for the check at {give_up_at:.3f}")
         finally:
             if private:
                 self._subscriptions.discard(subscription)
@@ -219,9 +378,43 @@ class CheckGroup:
     def unsubscribe(self, subscription: Subscription) -> None:
         self._subscriptions.discard(subscription)
 
-    @property
-    def seq(self) -> int:
-        return self._seq
+    # -- the wait protocol --
+
+    async def wait(
+        self,
+        subscription: Subscription,
+        due_at: float,
+        window: float,
+        context: Mapping[str, Any],
+        interpreter: Interpreter,
+        limits: CheckLimits = NO_LIMITS,
+    ) -> WaitResult:
+        """Wait until ``due_at`` and check (or reuse a shared check within ``window``); one subscriber's
+        outcome. A group observation that is decisive for us completes the wait early.
+        """
+        while True:
+            for news in subscription.take():
+                outcome = interpret(news, interpreter)
+                # Another subscriber's check found our condition (or a failure criterion): done now.
+                if completes_early(outcome):
+                    return WaitResult(outcome, min(news.observed_at, due_at), True, True)
+            if due_at <= now():
+                break
+            await subscription.wait(due_at)  # news, or our due time (a spurious wake just loops)
+        decisive: list[Outcome] = []
+
+        def accept(observation: Observation) -> bool:
+            # While our own round runs: another round's result that is decisive for us completes us too.
+            outcome = interpret(observation, interpreter)
+            if completes_early(outcome):
+                decisive.append(outcome)
+                return True
+            return False
+
+        observation, shared = await self.observe(due_at, window, context, subscription, accept, limits)
+        if decisive:
+            return WaitResult(decisive[-1], due_at, True, False)
+        return WaitResult(interpret(observation, interpreter), due_at, shared, False)
 
     # -- membership --
 
@@ -272,6 +465,53 @@ class SharingRegistry:
         compat.Stats.gauge(METRIC_SUBSCRIBERS, self._subscribers)
 
 
+class TokenBucket:
+    """Checks per second on one concurrency key; a check over budget reserves the next free moment.
+
+    Capacity one check (no burst): over any window of ``w`` seconds at most ``rate * w + 1`` checks start,
+    except a check that reached its ``not_after`` (a deadline), which is never delayed past it.
+    """
+
+    def __init__(self, rate: float) -> None:
+        self.rate = rate
+        self._next_free = 0.0  # the earliest moment the next check may start
+
+    def reserve(self, not_after: float | None = None) -> float:
+        """Seconds the caller must wait before its check; the slot is taken (delayed, never dropped)."""
+        current = now()
+        start = max(current, self._next_free)
+        if not_after is not None and start > not_after:
+            start = max(current, not_after)  # the deadline wins: this check goes over budget
+        else:
+            self._next_free = start + 1.0 / self.rate
+        return start - current
+
+
+class _Unlimited:
+    def reserve(self, not_after: float | None = None) -> float:
+        return 0.0
+
+
+_UNLIMITED = _Unlimited()
+_buckets: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, TokenBucket]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def rate_limiter(key: str, rate: float | None) -> TokenBucket | _Unlimited:
+    """The bucket of ``key`` in this process; the lowest rate any of its checks asked for applies."""
+    if not rate:
+        existing = _buckets.get(asyncio.get_running_loop(), {}).get(key)
+        return existing if existing is not None else _UNLIMITED
+    per_loop = _buckets.setdefault(asyncio.get_running_loop(), {})
+    bucket = per_loop.get(key)
+    if bucket is None:
+        bucket = per_loop[key] = TokenBucket(rate)
+    elif rate < bucket.rate:
+        bucket.rate = rate
+    return bucket
+
+
 _registries: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharingRegistry] = (
     weakref.WeakKeyDictionary()
 )
@@ -292,12 +532,3 @@ def join(key: str, factory: Callable[[], SharedCheck], share: bool) -> CheckGrou
     group = CheckGroup(key, factory(), None)
     group.subscribers = 1
     return group
-
-
-@contextlib.contextmanager
-def membership(key: str, factory: Callable[[], SharedCheck], share: bool) -> Any:
-    group = join(key, factory, share)
-    try:
-        yield group
-    finally:
-        group.leave()

@@ -10,9 +10,9 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed, task_seed
+from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.sensors import base as sensor_base
 from airflow_smart_ext.sensors.base import DEFERRAL_GRACE_SECONDS, STATS_XCOM_KEY, BackoffSensor
-from airflow_smart_ext.triggers.checks import sharing_key
 from tests.unit.test_sensor_helpers import T0, FakeClock, FakeTI, PathSensor, ScriptedSensor, make_context
 
 
@@ -55,7 +55,7 @@ def expected_times(
         ({"jitter": "decorrelated", "backoff_factor": 1}, "factor=1 (fixed interval) cannot be combined"),
         (
             {"jitter": "decorrelated", "poke_interval": 0.01, "timeout": 7 * 86400},
-            "jitter='decorrelated' is replayed check by check and supports at most 10,000,000 checks",
+            "jitter='decorrelated' is replayed check by check and supports at most 20,000 checks",
         ),
     ],
 )
@@ -100,7 +100,8 @@ def test_negative_poke_interval_is_rejected_by_airflow_itself() -> None:
 
 def test_defaults_build_the_documented_policy() -> None:
     sensor = ScriptedSensor(task_id="s", poke_interval=30, timeout=600)
-    assert sensor.backoff_policy == BackoffPolicy(initial=30, factor=2.0, cap=None, jitter="full", splay=30)
+    # No max_wait: the default cap is 10 x poke_interval (at most 1 h), not the policy's 1-day fallback.
+    assert sensor.backoff_policy == BackoffPolicy(initial=30, factor=2.0, cap=300, jitter="full", splay=30)
     sensor = ScriptedSensor(
         task_id="s2",
         poke_interval=datetime.timedelta(seconds=5),
@@ -482,7 +483,9 @@ def test_late_reschedule_skips_missed_checks_instead_of_bursting(
     clock.now = T0 + 1000
     with pytest.raises(compat.AirflowRescheduleException) as err:
         sensor.execute(make_context())
-    offsets = [10 * (2**k - 1) for k in range(12)]  # jitter none: checks at 0, 10, 30, 70, ... seconds
+    # jitter none: checks at 0, 10, 30, 70, 150 s, then every 100 s (the default cap, 10 x poke_interval)
+    offsets = [sensor.backoff_policy.offset("any", k) for k in range(20)]
+    assert offsets[:6] == [0, 10, 30, 70, 150, 250]
     assert err.value.reschedule_date.timestamp() - T0 == min(o for o in offsets if o >= 1000)
 
 
@@ -755,14 +758,16 @@ def test_unshippable_class_fails_at_construction_with_advice() -> None:
 
 
 def test_unserializable_argument_fails_at_construction() -> None:
-    with pytest.raises(ValueError, match="constructor argument 'path'=.* is not JSON-serializable"):
+    with pytest.raises(
+        ValueError, match="constructor argument 'path'=.* does not travel to the triggerer as JSON unchanged"
+    ):
         PathSensor(task_id="s", path={1, 2}, deferrable=True)  # type: ignore[arg-type]
 
 
 def test_fallback_to_reschedule_mode_when_asked() -> None:
     sensor = PathSensor(task_id="s", path={1, 2}, deferrable=True, deferrable_fallback="reschedule")  # type: ignore[arg-type]
     assert (sensor.deferrable, sensor.mode) == (False, "reschedule")
-    assert "not JSON-serializable" in (sensor.deferrable_fallback_reason or "")
+    assert "does not travel to the triggerer as JSON unchanged" in (sensor.deferrable_fallback_reason or "")
 
 
 def test_default_deferrable_comes_from_config(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -770,3 +775,183 @@ def test_default_deferrable_comes_from_config(monkeypatch: pytest.MonkeyPatch) -
     assert PathSensor(task_id="s", path="/p").deferrable is True
     monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "False")
     assert PathSensor(task_id="s2", path="/p").deferrable is False
+
+
+# ------------------------------------------------------------------ transient errors (issue 14, part 2)
+def test_transient_errors_are_not_yet_in_poke_mode(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    counted: list[str] = []
+    monkeypatch.setattr(compat.Stats, "incr", lambda name, *a, **k: counted.append(name))
+    sensor = ScriptedSensor(
+        task_id="task",
+        results=[sqlite3.OperationalError("database is locked"), ConnectionResetError("reset"), True],
+        clock=clock,
+    )
+    assert sensor.execute(make_context()) is None  # succeeded: no try spent on the outage
+    assert len(sensor.poke_times) == 3
+    assert counted.count("smart_ext.sensor.transient_errors") == 2
+
+
+def test_permanent_errors_still_fail_the_try(clock: FakeClock) -> None:
+    sensor = ScriptedSensor(task_id="task", results=[ValueError("bad value"), True], clock=clock)
+    with pytest.raises(ValueError, match="bad value"):
+        sensor.execute(make_context())
+
+
+def test_user_transient_errors_by_class_or_dotted_path(clock: FakeClock) -> None:
+    for spec in ([LookupError], ["builtins.LookupError"], "builtins.LookupError"):
+        sensor = ScriptedSensor(
+            task_id="task", results=[KeyError("not there yet"), True], clock=clock, transient_errors=spec
+        )
+        assert sensor.execute(make_context()) is None
+        assert len(sensor.poke_times) == 2
+
+
+def test_transient_errors_until_the_deadline_time_out(clock: FakeClock) -> None:
+    sensor = ScriptedSensor(
+        task_id="task", results=[TimeoutError("slow")], clock=clock, poke_interval=10, timeout=100
+    )
+    with pytest.raises(compat.AirflowSensorTimeout):
+        sensor.execute(make_context())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"transient_errors": ["no.such.Error"]}, "transient_errors: cannot import 'no.such.Error'"),
+        ({"transient_errors": [int]}, "transient_errors: <class 'int'> is not an exception class"),
+        ({"check_timeout": 0}, "check_timeout must be > 0 seconds"),
+        ({"rate_limit": -1}, "rate_limit must be a number of checks per second > 0"),
+        ({"rate_limit": "fast"}, "rate_limit must be a number of checks per second > 0"),
+    ],
+)
+def test_new_arguments_are_validated_at_parse(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        PathSensor(task_id="task", path="/p", **kwargs)
+    assert message in str(err.value)
+
+
+def test_deferral_ships_transient_errors_silent_fail_time_and_rate_limits(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sensor = PathSensor(
+        task_id="task",
+        path="/p",
+        deferrable=True,
+        silent_fail=True,
+        transient_errors=[LookupError],
+        check_timeout=datetime.timedelta(seconds=45),
+        rate_limit=2.5,
+    )
+    monkeypatch.setattr(sensor, "poke", lambda context: False)
+    capture_defer(sensor, monkeypatch)
+    with pytest.raises(Deferred) as err:
+        sensor.execute(make_context())
+    _, kwargs = err.value.kwargs["trigger"].serialize()
+    assert kwargs["transient_errors"] == ["builtins.LookupError"]
+    assert (kwargs["silent_fail"], kwargs["check_timeout"], kwargs["rate_limit"]) == (True, 45.0, 2.5)
+    json.dumps(kwargs)
+
+
+# ------------------------------------------------------------------ parse-time truth (issue 14, part 5)
+class _LocalSensorFactory:
+    @staticmethod
+    def make() -> type[BackoffSensor]:
+        class LocalSensor(BackoffSensor):  # defined in a function: not importable in the triggerer
+            def poke(self, context: Any) -> bool:
+                return False
+
+        return LocalSensor
+
+
+BAD_FOR_BOTH = [
+    ({"deferrable": "yes"}, "deferrable must be True or False; got 'yes'"),
+    ({"deferrable_fallback": "poke"}, "deferrable_fallback must be one of (None, 'reschedule'); got 'poke'"),
+    ({"transient_errors": ["no.such.Error"]}, "transient_errors: cannot import 'no.such.Error'"),
+    ({"check_timeout": -5}, "check_timeout must be > 0 seconds"),
+    ({"rate_limit": 0}, "rate_limit must be a number of checks per second > 0"),
+    ({"splay": 1e308}, "splay (1e+308s) must be <= timeout"),
+    ({"backoff_factor": 1e308}, "backoff_factor must be a finite number >= 1 and <= 10"),
+    # arguments that would change on the way to the triggerer are refused, not silently altered
+    ({"deferrable": True, "min_size": {1: "a"}}, "constructor argument 'min_size'={1: 'a'} does not travel"),
+    ({"deferrable": True, "min_size": {1: "a", "b": 2}}, "constructor argument 'min_size'="),
+    ({"deferrable": True, "min_size": (1, 2)}, "arrives as [1, 2]"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), BAD_FOR_BOTH)
+def test_mapped_and_unmapped_sensors_get_identical_validation(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError) as unmapped:
+        PathSensor(task_id="s", path="/p", **kwargs)
+    with pytest.raises(ValueError) as mapped:
+        PathSensor.partial(task_id="s", **kwargs)
+    assert message in str(unmapped.value)
+    assert str(mapped.value) == str(unmapped.value)
+
+
+def test_mapped_unshippable_class_fails_at_parse_like_unmapped() -> None:
+    local = _LocalSensorFactory.make()
+    with pytest.raises(ValueError) as unmapped:
+        local(task_id="s", deferrable=True)
+    with pytest.raises(ValueError) as mapped:
+        local.partial(task_id="s", deferrable=True)
+    assert "cannot be imported by name in the triggerer" in str(mapped.value)
+    assert str(mapped.value) == str(unmapped.value)
+    local.partial(task_id="ok", deferrable=True, deferrable_fallback="reschedule")  # the fallback is allowed
+
+
+def test_values_from_expand_are_checked_at_run_time_not_parse() -> None:
+    from airflow import DAG
+
+    with DAG("mapped_json", schedule=None, start_date=datetime.datetime(2026, 1, 1)):
+        PathSensor.partial(task_id="mapped", deferrable=True).expand(path=["/a", "/b"])
+
+
+def test_default_cap_bounds_detection_latency_after_a_base_class_swap() -> None:
+    # Airflow's defaults after swapping the base class: poke_interval=60, no max_wait, 7-day timeout.
+    sensor = PathSensor(task_id="s", path="/p", poke_interval=60, timeout=7 * 86400, jitter="none", splay=0)
+    policy = sensor.backoff_policy
+    assert policy.cap_seconds == 600  # 10 x poke_interval
+    day2 = [policy.offset("x", k) for k in range(140, 150)]
+    assert all(b - a <= 600 for a, b in zip(day2, day2[1:], strict=False))
+    # Large intervals: never below poke_interval, never above an hour unless poke_interval is.
+    assert sensor_base.default_max_wait(600) == 3600
+    assert sensor_base.default_max_wait(7200) == 7200
+    assert sensor_base.default_max_wait(5) == 50
+    # An explicit max_wait still wins.
+    assert PathSensor(task_id="s2", path="/p", poke_interval=60, max_wait=86400).backoff_policy.cap == 86400
+
+
+def test_decorrelated_range_is_narrowed_with_a_clear_message() -> None:
+    with pytest.raises(ValueError, match="supports at most 20,000 checks"):
+        PathSensor(task_id="s", path="/p", jitter="decorrelated", poke_interval=1, timeout=86400)
+    # The default timeout at Airflow's default poke_interval stays accepted.
+    PathSensor(task_id="s2", path="/p", jitter="decorrelated", poke_interval=60, timeout=7 * 86400)
+
+
+def test_rate_limited_deferrable_sensor_leaves_check_0_to_the_triggerer(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True, rate_limit=1.0, poke_interval=10)
+    pokes: list[Any] = []
+    monkeypatch.setattr(sensor, "poke", lambda context: pokes.append(context) or True)
+    capture_defer(sensor, monkeypatch)
+    with pytest.raises(Deferred) as err:
+        sensor.execute(make_context())
+    assert pokes == []  # no worker check: the triggerer paces it with the connection's other checks
+    _, kwargs = err.value.kwargs["trigger"].serialize()
+    assert kwargs["after"] == -1 and kwargs["rate_limit"] == 1.0
+    event = {"status": "success", "check_index": 0, "xcom_value": None, "message": "ok", "pokes": 1}
+    sensor.execute_complete(make_context(), event, **err.value.kwargs["kwargs"])
+
+
+def test_transient_error_types_must_be_importable_by_the_triggerer() -> None:
+    class LocalError(Exception):  # defined in a function, like a class in a DAG file
+        pass
+
+    with pytest.raises(ValueError, match="transient_errors: .*LocalError cannot be imported by name"):
+        PathSensor(task_id="s", path="/p", deferrable=True, transient_errors=[LocalError])
+    with pytest.raises(ValueError, match="transient_errors: .*LocalError cannot be imported by name"):
+        PathSensor.partial(task_id="s", deferrable=True, transient_errors=[LocalError])
+    PathSensor(task_id="s2", path="/p", transient_errors=[LocalError])  # poke mode: fine, no shipping

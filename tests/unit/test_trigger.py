@@ -15,9 +15,12 @@ from urllib.parse import quote
 
 import pytest
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import compat, conditions
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed, replay
-from airflow_smart_ext.triggers import BackoffTrigger, checks, sharing
+from airflow_smart_ext.conditions import runtime
+from airflow_smart_ext.conditions import sensor as sensor_checks
+from airflow_smart_ext.conditions import sql as sql_checks
+from airflow_smart_ext.triggers import BackoffTrigger, sharing
 
 START = 1_700_000_000.0
 
@@ -168,7 +171,10 @@ class VirtualClock:
         future.add_done_callback(lambda done: None if done.cancelled() else callback())
         return future  # .cancel() disarms it, like a TimerHandle
 
-    async def run_blocking(self, func: Any, *args: Any) -> Any:
+    async def run_blocking(self, func: Any, *args: Any, key: str | None = None) -> Any:
+        if key is not None:  # the key's slots, as the real run_blocking takes them
+            async with runtime.connection_semaphore(key):
+                return await self.run_blocking(func, *args)
         with self._lock:
             self._threads_busy += 1
         try:
@@ -203,7 +209,7 @@ async def vclock(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(sharing, "_clock", clock.time)
     monkeypatch.setattr(sharing, "_sleep", clock.sleep)
     monkeypatch.setattr(sharing, "_call_later", clock.call_later, raising=False)
-    monkeypatch.setattr(checks, "run_blocking", clock.run_blocking)
+    monkeypatch.setattr(runtime, "run_blocking", clock.run_blocking)
     real_aget_connection = compat.aget_connection
 
     async def aget_connection(conn_id: str) -> Any:
@@ -240,10 +246,19 @@ def test_serialize_returns_exactly_the_contract_kwargs() -> None:
         "deadline": START + 3600,
         "after": 2,
         "share": False,
+        "transient_errors": [],
+        "silent_fail": False,
+        "check_timeout": None,
+        "rate_limit": None,
     }
     json.dumps(kwargs)
     rebuilt = BackoffTrigger(**kwargs)
     assert rebuilt.serialize() == (classpath, kwargs)
+    # A trigger serialized by the previous release (without the newer keys) still loads.
+    old = {
+        key: kwargs[key] for key in ("check", "policy", "seed", "started_at", "deadline", "after", "share")
+    }
+    assert BackoffTrigger(**old).serialize() == (classpath, kwargs)
 
 
 @pytest.mark.parametrize(
@@ -387,7 +402,7 @@ async def test_async_apoke_is_awaited_on_the_loop(vclock: VirtualClock) -> None:
 
 
 async def test_poke_context_has_datetimes_back() -> None:
-    context = checks.poke_context(sensor_check("a")["context"])
+    context = sensor_checks.poke_context(sensor_check("a")["context"])
     assert context["logical_date"].year == 2026
     assert context["ds"] == "2026-01-02"
 
@@ -420,7 +435,7 @@ def as_deferred_by_sensors(name: str, policy: BackoffPolicy, starts: list[float]
             make_trigger(
                 check,
                 policy,
-                seed=condition_seed(checks.sharing_key(check)),
+                seed=condition_seed(conditions.sharing_key(check)),
                 started_at=aligned_start(started, policy.initial),
                 deadline=started + 3600,
             )
@@ -476,8 +491,8 @@ async def test_same_sensor_for_different_dates_does_not_share_but_other_tasks_sa
     other_day["context"] = {**other_day["context"], "ds": "2026-01-03", "ts": "2026-01-03T00:00:00+00:00"}
     other_task = sensor_check("d", task_id="another_task")
     other_task["context"] = {**other_task["context"], "dag_id": "another_dag", "run_id": "r2"}
-    assert checks.sharing_key(sensor_check("d")) != checks.sharing_key(other_day)
-    assert checks.sharing_key(sensor_check("d")) == checks.sharing_key(other_task)
+    assert conditions.sharing_key(sensor_check("d")) != conditions.sharing_key(other_day)
+    assert conditions.sharing_key(sensor_check("d")) == conditions.sharing_key(other_task)
     await asyncio.gather(
         first_event(make_trigger(sensor_check("d"), policy)),
         first_event(make_trigger(other_task, policy)),
@@ -529,7 +544,7 @@ async def test_observe_does_not_spin_on_a_finished_round_whose_callback_is_pendi
     """Regression: awaiting a finished round never yields to the loop, so re-awaiting it forever froze the
     triggerer. A finished, too-old round must be forgotten and a new check started."""
 
-    class Counting(checks.SharedCheck):
+    class Counting(conditions.SharedCheck):
         concurrency_key = "k"
         runs = 0
 
@@ -538,7 +553,7 @@ async def test_observe_does_not_spin_on_a_finished_round_whose_callback_is_pendi
             return "fresh"
 
     group = sharing.CheckGroup("k", Counting(), None)
-    stale = sharing.Observation(1, time.time() - 100, "stale")
+    stale = sharing.Observation(time.time() - 100, "stale")
     finished: asyncio.Future[sharing.Observation] = asyncio.get_running_loop().create_future()
     finished.set_result(stale)
     group.latest = stale
@@ -664,7 +679,7 @@ async def test_concurrency_is_bounded_per_connection(monkeypatch: pytest.MonkeyP
 
     async def probe() -> None:
         nonlocal active, peak
-        async with checks.connection_semaphore("conn_id:bounded"):
+        async with runtime.connection_semaphore("conn_id:bounded"):
             active += 1
             peak = max(peak, active)
             await asyncio.sleep(0.01)
@@ -748,21 +763,22 @@ async def test_sql_failure_criterion_and_per_subscriber_criteria(
 
 async def test_sql_error_is_reported(vclock: VirtualClock, sqlite_conn: str) -> None:
     payload = await first_event(
-        make_trigger(sql_check(sql="SELECT nope FROM missing_table"), BackoffPolicy(initial=10))
+        make_trigger(sql_check(sql="SELECT nope FROM partitions"), BackoffPolicy(initial=10))
     )
+    # A permanent error (the statement is wrong) fails as before; a transient one is ridden out (below).
     assert payload["status"] == "error"
-    assert "missing_table" in payload["message"]
+    assert "no such column: nope" in payload["message"]
 
 
 async def test_sql_checks_of_identical_queries_are_shared(vclock: VirtualClock, sqlite_conn: str) -> None:
     calls: list[float] = []
-    original = checks.SqlSharedCheck.run
+    original = sql_checks.SqlSharedCheck.run
 
-    async def counting(self: checks.SqlSharedCheck, context: Any) -> Any:
+    async def counting(self: sql_checks.SqlSharedCheck, context: Any) -> Any:
         calls.append(vclock.now)
         return await original(self, context)
 
-    checks.SqlSharedCheck.run = counting  # type: ignore[method-assign]
+    sql_checks.SqlSharedCheck.run = counting  # type: ignore[method-assign]
     try:
         policy = BackoffPolicy(initial=10, factor=1, jitter="none")
         events = await asyncio.gather(
@@ -772,7 +788,7 @@ async def test_sql_checks_of_identical_queries_are_shared(vclock: VirtualClock, 
             )
         )
     finally:
-        checks.SqlSharedCheck.run = original  # type: ignore[method-assign]
+        sql_checks.SqlSharedCheck.run = original  # type: ignore[method-assign]
     assert {e["status"] for e in events} == {"timeout"}
     assert len(calls) == 4  # +10, +20, +30, +40 (final) -- for five subscribers
 
@@ -849,7 +865,7 @@ async def test_latest_stays_the_freshest_observation_and_rounds_overlap(
     monkeypatch.setattr(sharing, "_clock", lambda: clock[0])
     releases: list[asyncio.Future[Any]] = []
 
-    class Controlled(checks.SharedCheck):
+    class Controlled(conditions.SharedCheck):
         concurrency_key = "k"
 
         async def run(self, context: Any) -> Any:
@@ -898,13 +914,15 @@ async def test_latest_stays_the_freshest_observation_and_rounds_overlap(
 
 def test_concurrency_key_uses_a_conn_id_argument_of_a_sensor() -> None:
     base = sensor_check("x")
-    assert checks.concurrency_key(base) == f"sensor:{__name__}.FlagSensor"
+    assert conditions.concurrency_key(base) == f"sensor:{__name__}.FlagSensor"
     for name in ("conn_id", "aws_conn_id", "http_conn_id"):
         check = {**base, "kwargs": {"name": "x", name: "warehouse"}}
-        assert checks.concurrency_key(check) == "conn_id:warehouse"
-        assert checks.make_shared_check(check).concurrency_key == "conn_id:warehouse"
-    assert checks.concurrency_key({**base, "kwargs": {"conn_id": 3}}) == f"sensor:{__name__}.FlagSensor"
-    assert checks.concurrency_key({**base, "kwargs": {"conn_ids": "a"}}) == f"sensor:{__name__}.FlagSensor"
+        assert conditions.concurrency_key(check) == "conn_id:warehouse"
+        assert conditions.make_shared_check(check).concurrency_key == "conn_id:warehouse"
+    assert conditions.concurrency_key({**base, "kwargs": {"conn_id": 3}}) == f"sensor:{__name__}.FlagSensor"
+    assert (
+        conditions.concurrency_key({**base, "kwargs": {"conn_ids": "a"}}) == f"sensor:{__name__}.FlagSensor"
+    )
 
 
 async def test_hung_pokes_on_one_connection_do_not_block_the_class_on_another(vclock: VirtualClock) -> None:
@@ -1075,10 +1093,9 @@ async def test_stats_counters_and_gauges(vclock: VirtualClock, monkeypatch: pyte
         *(first_event(make_trigger(sensor_check("mx", task_id=f"t{i}"), policy)) for i in range(3)),
         first_event(make_trigger(sensor_check("my"), policy)),
     )
-    # Checks at +10, +20, +30 for each of the two conditions. x's other two subscribers are served by the
-    # +10 and +20 checks (4 saved); the positive +30 check completes them before their own turn (early
-    # completions are not counted as saved).
-    assert stats.counters == {sharing.METRIC_CHECKS: 6, sharing.METRIC_CHECKS_SAVED: 4}
+    # Checks at +10, +20, +30 for each of the two conditions. x's other two subscribers are due at the same
+    # moments (one shared schedule, woken together) and join each of the three checks: 6 saved.
+    assert stats.counters == {sharing.METRIC_CHECKS: 6, sharing.METRIC_CHECKS_SAVED: 6}
     assert stats.gauges[sharing.METRIC_GROUPS][:4] == [1, 1, 1, 2]
     assert stats.gauges[sharing.METRIC_SUBSCRIBERS][:4] == [1, 2, 3, 4]
     assert max(stats.gauges[sharing.METRIC_GROUPS]) == 2
@@ -1095,8 +1112,8 @@ def test_subscriber_count_is_o1_with_many_groups(monkeypatch: pytest.MonkeyPatch
 
     registry = sharing.SharingRegistry()
     registry.groups = NoScan()
-    groups = [registry.join(f"k{i}", checks.SharedCheck) for i in range(2000)]
-    groups.append(registry.join("k0", checks.SharedCheck))
+    groups = [registry.join(f"k{i}", conditions.SharedCheck) for i in range(2000)]
+    groups.append(registry.join("k0", conditions.SharedCheck))
     assert registry.subscriber_count == 2001 and len(registry.groups) == 2000
     for group in groups:
         group.leave()

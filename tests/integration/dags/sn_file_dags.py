@@ -68,6 +68,7 @@ with DAG(
         path=PATH,
         counter_path=COUNTER,
         deferrable=True,
+        start_from_trigger=False,  # worker-first (the zero-worker path: zw_dags.py)
         poke_interval=2,
         max_wait=4,
         timeout=300,
@@ -82,12 +83,20 @@ with DAG(
     tags=["airflow-smart-ext", "integration"],
 ):
     FileArrivedSensor(
-        task_id="wait", path=PATH, deferrable=True, poke_interval=1, max_wait=2, timeout=8, **NO_RETRY_PROOF
+        task_id="wait",
+        path=PATH,
+        deferrable=True,
+        start_from_trigger=False,  # worker-first (the zero-worker path: zw_dags.py)
+        poke_interval=1,
+        max_wait=2,
+        timeout=8,
+        **NO_RETRY_PROOF,
     )
     FileArrivedSensor(
         task_id="wait_soft",
         path=PATH,
         deferrable=True,
+        start_from_trigger=False,  # worker-first (the zero-worker path: zw_dags.py)
         poke_interval=1,
         max_wait=2,
         timeout=8,
@@ -111,6 +120,7 @@ with DAG(
             path=PATH,
             counter_path=COUNTER,
             deferrable=True,
+            start_from_trigger=False,  # worker-first (the zero-worker path: zw_dags.py)
             poke_interval=3,
             backoff_factor=1,  # a fixed 3 s cycle (no jitter; splay spreads the phases over the cycle),
             jitter="none",  # so "checks per cycle" is well defined

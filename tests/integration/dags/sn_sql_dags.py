@@ -38,6 +38,7 @@ for variant, (deferrable, timeout) in VARIANTS.items():
             success="sn_sensors.is_done",
             failure="sn_sensors.is_error",
             deferrable=deferrable,
+            start_from_trigger=False,  # worker-first (the zero-worker path: zw_dags.py)
             poke_interval=1,
             max_wait=3,
             timeout=timeout,

@@ -1,0 +1,121 @@
+"""One outcome vocabulary for every check, in every mode, and its two mappings.
+
+* exception -> outcome (:func:`outcome_from_exception`), result -> outcome (:func:`outcome_from_result`):
+  what one check concluded, the same on a worker (poke / reschedule) and in the triggerer;
+* outcome -> how the task ends (:func:`task_ending`), given the sensor's ``soft_fail`` / ``never_fail`` /
+  ``silent_fail``: the same table for a poke on a worker and for a trigger event.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_smart_ext import compat
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one check means for one waiter.
+
+    ``status``: ``positive`` (done), ``negative`` (not yet), ``failure`` (a failure criterion: fail without
+    retries), ``timeout`` (the check itself said time is up), ``skip`` (the check asked to skip), ``error``
+    (the check raised; ``error`` holds the exception, kept for classification, never serialized).
+    """
+
+    status: str
+    xcom_value: Any = None
+    message: str = ""
+    error: BaseException | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status != "negative"
+
+
+NEGATIVE = Outcome("negative")
+
+# Trigger event status of each terminal outcome (the contract between BackoffTrigger and the sensor).
+EVENT_STATUS = {
+    "positive": "success",
+    "failure": "failure",
+    "timeout": "timeout",
+    "skip": "skip",
+    "error": "error",
+}
+
+
+def outcome_from_exception(err: BaseException) -> Outcome:
+    """Map what a check raises to its outcome (as poke mode treats it)."""
+    message = f"{type(err).__name__}: {err}"
+    if isinstance(err, compat.AirflowSkipException):
+        return Outcome("skip", message=message)
+    if isinstance(err, compat.SENSOR_TIMEOUT_ERRORS):
+        return Outcome("timeout", message=message, error=err)
+    if isinstance(err, compat.AirflowFailException):
+        return Outcome("failure", message=message, error=err)
+    return Outcome("error", message=message, error=err)
+
+
+def outcome_from_result(result: Any) -> Outcome:
+    """A check's return value (``PokeReturnValue``, a bool, a SQL ``FirstRowOutcome``) as an outcome.
+
+    Truthy means done; ``xcom_value`` and ``message`` are taken when the result carries them. A positive
+    whose XCom value is not JSON becomes an error: it could not travel in a trigger event.
+    """
+    message = str(getattr(result, "message", "") or "")
+    if not bool(result):
+        return Outcome("negative", message=message)
+    outcome = Outcome("positive", xcom_value=getattr(result, "xcom_value", None), message=message)
+    try:
+        json.dumps(outcome.xcom_value)
+    except (TypeError, ValueError) as err:
+        return Outcome(
+            "error",
+            message=f"the check's XCom value ({type(outcome.xcom_value).__name__}) is not JSON-serializable "
+            f"and cannot travel in a trigger event: {err}",
+        )
+    return outcome
+
+
+class Ending(enum.Enum):
+    """How a task ends (or goes on) after a check's outcome."""
+
+    SUCCEED = "succeed"
+    NOT_YET = "not yet"  # keep waiting on the same schedule and deadline
+    SKIP = "skip"
+    TIMEOUT = "timeout"  # AirflowSensorTimeout: never retried
+    FAIL = "fail"  # AirflowFailException: never retried
+    ERROR = "error"  # a plain failure: retried when the task has retries left
+
+
+def task_ending(
+    status: str,
+    *,
+    soft_fail: bool = False,
+    never_fail: bool = False,
+    silent_fail: bool = False,
+    transient: bool = False,
+) -> Ending:
+    """The one table from an outcome (or event) status to how the task ends, as Airflow's sensors do.
+
+    ``transient``: the error is one the system may recover from (``errors.classify``): "not yet" whatever
+    the flags, so an outage never costs a try.
+    """
+    if status in ("positive", "success"):
+        return Ending.SUCCEED
+    if status == "negative":
+        return Ending.NOT_YET
+    if status == "skip":
+        return Ending.SKIP
+    if status in ("failure", "timeout"):
+        if soft_fail or never_fail:
+            return Ending.SKIP
+        return Ending.FAIL if status == "failure" else Ending.TIMEOUT
+    if status == "error":
+        if transient or silent_fail:
+            return Ending.NOT_YET
+        return Ending.SKIP if never_fail else Ending.ERROR
+    raise ValueError(f"unknown outcome status {status!r}")

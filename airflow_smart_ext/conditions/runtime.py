@@ -1,0 +1,227 @@
+"""Where checks run in the triggerer: configuration, the bounded check threads, per-key slots, time limits,
+rate limits, imports.
+
+Blocking work (a sync ``poke``, a DB-API query) runs in a pool of our own with a fixed number of threads
+(``[smart_ext] check_threads``), never on the triggerer's event loop and never through
+``asgiref.sync_to_async`` (which funnels every call onto one thread). Checks with the same concurrency key
+(one connection, or one sensor class) share ``[smart_ext] max_concurrent_checks_per_connection`` slots, so
+1,000 triggers cannot open 1,000 connections at once. A slot belongs to the *thread*: a check that hangs
+past its time limit is abandoned by its waiters but keeps its slot until its thread really ends, so a hung
+connection can hold at most its own slots of the pool, never more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import functools
+import importlib
+import json
+import os
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from airflow_smart_ext import compat
+
+CONFIG_SECTION = "smart_ext"
+DEFAULT_MAX_CONCURRENT_CHECKS_PER_CONNECTION = 4
+DEFAULT_CHECK_THREADS = 32
+# A check's time limit when neither the sensor (check_timeout=) nor [smart_ext] check_time_limit sets one:
+# its poke_interval, within these bounds (a check may take a while; a hung one must not hold a wait forever).
+MIN_DEFAULT_CHECK_TIME_LIMIT = 60.0
+MAX_DEFAULT_CHECK_TIME_LIMIT = 600.0
+
+T = TypeVar("T")
+
+
+# --- configuration -----------------------------------------------------------------------------------
+
+
+_config_cache: dict[tuple[str, str, str | None], Any] = {}
+
+
+def _config_value(key: str, default: Any) -> Any:
+    """``[smart_ext] key``, read once per process (a lookup costs ~50 µs on 3.x; every trigger run needs
+    several). Keyed by the option's environment variable too, so setting it (tests, a restart) is seen."""
+    env = os.environ.get(f"AIRFLOW__{CONFIG_SECTION.upper()}__{key.upper()}")
+    cache_key = (key, str(default), env)
+    if cache_key not in _config_cache:
+        _config_cache[cache_key] = compat.airflow_conf.get(CONFIG_SECTION, key, fallback=str(default))
+    return _config_cache[cache_key]
+
+
+def config_positive_int(key: str, default: int) -> int:
+    value = _config_value(key, default)
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ValueError(f"[{CONFIG_SECTION}] {key} must be a positive integer, got {value!r}")
+    return number
+
+
+def config_non_negative_float(key: str, default: float) -> float:
+    value = _config_value(key, default)
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        number = -1.0
+    if not number >= 0:
+        raise ValueError(f"[{CONFIG_SECTION}] {key} must be a number >= 0, got {value!r}")
+    return number
+
+
+# --- running blocking work off the event loop ---------------------------------------------------------
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+# asyncio.Semaphore binds to the loop that first uses it: keep one set per running loop.
+_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _check_executor() -> ThreadPoolExecutor:
+    """A pool of our own: the loop's default executor is small (cpu + 4) and shared with everything else."""
+    global _executor
+    if _executor is not None:  # the hot path (every blocking check): no lock once created
+        return _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(
+                max_workers=config_positive_int("check_threads", DEFAULT_CHECK_THREADS),
+                thread_name_prefix="smart-ext-check",
+            )
+        return _executor
+
+
+async def run_blocking(func: Callable[..., T], *args: Any, key: str | None = None) -> T:
+    """Run ``func(*args)`` in a check thread, keeping context variables (log context) like to_thread.
+
+    With ``key``: in one of that concurrency key's slots. The slot is released when the *thread* ends: a
+    waiter that gives up (time limit, cancelled trigger) leaves the slot taken while the thread still runs.
+    """
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, func, *args)
+    if key is None:
+        return await loop.run_in_executor(_check_executor(), call)
+    slots = connection_semaphore(key)
+    await slots.acquire()
+    try:
+        future = _check_executor().submit(call)
+    except BaseException:
+        slots.release()
+        raise
+
+    def release(_: Any) -> None:
+        # RuntimeError: the loop closed (triggerer shutting down); nobody waits for the slot any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(slots.release)
+
+    future.add_done_callback(release)
+    return await asyncio.wrap_future(future, loop=loop)
+
+
+class CheckTimeLimitExceeded(TimeoutError):
+    """A check ran past its time limit: a failed check (transient: a hung system may recover)."""
+
+
+def check_time_limit(check_timeout: float | None, poke_interval: float) -> float:
+    """Seconds one check may take: the sensor's ``check_timeout``, else ``[smart_ext] check_time_limit``,
+    else derived from the schedule (``poke_interval`` within [60 s, 600 s])."""
+    if check_timeout is not None:
+        return float(check_timeout)
+    configured = config_non_negative_float("check_time_limit", 0.0)
+    if configured > 0:
+        return configured
+    return min(max(poke_interval, MIN_DEFAULT_CHECK_TIME_LIMIT), MAX_DEFAULT_CHECK_TIME_LIMIT)
+
+
+def connection_semaphore(key: str) -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    per_loop = _semaphores.setdefault(loop, {})
+    if key not in per_loop:
+        per_loop[key] = asyncio.Semaphore(
+            config_positive_int(
+                "max_concurrent_checks_per_connection", DEFAULT_MAX_CONCURRENT_CHECKS_PER_CONNECTION
+            )
+        )
+    return per_loop[key]
+
+
+# --- shipping user code and values to the triggerer ------------------------------------------------------
+
+
+def callable_path(func: Any) -> str | None:
+    """Dotted import path of a module-level function/class, or None when it cannot be imported by name.
+
+    Used to ship callables (SQL criteria) and sensor classes to the triggerer, which imports them again.
+    Lambdas, nested functions, bound methods, ``functools.partial`` and anything defined in a DAG file
+    (Airflow imports DAG files as ``unusual_prefix_<hash>_<name>``, a name no other process can import)
+    are not importable there.
+    """
+    module = getattr(func, "__module__", None)
+    qualname = getattr(func, "__qualname__", None)
+    if not module or not qualname or "<" in qualname or module == "__main__":
+        return None
+    if module.startswith("unusual_prefix_"):
+        return None
+    try:
+        target: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError):
+        return None
+    if target is not func:
+        return None
+    return f"{module}.{qualname}"
+
+
+def json_problem(value: Any) -> str | None:
+    """Why ``value`` cannot travel to the triggerer as JSON *unchanged*, or None when it can.
+
+    Refused: what JSON cannot encode (objects, NaN, dicts with mixed key types) and what it changes on the
+    way (tuples become lists, int keys become str keys: ``KeyError: 1`` in the triggerer).
+    """
+    try:
+        text = json.dumps(value, allow_nan=False, sort_keys=True)
+    except (TypeError, ValueError) as err:
+        return str(err)
+    arrived = json.loads(text)
+    if arrived != value:
+        return (
+            f"it arrives as {arrived!r}: JSON turns tuples into lists and dict keys into strings"
+            if len(text) < 200
+            else "JSON turns tuples into lists and dict keys into strings"
+        )
+    return None
+
+
+def import_object(dotted_path: str) -> Any:
+    """Import ``pkg.module.Name`` (a sensor class or an SQL criterion) in the triggerer.
+
+    Modules kept in the DAGs folder (e.g. ``dags/common/sensors.py`` imported as ``common.sensors``) are
+    importable on workers because Airflow puts the DAGs folder / bundle on ``sys.path`` there, but the 3.x
+    triggerer does not: on ``ModuleNotFoundError`` the DAGs folder is added and the import retried.
+    """
+    module_name, _, attr = dotted_path.rpartition(".")
+    if not module_name:
+        raise ImportError(f"{dotted_path!r} is not a dotted 'module.name' path")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError:
+        dags_folder = compat.airflow_conf.get("core", "dags_folder", fallback="")
+        if not dags_folder or not os.path.isdir(dags_folder) or dags_folder in sys.path:
+            raise
+        sys.path.append(dags_folder)
+        module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ImportError(f"module {module_name!r} has no attribute {attr!r}") from None

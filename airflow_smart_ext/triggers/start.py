@@ -1,0 +1,214 @@
+"""``BackoffStartTrigger``: the zero-worker path — a deferrable sensor that starts and ends in the triggerer.
+
+The scheduler defers the task straight from the sensor's static ``start_trigger_args`` (no worker runs check
+#0); Airflow renders the sensor's template fields on this trigger (3.3+); check #0 and every later check run
+here on the sensor's backoff schedule (``BackoffTrigger``, shared with identical waits). On success the task
+ends here with ``TaskSuccessEvent`` (the poke's XCom as ``return_value``); every other ending resumes the task
+on a worker, whose ``execute_complete`` raises exactly what poke mode raises (a timeout is never retried, a
+failure criterion fails without retry, a skip skips), because Airflow routes a ``TaskFailedEvent`` to a retry.
+
+Restart-safe: the start of the try (hence the schedule anchor and the deadline) comes from what Airflow
+persisted for the try (``compat.trigger_try_started_at``), the seed from the rendered condition, so a rebuilt
+trigger continues the same schedule and deadline.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.backoff import ScheduledCheck, aligned_start, condition_seed
+from airflow_smart_ext.conditions import sharing_key
+from airflow_smart_ext.triggers import sharing
+from airflow_smart_ext.triggers.backoff import BackoffTrigger, _iso
+
+CLASSPATH = "airflow_smart_ext.triggers.start.BackoffStartTrigger"
+#: ``next_kwargs`` of a task resumed on a worker from the zero-worker path: no check ran on a worker.
+RESUME_KWARGS = {"worker_pokes": 0, "after": -1}
+_METRIC_PREFIX = "smart_ext.sensor"
+
+
+def reserved_field_names(names: Iterable[str]) -> list[str]:
+    """Template field names that cannot become attributes of this trigger (they would shadow its own)."""
+    own = set(dir(BackoffStartTrigger)) | {"start", "field_names", "task_instance", "trigger_id", "task_id"}
+    own |= {"render_template_as_native_obj", "template_fields", "template_ext", "timeout_after"}
+    return sorted(name for name in names if name in own or name.startswith("_"))
+
+
+class _ScheduleFromStart(BackoffTrigger):
+    """The sensor's schedule with check #0 still to do (``after=-1``); ``started_at`` is the aligned anchor.
+
+    A trigger built within one ``poke_interval`` of the start of the try runs check #0 at once (the grid slot
+    of check #0, and maybe #1, can lie before the start of the try); a trigger rebuilt later continues the
+    schedule (missed checks are skipped, as for any rebuilt trigger). A trigger that starts only after the
+    deadline (a busy or restarted triggerer) still makes one final check, as poke mode's final check does.
+    Built in-process by ``BackoffStartTrigger`` only, never serialized on its own.
+    """
+
+    try_started_at: float = 0.0
+
+    async def _next(self, after: int) -> ScheduledCheck | None:
+        scheduled = await super()._next(after)
+        if after >= 0:
+            return scheduled
+        now = sharing.now()
+        if scheduled is None:
+            return ScheduledCheck(0, now, True)
+        if scheduled.index > 0 and now < self.try_started_at + self._backoff_policy.initial:
+            return ScheduledCheck(0, now, False)
+        return scheduled
+
+
+class BackoffStartTrigger(compat.BaseTrigger):
+    """Start a deferrable ``BackoffSensor`` in the triggerer and end it there on success.
+
+    :param start: what the sensor fixed at DAG parse (``BackoffSensor.zero_worker_start``): the check spec
+        with its templated values left out, where each template field goes in it (``fields``), the backoff
+        policy, ``timeout``, the backstop applied by the scheduler, ``do_xcom_push`` and the sensor's name.
+    :param fields: the sensor's template fields (raw; Airflow renders them on this trigger before ``run``).
+    """
+
+    def __init__(self, start: dict[str, Any], **fields: Any) -> None:
+        super().__init__()
+        self.start = start
+        self.field_names = tuple(fields)
+        for name, value in fields.items():
+            setattr(self, name, value)
+        self._render_context: Any = None
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return CLASSPATH, {"start": self.start, **{name: getattr(self, name) for name in self.field_names}}
+
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Called by the 3.3+ triggerer before ``run``: render with the DAG's own Jinja environment (native
+        types when the DAG asks for them) and keep the context for the run's dates."""
+        self._render_context = context
+        # Airflow's Templater picks native rendering from this attribute (else from a DAG it lacks here).
+        self.render_template_as_native_obj = compat.trigger_render_native(self, context)
+        if jinja_env is None:
+            jinja_env = compat.trigger_template_env(self.render_template_as_native_obj)
+        super().render_template_fields(context, jinja_env)
+
+    def _check_spec(self, run_facts: dict[str, Any]) -> dict[str, Any]:
+        check = copy.deepcopy(self.start["check"])
+        for name, path in self.start["fields"].items():
+            target = check
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = getattr(self, name)
+        if check["type"] == "sensor":
+            check["context"] = run_facts
+        return check
+
+    def _incr(self, what: str, count: int = 1) -> None:
+        ti = self.task_instance
+        try:
+            compat.Stats.incr(
+                f"{_METRIC_PREFIX}.{what}",
+                count=count,
+                tags={
+                    "dag_id": getattr(ti, "dag_id", ""),
+                    "task_id": getattr(ti, "task_id", ""),
+                    "sensor": self.start.get("sensor", ""),
+                },
+            )
+        except Exception:  # metrics must never fail a sensor
+            self.log.debug("Could not emit metric %s", what, exc_info=True)
+
+    async def run(self) -> AsyncIterator[Any]:
+        start = self.start
+        started_at = compat.trigger_try_started_at(self, float(start["backstop_seconds"]))
+        if started_at is None:  # not expected on 2.11 / 3.3+; a wait must not be lost over it
+            started_at = sharing.now()
+            self.log.warning("The start of the try is unknown; anchoring the schedule at the current time.")
+        check = self._check_spec(await compat.trigger_run_context(self, self._render_context))
+        seed = condition_seed(sharing_key(check))
+        deadline = started_at + float(start["timeout"])
+        schedule = _ScheduleFromStart(
+            check=check,
+            policy=start["policy"],
+            seed=seed,
+            started_at=aligned_start(started_at, float(start["policy"]["initial"])),
+            deadline=deadline,
+            after=-1,
+            share=bool(start.get("share", True)),
+            transient_errors=start.get("transient_errors"),
+            silent_fail=bool(start.get("silent_fail", False)),
+            check_timeout=start.get("check_timeout"),
+            rate_limit=start.get("rate_limit"),
+        )
+        schedule.try_started_at = started_at
+        self.log.info(
+            "Zero-worker wait: started in the triggerer, no worker ran this try; try started %s (as Airflow "
+            "recorded it), deadline %s (timeout %gs); check #0 and every later check run here.",
+            _iso(started_at),
+            _iso(deadline),
+            float(start["timeout"]),
+        )
+        try:
+            async for event in schedule.run():
+                payload = dict(event.payload)
+                checks = int(payload.get("check_index", -1)) + 1
+                self._incr("pokes", max(0, checks))
+                if payload.get("status") == "success" and not self._needs_worker_for_success(payload):
+                    yield self._success(payload, started_at, checks)
+                    return
+                self.log.info(
+                    "Outcome: %s after %d check(s) in the triggerer; resuming the task on a worker to end it "
+                    "exactly as poke mode does (%s).",
+                    payload.get("status"),
+                    checks,
+                    payload.get("message") or "",
+                )
+                yield compat.TriggerEvent(
+                    {**payload, "started_at": started_at, "deadline": deadline, "seed": seed}
+                )
+                return
+        finally:
+            await schedule.cleanup()
+
+    def _needs_worker_for_success(self, payload: dict[str, Any]) -> bool:
+        """A success only a worker can end correctly: success callbacks Airflow would not run after a
+        ``TaskSuccessEvent`` (3.x), or an XCom that needs a worker (split outputs, a mapped downstream task)."""
+        reason = None
+        if self.start.get("success_callbacks") and not compat.trigger_end_runs_success_callbacks():
+            reason = "on_success_callback: this Airflow runs it only when a worker ends the task"
+        elif (
+            payload.get("xcom_value") is not None
+            and self.start.get("do_xcom_push", True)
+            and (self.start.get("multiple_outputs") or compat.task_maps_over_output(self))
+        ):
+            reason = "the XCom must be pushed by a worker (multiple_outputs or a mapped downstream task)"
+        if reason is not None:
+            self.log.info("Condition met; the task ends on a worker: %s.", reason)
+        return reason is not None
+
+    def _success(self, payload: dict[str, Any], started_at: float, checks: int) -> Any:
+        from airflow_smart_ext.sensors.base import STATS_XCOM_KEY  # the one name, where the sensor pushes it
+
+        waited = max(0.0, sharing.now() - started_at)
+        self.log.info(
+            "Success criteria met after %d check(s), %.3fs after the start of the try; the task ends here in "
+            "the triggerer (zero worker phases).",
+            checks,
+            waited,
+        )
+        self._incr("successes")
+        xcoms: dict[str, Any] = {}
+        if self.start.get("do_xcom_push", True):
+            if payload.get("xcom_value") is not None:
+                xcoms["return_value"] = payload["xcom_value"]
+            xcoms[STATS_XCOM_KEY] = {
+                "pokes": checks,
+                "waited_seconds": round(waited, 3),
+                "mode": "deferrable",
+            }
+        return compat.TaskSuccessEvent(xcoms=xcoms or None)
+
+    async def cleanup(self) -> None:
+        """Group membership is released by the schedule's own cleanup when ``run`` ends."""
+
+    async def on_kill(self) -> None:
+        """Nothing external to cancel: a check is a read."""

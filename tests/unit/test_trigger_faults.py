@@ -1,0 +1,255 @@
+"""BackoffTrigger under faults (issue 14): hung checks, transient errors, silent_fail, the rate limit."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.backoff import BackoffPolicy
+from airflow_smart_ext.conditions import runtime
+from airflow_smart_ext.triggers import BackoffTrigger, sharing
+from airflow_smart_ext.triggers import backoff as trigger_module
+from tests.unit import test_trigger
+from tests.unit.test_trigger import START, VirtualClock, first_event
+from tests.unit.test_trigger import make_trigger as trigger
+
+vclock = test_trigger.vclock  # the virtual-clock fixture
+
+POKES: dict[str, list[float]] = defaultdict(list)
+OUTAGE_UNTIL: dict[str, float] = {}
+READY_AT: dict[str, float] = {}
+RELEASE = threading.Event()  # hung pokes block until the test ends
+
+
+class OutageSensor(compat.BaseSensorOperator):
+    """'database is locked' until OUTAGE_UNTIL[name], then done from READY_AT[name] on."""
+
+    def __init__(
+        self, *, name: str, conn_id: str = "warehouse", error: str = "locked", **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.name, self.conn_id, self.error = name, conn_id, error
+
+    def poke(self, context: Any) -> bool:
+        POKES[self.name].append(sharing.now())
+        if sharing.now() < OUTAGE_UNTIL.get(self.name, float("-inf")):
+            if self.error == "locked":
+                raise sqlite3.OperationalError("database is locked")
+            raise RuntimeError("permanent: bad configuration")
+        return sharing.now() >= READY_AT.get(self.name, float("inf"))
+
+
+class HungSensor(compat.BaseSensorOperator):
+    """A poke that never returns (until the test releases it)."""
+
+    def __init__(self, *, name: str, conn_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.name, self.conn_id = name, conn_id
+
+    def poke(self, context: Any) -> bool:
+        POKES[self.name].append(time.time())
+        RELEASE.wait(120)
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> Any:
+    POKES.clear()
+    OUTAGE_UNTIL.clear()
+    READY_AT.clear()
+    RELEASE.clear()
+    yield
+    RELEASE.set()
+
+
+def check(cls: str, **kwargs: Any) -> dict[str, Any]:
+    return {
+        "type": "sensor",
+        "classpath": f"{__name__}.{cls}",
+        "kwargs": kwargs,
+        "context": {"dag_id": "d", "task_id": "wait", "run_id": "r", "ds": "2026-01-02"},
+    }
+
+
+# --- transient errors -------------------------------------------------------------------------------------
+
+
+async def test_a_shared_outage_is_ridden_out_by_every_subscriber(
+    vclock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counted: list[str] = []
+    monkeypatch.setattr(compat.Stats, "incr", lambda name, *a, **k: counted.append(name))
+    OUTAGE_UNTIL["c"] = START + 60
+    READY_AT["c"] = START + 90
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none", splay=0)
+    triggers = [trigger(check("OutageSensor", name="c"), policy, seed="shared") for _ in range(8)]
+    payloads = await asyncio.gather(*(first_event(t) for t in triggers))
+    # 0 failed: every subscriber succeeds after the recovery, none saw the errors as an event.
+    assert [p["status"] for p in payloads] == ["success"] * 8
+    assert min(POKES["c"]) < START + 60 <= max(POKES["c"])
+    assert counted.count(trigger_module.METRIC_TRANSIENT_ERRORS) >= 8 * 5  # each subscriber, each check
+
+
+async def test_transient_errors_until_the_deadline_end_in_timeout(vclock: VirtualClock) -> None:
+    OUTAGE_UNTIL["d"] = float("inf")
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none", splay=0)
+    payload = await first_event(trigger(check("OutageSensor", name="d"), policy, deadline=START + 60))
+    assert payload["status"] == "timeout"
+
+
+async def test_permanent_errors_fail_and_silent_fail_keeps_waiting_in_the_triggerer(
+    vclock: VirtualClock,
+) -> None:
+    OUTAGE_UNTIL["p"] = START + 30
+    READY_AT["p"] = START + 40
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none", splay=0)
+    spec = check("OutageSensor", name="p", error="permanent")
+    failed = await first_event(trigger(spec, policy, share=False))
+    assert failed["status"] == "error" and "bad configuration" in failed["message"]
+    # silent_fail: no event per error (no worker launch), the wait goes on to its success.
+    silent = await first_event(trigger(spec, policy, share=False, silent_fail=True))
+    assert silent["status"] == "success"
+
+
+async def test_user_transient_errors_travel_as_dotted_paths(vclock: VirtualClock) -> None:
+    OUTAGE_UNTIL["u"] = START + 30
+    READY_AT["u"] = START + 40
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none", splay=0)
+    spec = check("OutageSensor", name="u", error="permanent")
+    payload = await first_event(
+        trigger(spec, policy, share=False, transient_errors=["builtins.RuntimeError"])
+    )
+    assert payload["status"] == "success"
+    with pytest.raises(ValueError, match="transient_errors: cannot import 'no.such.Error'"):
+        trigger(spec, policy, transient_errors=["no.such.Error"])
+
+
+# --- the rate limit -------------------------------------------------------------------------------------------
+
+
+async def test_rate_limit_delays_checks_never_drops_them_never_past_the_deadline(
+    vclock: VirtualClock,
+) -> None:
+    # 30 distinct conditions on one connection, all due at the start, 2 checks/s allowed.
+    policy = BackoffPolicy(initial=1000, factor=1, jitter="none", splay=0)
+    READY_AT.update({f"r{i}": START for i in range(30)})
+    triggers = [
+        trigger(
+            check("OutageSensor", name=f"r{i}", conn_id="limited"),
+            policy,
+            rate_limit=2.0,
+            started_at=START - 1000,  # check #1 (the first in the triggerer) is due now
+            deadline=START + 10,
+            seed=f"s{i}",
+        )
+        for i in range(30)
+    ]
+    payloads = await asyncio.gather(*(first_event(t) for t in triggers))
+    assert [p["status"] for p in payloads] == ["success"] * 30  # none dropped
+    starts = sorted(times[0] for times in POKES.values())
+    # Within budget until the deadline: at most rate * w + 1 checks in any window of w seconds.
+    before_deadline = [t for t in starts if t < START + 10]
+    for i, first in enumerate(before_deadline):
+        in_window = [t for t in before_deadline[i:] if t < first + 5]
+        assert len(in_window) <= 2.0 * 5 + 1
+    # The checks that did not fit before the deadline ran at the deadline, never later.
+    assert max(starts) == pytest.approx(START + 10)
+    assert len(before_deadline) == 20
+
+
+def test_token_bucket_spaces_reservations_and_yields_to_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [100.0]
+    monkeypatch.setattr(sharing, "_clock", lambda: now[0])
+    bucket = sharing.TokenBucket(rate=4.0)
+    assert [bucket.reserve() for _ in range(4)] == [0.0, 0.25, 0.5, 0.75]
+    assert bucket.reserve(not_after=100.3) == pytest.approx(0.3)  # over budget at its deadline, not later
+    now[0] = 110.0
+    assert bucket.reserve() == 0.0
+
+
+# --- hung checks (real time, real threads) ---------------------------------------------------------------------
+
+
+async def test_hung_checks_on_one_connection_never_starve_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    """100 checks that never return on one connection + one healthy sensor on another: the healthy one is
+    checked on schedule and the thread count stays within the fixed pool."""
+    monkeypatch.setattr(compat, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
+    baseline = threading.active_count()
+    start = time.time()
+    policy = BackoffPolicy(initial=0.5, factor=1, jitter="none", splay=0)
+    hung = [
+        BackoffTrigger(
+            check=check("HungSensor", name=f"h{i}", conn_id="hung"),
+            policy=policy.to_dict(),
+            seed=f"h{i}",
+            started_at=start,
+            deadline=start + 60,
+            check_timeout=0.4,
+        )
+        for i in range(100)
+    ]
+    READY_AT["ok"] = float("inf")
+    healthy = BackoffTrigger(
+        check=check("OutageSensor", name="ok", conn_id="healthy"),
+        policy=policy.to_dict(),
+        seed="ok",
+        started_at=start,
+        deadline=start + 4,
+        check_timeout=0.4,
+    )
+    tasks = [asyncio.ensure_future(first_event(t)) for t in hung]
+    peak = 0
+
+    async def sample() -> None:
+        nonlocal peak
+        while True:
+            peak = max(peak, threading.active_count() - baseline)
+            await asyncio.sleep(0.05)
+
+    sampler = asyncio.ensure_future(sample())
+    try:
+        payload = await asyncio.wait_for(first_event(healthy), 30)
+    finally:
+        sampler.cancel()
+        for task in tasks:
+            task.cancel()
+        RELEASE.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    assert payload["status"] == "timeout"  # it never came true; what matters is when it was checked
+    expected = [start + 0.5 * k for k in range(1, 9)]  # checks #1..#8 (#0 was the worker's): every 0.5 s
+    assert len(POKES["ok"]) == len(expected)
+    for seen, due in zip(POKES["ok"], expected, strict=True):
+        assert due - 0.01 <= seen <= due + 1.0, (seen - start, due - start)  # (a shared, loaded CI machine)
+    # Only the hung connection's slots hold threads; the pool never grows past its fixed size.
+    slots = runtime.DEFAULT_MAX_CONCURRENT_CHECKS_PER_CONNECTION
+    assert len(POKES) - 1 <= 100 and sum(len(v) for k, v in POKES.items() if k != "ok") == slots
+    assert peak <= runtime.DEFAULT_CHECK_THREADS
+    print(f"hung checks: threads above baseline peak={peak}; healthy checks {len(POKES['ok'])}/8 on time")
+
+
+async def test_the_trigger_reports_its_timeout_at_the_deadline_while_its_check_hangs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(compat, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
+    monkeypatch.setattr(trigger_module, "FINAL_CHECK_GRACE_SECONDS", 0.3)
+    start = time.time()
+    policy = BackoffPolicy(initial=0.5, factor=1, jitter="none", splay=0)
+    hung = BackoffTrigger(
+        check=check("HungSensor", name="late", conn_id="hung-deadline"),
+        policy=policy.to_dict(),
+        seed="late",
+        started_at=start,
+        deadline=start + 1.0,
+        check_timeout=600,  # far beyond the deadline: the deadline must win
+    )
+    payload = await asyncio.wait_for(first_event(hung), 10)
+    elapsed = time.time() - start
+    assert payload["status"] == "timeout"
+    assert 1.0 <= elapsed < 1.0 + 0.3 + 0.5, elapsed

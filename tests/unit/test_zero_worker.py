@@ -1,0 +1,200 @@
+"""Zero-worker waits (issue 15): the parse-time plan (``start_from_trigger`` + static ``StartTriggerArgs`` or a
+worker-first reason) and ``BackoffStartTrigger`` run on a virtual clock. Real-Airflow proof:
+tests/integration/test_zero_worker_live.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.backoff import aligned_start
+from airflow_smart_ext.sensors import BackoffSensor, BackoffSqlSensor
+from airflow_smart_ext.triggers.start import BackoffStartTrigger, reserved_field_names
+from tests.unit.test_trigger import READY_AT, START, _reset_state, vclock  # noqa: F401 (fixtures)
+
+
+class ArgSensor(BackoffSensor):
+    """A base-class-swapped sensor with one templated argument (importable by name)."""
+
+    template_fields = ("name",)
+
+    def __init__(self, *, name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+
+    def poke(self, context: Any) -> Any:
+        from airflow_smart_ext.triggers import sharing
+
+        ready = READY_AT.get(self.name)
+        if ready is not None and sharing.now() >= ready:
+            return compat.PokeReturnValue(is_done=True, xcom_value={"name": self.name})
+        return False
+
+
+def sql_sensor(**kwargs: Any) -> BackoffSqlSensor:
+    defaults: dict[str, Any] = {
+        "task_id": "wait",
+        "conn_id": "db",
+        "sql": "SELECT status FROM loads WHERE day = %(day)s",
+        "parameters": {"day": "d1"},
+        "deferrable": True,
+        "poke_interval": 2,
+        "timeout": 30,
+    }
+    return BackoffSqlSensor(**{**defaults, **kwargs})
+
+
+# --- the plan at DAG parse --------------------------------------------------------------------------------
+
+
+def test_untemplated_sensor_starts_in_the_triggerer_where_airflow_can() -> None:
+    sensor = sql_sensor()
+    assert sensor.start_from_trigger is compat.START_FROM_TRIGGER_SUPPORTED
+    if not compat.START_FROM_TRIGGER_SUPPORTED:
+        assert "does not start tasks in the triggerer" in str(sensor.worker_first_reason)
+        return
+    args = sensor.start_trigger_args
+    assert args.trigger_cls == "airflow_smart_ext.triggers.start.BackoffStartTrigger"
+    assert args.next_method == "execute_complete"
+    assert args.timeout == dt.timedelta(seconds=30 + 60)  # timeout + grace: Airflow's timeout is a backstop
+    kwargs = args.trigger_kwargs
+    # Every template field is a top-level trigger kwarg (Airflow renders those on the trigger, 3.3+).
+    assert {"sql", "parameters", "conn_id", "hook_params"} <= set(kwargs)
+    start = kwargs["start"]
+    assert start["fields"]["sql"] == ["sql"] and start["timeout"] == 30
+    assert start["backstop_seconds"] == 90 and start["policy"]["initial"] == 2
+
+
+def test_execution_timeout_caps_the_backstop_as_airflow_does() -> None:
+    sensor = sql_sensor(execution_timeout=dt.timedelta(seconds=45))
+    if sensor.start_from_trigger:
+        assert sensor.start_trigger_args.trigger_kwargs["start"]["backstop_seconds"] == 45
+
+
+def test_templated_arguments_need_a_triggerer_that_renders() -> None:
+    sensor = ArgSensor(task_id="wait", name="{{ ds }}", deferrable=True, poke_interval=2, timeout=30)
+    expected = compat.START_FROM_TRIGGER_SUPPORTED and compat.START_FROM_TRIGGER_RENDERS_TEMPLATES
+    assert sensor.start_from_trigger is expected
+    if expected:
+        kwargs = sensor.start_trigger_args.trigger_kwargs
+        assert kwargs["name"] == "{{ ds }}" and kwargs["start"]["fields"] == {"name": ["kwargs", "name"]}
+    elif compat.START_FROM_TRIGGER_SUPPORTED:
+        assert "does not render templates in the triggerer" in str(sensor.worker_first_reason)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"start_from_trigger": False}, "start_from_trigger=False"),
+        ({"sql": "query.sql"}, "template file"),
+    ],
+)
+def test_worker_first_with_a_reason(kwargs: dict[str, Any], reason: str) -> None:
+    sensor = sql_sensor(**kwargs)
+    assert sensor.start_from_trigger is False and sensor.start_trigger_args is None
+    assert reason in str(sensor.worker_first_reason)
+
+
+def test_not_deferrable_never_starts_in_the_triggerer() -> None:
+    sensor = sql_sensor(deferrable=False)
+    assert sensor.start_from_trigger is False and sensor.worker_first_reason is None
+
+
+def test_bad_start_from_trigger_fails_at_parse_naming_it() -> None:
+    with pytest.raises(ValueError, match="start_from_trigger must be None, True or False"):
+        sql_sensor(start_from_trigger="yes")
+
+
+def test_reserved_field_names() -> None:
+    assert reserved_field_names(["sql", "start", "log", "_x", "path"]) == ["_x", "log", "start"]
+
+
+def test_trigger_round_trips_its_kwargs() -> None:
+    sensor = sql_sensor()
+    if not sensor.start_from_trigger:
+        pytest.skip("this Airflow starts every task on a worker")
+    kwargs = sensor.start_trigger_args.trigger_kwargs
+    classpath, again = BackoffStartTrigger(**kwargs).serialize()
+    assert classpath == sensor.start_trigger_args.trigger_cls and again == kwargs
+
+
+# --- the trigger (virtual clock) ---------------------------------------------------------------------------
+
+
+def _trigger(name: str, started: float, timeout: float = 30.0, **start: Any) -> BackoffStartTrigger:
+    sensor = ArgSensor(task_id="wait", name=name, deferrable=True, poke_interval=2, timeout=timeout)
+    kwargs = dict(sensor.deferrable_check({"ti": SimpleNamespace(dag_id="", task_id="wait", run_id="")}))
+    plan = {
+        "check": {**kwargs, "kwargs": {"name": None}},
+        "fields": {"name": ["kwargs", "name"]},
+        "policy": sensor.backoff_policy.to_dict(),
+        "timeout": timeout,
+        "backstop_seconds": timeout + 60,
+        "do_xcom_push": True,
+        "sensor": "ArgSensor",
+        **start,
+    }
+    trigger = BackoffStartTrigger(start=plan, name=name)
+    # What Airflow persisted for the try: 3.x the trigger timeout, 2.11 the task instance's start_date.
+    trigger.task_instance = SimpleNamespace(  # type: ignore[assignment]
+        dag_id="d",
+        task_id="wait",
+        run_id="r",
+        map_index=-1,
+        try_number=1,
+        start_date=dt.datetime.fromtimestamp(started, dt.timezone.utc),
+    )
+    trigger.timeout_after = dt.datetime.fromtimestamp(started + timeout + 60, dt.timezone.utc)
+    trigger._render_context = {
+        "dag_run": SimpleNamespace(logical_date=None, data_interval_start=None, data_interval_end=None)
+    }
+    return trigger
+
+
+async def _first_event(trigger: BackoffStartTrigger) -> Any:
+    async for event in trigger.run():
+        return event
+    raise AssertionError("no event")
+
+
+async def test_success_ends_the_task_in_the_triggerer_with_the_xcom(vclock: Any) -> None:  # noqa: F811
+    READY_AT["a"] = START + 7
+    event = await _first_event(_trigger("a", START))
+    assert isinstance(event, compat.TaskSuccessEvent)
+    assert event.xcoms["return_value"] == {"name": "a"}
+    assert event.xcoms["backoff_sensor_stats"]["mode"] == "deferrable"
+
+
+async def test_check_zero_runs_at_once_in_its_slot(vclock: Any) -> None:  # noqa: F811
+    started = aligned_start(START, 2.0) + 1.9  # late in the grid slot of check #0
+    vclock.now = started
+    READY_AT["b"] = started  # already true: check #0 (not a later one) must find it
+    event = await _first_event(_trigger("b", started))
+    assert isinstance(event, compat.TaskSuccessEvent)
+    assert event.xcoms["backoff_sensor_stats"]["pokes"] == 1
+
+
+async def test_timeout_resumes_on_a_worker_with_the_try_facts(vclock: Any) -> None:  # noqa: F811
+    event = await _first_event(_trigger("never", START, timeout=9))
+    assert not isinstance(event, compat.TaskSuccessEvent)
+    payload = event.payload
+    assert payload["status"] == "timeout"
+    # The deadline is the start of the try (from Airflow's record) + timeout, wherever the trigger runs.
+    assert payload["started_at"] == pytest.approx(START) and payload["deadline"] == pytest.approx(START + 9)
+
+
+async def test_trigger_started_after_the_deadline_still_checks_once(vclock: Any) -> None:  # noqa: F811
+    vclock.now = START + 12  # picked up late: after the deadline (+9 s), within the final-check grace
+    READY_AT["late"] = START
+    event = await _first_event(_trigger("late", START, timeout=9))
+    assert isinstance(event, compat.TaskSuccessEvent)
+
+
+async def test_success_callbacks_end_on_a_worker_where_airflow_drops_them(vclock: Any) -> None:  # noqa: F811
+    READY_AT["cb"] = START
+    event = await _first_event(_trigger("cb", START, success_callbacks=True))
+    assert isinstance(event, compat.TaskSuccessEvent) is compat.trigger_end_runs_success_callbacks()
