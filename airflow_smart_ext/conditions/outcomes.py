@@ -15,6 +15,10 @@ from typing import Any
 
 from airflow_smart_ext import compat
 
+# The XCom a successful wait leaves beside ``return_value`` (pokes, waited seconds, mode), whether a worker or
+# a trigger ends the task.
+STATS_XCOM_KEY = "backoff_sensor_stats"
+
 
 @dataclass(frozen=True)
 class Outcome:

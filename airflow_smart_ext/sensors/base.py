@@ -24,6 +24,7 @@ from airflow_smart_ext.backoff import (
     task_seed,
 )
 from airflow_smart_ext.conditions import Ending, outcome_from_exception, sensor, sharing_key, task_ending
+from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.conditions.runtime import callable_path, config_non_negative_float, json_problem
 from airflow_smart_ext.errors import classify, error_type_paths, resolve_error_types
 
@@ -41,7 +42,6 @@ DEFAULT_POKE_INTERVAL = 60.0  # BaseSensorOperator's own default
 DEFERRAL_GRACE_SECONDS = 60.0
 #: XCom key under which the poke count and total wait are pushed after success (``return_value`` stays
 #: exactly what ``PokeReturnValue.xcom_value`` says, as in Airflow).
-STATS_XCOM_KEY = "backoff_sensor_stats"
 DEFERRABLE_FALLBACKS = (None, "reschedule")
 #: Largest accepted ``backoff_factor``: beyond it the second interval already jumps to the cap.
 MAX_BACKOFF_FACTOR = 10.0

@@ -21,6 +21,7 @@ from typing import Any
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import ScheduledCheck, aligned_start, condition_seed
 from airflow_smart_ext.conditions import sharing_key
+from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.triggers import sharing
 from airflow_smart_ext.triggers.backoff import BackoffTrigger, _iso
 
@@ -186,7 +187,6 @@ class BackoffStartTrigger(compat.BaseTrigger):
         return reason is not None
 
     def _success(self, payload: dict[str, Any], started_at: float, checks: int) -> Any:
-        from airflow_smart_ext.sensors.base import STATS_XCOM_KEY  # the one name, where the sensor pushes it
 
         waited = max(0.0, sharing.now() - started_at)
         self.log.info(

@@ -32,3 +32,28 @@ def test_check_types_are_discovered_from_their_modules() -> None:
     from airflow_smart_ext.conditions import check_types
 
     assert set(check_types()) == {"sensor", "sql"}
+
+
+def test_no_trigger_or_condition_source_imports_sensors_even_lazily() -> None:
+    """Import-time checks miss an import inside a function; read every import statement instead."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[2] / "airflow_smart_ext"
+    offenders = []
+    for folder in ("triggers", "conditions"):
+        for path in sorted((package / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = (
+                    [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else [alias.name for alias in node.names]
+                    if isinstance(node, ast.Import)
+                    else []
+                )
+                offenders += [
+                    f"{path.name}:{node.lineno} {name}"
+                    for name in names
+                    if name.startswith("airflow_smart_ext.sensors")
+                ]
+    assert offenders == []
