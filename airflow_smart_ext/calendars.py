@@ -151,16 +151,6 @@ def source_years(source: Source) -> tuple[int, int]:
     return int(made.start_year), int(made.end_year)
 
 
-@functools.lru_cache(maxsize=256)
-def supported_years(
-    country: str | None, subdivision: str | None, market: str | None, categories: tuple[str, ...] | None
-) -> tuple[tuple[str, int, int], ...]:
-    """``(calendar name, first year, last year)`` per holiday source."""
-    return tuple(
-        (source.name, *source_years(source)) for source in _sources(country, subdivision, market, categories)
-    )
-
-
 def _check_source_year(source: Source, year: int) -> None:
     first, last = source_years(source)
     if not first <= year <= last:
@@ -477,9 +467,6 @@ class BusinessDayCalendar:
         if closed is None:
             closed = self._closed_by_year[year] = self._compute_closed(year)
         return closed
-
-    def business_days(self, year: int) -> frozenset[datetime.date]:
-        return year_days(year) - self.closed_days(year)
 
     # The hot path: one dict get, one set lookup.
     def contains(self, day: datetime.date) -> bool:

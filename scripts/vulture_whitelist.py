@@ -30,3 +30,5 @@ _.holidays_in
 calendar_from_dict
 reason  # errors.ErrorClass.reason
 _.subscriber_count  # SharingRegistry introspection (tests, O(1) gauge)
+difference  # calendars.difference(a, b): public API (docs/timetables.md), the named form of a - b
+_.evaluate  # RetryPolicy.evaluate: called by Airflow's task runner (retries.py, compat.py stand-in)

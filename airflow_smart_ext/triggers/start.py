@@ -90,7 +90,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
         self.render_template_as_native_obj = compat.trigger_render_native(self, context)
         if jinja_env is None:
             jinja_env = compat.trigger_template_env(self.render_template_as_native_obj)
-        super().render_template_fields(context, jinja_env)
+        super().render_template_fields(context, jinja_env)  # type: ignore[misc]  # 3.3+ only (never called on 2.11)
 
     def _check_spec(self, run_facts: dict[str, Any]) -> dict[str, Any]:
         check = copy.deepcopy(self.start["check"])

@@ -21,7 +21,6 @@ from airflow_smart_ext.calendars import (
     business_calendar_from_dict,
     calendar_from_dict,
     holiday_dates,
-    supported_years,
 )
 
 D = dt.date.fromisoformat
@@ -356,9 +355,8 @@ def test_year_outside_library_range_raises_instead_of_returning_no_holidays(kwar
 def test_supported_years_come_from_the_library():
     import holidays
 
-    assert supported_years(None, None, "XETR", None) == (
-        ("market 'XETR'", holidays.XETR.start_year, holidays.XETR.end_year),
-    )
+    with pytest.raises(HolidayYearOutOfRange, match=f"supports {holidays.XETR.start_year}-"):
+        BusinessCalendar(market="XETR").contains(dt.date(holidays.XETR.start_year - 1, 6, 1))
     assert BusinessCalendar(market="NYSE").contains(D("2100-12-31")) is True  # last covered year still works
     assert BusinessCalendar(market="XETR").holidays_in(2016)
 
