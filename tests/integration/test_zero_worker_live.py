@@ -192,7 +192,10 @@ def test_xcom_return_value_and_stats_arrive(scenario: Scenario) -> None:
     rows = env.query(
         "SELECT key, value FROM xcom WHERE dag_id = %s AND run_id = %s AND task_id = 'wait'", (dag_id, run_id)
     )
-    values = {key: (value.decode() if isinstance(value, bytes) else str(value)) for key, value in rows}
+    values = {
+        key: (bytes(value).decode() if isinstance(value, (bytes, memoryview)) else str(value))
+        for key, value in rows
+    }  # PostgreSQL returns bytea as memoryview
     assert "return_value" in values and "hello" in values["return_value"], values
     assert "backoff_sensor_stats" in values and "deferrable" in values["backoff_sensor_stats"], values
 
