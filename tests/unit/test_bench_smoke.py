@@ -26,7 +26,11 @@ FRESH_PROCESS = ["bench_import.py", "bench_triggerer.py", "bench_sharing.py", "b
 
 def test_run_all_lists_every_script() -> None:
     listed = {script for _key, script in run_all.SCRIPTS}
-    on_disk = {path.name for path in BENCH_DIR.glob("bench_*.py")} - {"bench_checks.py"}
+    # bench_timetable_plan.py re-measures a subset of bench_timetables.py alone (not a question of its own)
+    on_disk = {path.name for path in BENCH_DIR.glob("bench_*.py")} - {
+        "bench_checks.py",
+        "bench_timetable_plan.py",
+    }
     assert listed == on_disk
 
 
