@@ -185,14 +185,20 @@ class VirtualClock:
 
     async def drive(self) -> None:
         while True:
-            # Settle: let every runnable task (and every worker-thread check) finish before moving time.
-            while True:
+            # Settle: let every runnable task (and every worker-thread check) finish before moving time. Three
+            # quiet rounds in a row, each ending with a short real sleep: on a loaded machine a thread's result
+            # can reach the loop a moment after the thread count drops, and moving time then is a false timeout.
+            quiet = 0
+            while quiet < 3:
                 for _ in range(50):
                     await asyncio.sleep(0)
-                if not self._threads_busy:
-                    break
-                while self._threads_busy:
-                    await asyncio.sleep(0.001)
+                if self._threads_busy:
+                    quiet = 0
+                    while self._threads_busy:
+                        await asyncio.sleep(0.001)
+                else:
+                    quiet += 1
+                    await asyncio.sleep(0.0005)
             while self._sleepers and self._sleepers[0][2].done():
                 heapq.heappop(self._sleepers)
             if not self._sleepers:
