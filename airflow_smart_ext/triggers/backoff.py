@@ -167,6 +167,10 @@ class BackoffTrigger(compat.BaseTrigger):
     def _next_blocking(self, after: int, now: float) -> ScheduledCheck | None:
         return self._backoff_policy.next_check(self.seed, self.started_at, now, self.deadline, after=after)
 
+    async def _sharing_window(self, scheduled: ScheduledCheck, config: tuple[float, float]) -> float:
+        """How much earlier than due another check of the group may serve this one (:func:`coalescing_window`)."""
+        return coalescing_window(await self._interval_before(scheduled), config)
+
     async def _interval_before(self, scheduled: ScheduledCheck) -> float:
         if self._offload_schedule and scheduled.index > 0:
             previous = await runtime.run_blocking(self._backoff_policy.offset, self.seed, scheduled.index - 1)
@@ -246,7 +250,7 @@ class BackoffTrigger(compat.BaseTrigger):
                     await self._hold(run_started)
                     yield event
                     return
-                window = coalescing_window(await self._interval_before(scheduled), window_config)
+                window = await self._sharing_window(scheduled, window_config)
                 try:
                     result = await group.wait(
                         subscription, scheduled.at, window, self.check.get("context", {}), interpret, limits

@@ -45,6 +45,9 @@ class _ScheduleFromStart(BackoffTrigger):
     of check #0, and maybe #1, can lie before the start of the try); a trigger rebuilt later continues the
     schedule (missed checks are skipped, as for any rebuilt trigger). A trigger that starts only after the
     deadline (a busy or restarted triggerer) still makes one final check, as poke mode's final check does.
+    Check #0 (unless it is that final check) is served by any check of the group that started at or after
+    the start of the try: it is as fresh as poke mode's check #0 at the start of the try, and a triggerer
+    that takes a minute to start 1,000 such triggers queries each condition once, not once per late start.
     Built in-process by ``BackoffStartTrigger`` only, never serialized on its own.
     """
 
@@ -60,6 +63,12 @@ class _ScheduleFromStart(BackoffTrigger):
         if scheduled.index > 0 and now < self.try_started_at + self._backoff_policy.initial:
             return ScheduledCheck(0, now, False)
         return scheduled
+
+    async def _sharing_window(self, scheduled: ScheduledCheck, config: tuple[float, float]) -> float:
+        window = await super()._sharing_window(scheduled, config)
+        if scheduled.index == 0 and not scheduled.final:
+            window = max(window, scheduled.at - self.try_started_at)
+        return window
 
 
 class BackoffStartTrigger(compat.BaseTrigger):

@@ -160,7 +160,7 @@ async def test_rate_limit_delays_checks_never_drops_them_never_past_the_deadline
         in_window = [t for t in before_deadline[i:] if t < first + 5]
         assert len(in_window) <= 2.0 * 5 + 1
     # The checks that did not fit before the deadline ran at the deadline, never later.
-    assert max(starts) == pytest.approx(START + 10)
+    assert max(starts) == pytest.approx(START + 10, abs=1e-3)
     assert len(before_deadline) == 20
 
 

@@ -4,6 +4,7 @@ tests/integration/test_zero_worker_live.py."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from types import SimpleNamespace
 from typing import Any
@@ -14,7 +15,8 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import aligned_start
 from airflow_smart_ext.sensors import BackoffSensor, BackoffSqlSensor
 from airflow_smart_ext.triggers.start import BackoffStartTrigger, reserved_field_names
-from tests.unit.test_trigger import READY_AT, START, _reset_state, vclock  # noqa: F401 (fixtures)
+from airflow_smart_ext.triggers import sharing
+from tests.unit.test_trigger import POKES, READY_AT, START, _reset_state, vclock  # noqa: F401 (fixtures)
 
 
 class ArgSensor(BackoffSensor):
@@ -29,6 +31,7 @@ class ArgSensor(BackoffSensor):
     def poke(self, context: Any) -> Any:
         from airflow_smart_ext.triggers import sharing
 
+        POKES[self.name].append(sharing.now())
         ready = READY_AT.get(self.name)
         if ready is not None and sharing.now() >= ready:
             return compat.PokeReturnValue(is_done=True, xcom_value={"name": self.name})
@@ -125,8 +128,20 @@ def test_trigger_round_trips_its_kwargs() -> None:
 # --- the trigger (virtual clock) ---------------------------------------------------------------------------
 
 
-def _trigger(name: str, started: float, timeout: float = 30.0, **start: Any) -> BackoffStartTrigger:
-    sensor = ArgSensor(task_id="wait", name=name, deferrable=True, poke_interval=2, timeout=timeout)
+def _trigger(
+    name: str,
+    started: float,
+    timeout: float = 30.0,
+    sensor_kwargs: dict[str, Any] | None = None,
+    **start: Any,
+) -> BackoffStartTrigger:
+    sensor = ArgSensor(
+        task_id="wait",
+        name=name,
+        deferrable=True,
+        timeout=timeout,
+        **{"poke_interval": 2, **(sensor_kwargs or {})},
+    )
     kwargs = dict(sensor.deferrable_check({"ti": SimpleNamespace(dag_id="", task_id="wait", run_id="")}))
     plan = {
         "check": {**kwargs, "kwargs": {"name": None}},
@@ -178,13 +193,39 @@ async def test_check_zero_runs_at_once_in_its_slot(vclock: Any) -> None:  # noqa
     assert event.xcoms["backoff_sensor_stats"]["pokes"] == 1
 
 
+async def test_check_zero_is_served_by_any_check_since_the_start_of_the_try(vclock: Any) -> None:  # noqa: F811
+    # A triggerer may take a minute to start 1,000 such triggers: a late starter's check #0 reuses a check of
+    # the same condition made since its try started (as fresh as poke mode's check #0), never an older one.
+    fixed = {"poke_interval": 20, "splay": 0, "exponential_backoff": False}
+    started = aligned_start(START, 20.0) + 0.1
+    vclock.now = started + 0.2
+    waits = [asyncio.ensure_future(_first_event(_trigger("same", started, timeout=60, sensor_kwargs=fixed)))]
+    await sharing.sleep(15)  # then a second task of the same run starts, still in check #0's slot
+    waits.append(
+        asyncio.ensure_future(_first_event(_trigger("same", started, timeout=60, sensor_kwargs=fixed)))
+    )
+    await sharing.sleep(1)
+    assert POKES["same"] == [pytest.approx(started + 0.2, abs=1e-3)]  # one check #0 for both
+    # A try that started after that check was made gets a check of its own.
+    waits.append(
+        asyncio.ensure_future(_first_event(_trigger("same", started + 10, timeout=60, sensor_kwargs=fixed)))
+    )
+    await sharing.sleep(1)
+    assert POKES["same"] == [pytest.approx(started + 0.2, abs=1e-3), pytest.approx(started + 16.2, abs=1e-3)]
+    for wait in waits:
+        wait.cancel()
+    await asyncio.gather(*waits, return_exceptions=True)
+
+
 async def test_timeout_resumes_on_a_worker_with_the_try_facts(vclock: Any) -> None:  # noqa: F811
     event = await _first_event(_trigger("never", START, timeout=9))
     assert not isinstance(event, compat.TaskSuccessEvent)
     payload = event.payload
     assert payload["status"] == "timeout"
     # The deadline is the start of the try (from Airflow's record) + timeout, wherever the trigger runs.
-    assert payload["started_at"] == pytest.approx(START) and payload["deadline"] == pytest.approx(START + 9)
+    assert payload["started_at"] == pytest.approx(START, abs=1e-3) and payload["deadline"] == pytest.approx(
+        START + 9, abs=1e-3
+    )
 
 
 async def test_trigger_started_after_the_deadline_still_checks_once(vclock: Any) -> None:  # noqa: F811
