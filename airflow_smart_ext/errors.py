@@ -7,7 +7,8 @@ duck typing, so ``requests``, ``httpx``, ``urllib``, DB-API drivers, SQLAlchemy 
 understood without any of them being a dependency:
 
 - an HTTP status from ``exc.response.status_code`` (requests, httpx), ``exc.code`` / ``exc.status``
-  (urllib's ``HTTPError``, aiohttp) or a message starting ``"503:"`` (Airflow's ``HttpHook``);
+  (urllib's ``HTTPError``, aiohttp) or, for Airflow's ``HttpHook`` errors (``AirflowException`` /
+  ``HttpErrorException``), a message starting ``"503:"``;
 - 429, 408 and 5xx are transient, every other 4xx is permanent;
 - connection failures and timeouts (``ConnectionError``, ``TimeoutError``, ``requests``' ``ConnectionError``
   / ``Timeout``, ``httpx``' ``TransportError``, ``urllib``'s ``URLError`` without a status) are transient;
@@ -21,6 +22,7 @@ understood without any of them being a dependency:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import email.utils
 import importlib
@@ -31,6 +33,8 @@ from typing import Any
 
 TRANSIENT_HTTP_STATUSES = frozenset({408, 429})  # plus every 5xx
 _HTTP_HOOK_MESSAGE = re.compile(r"^\s*(\d{3})\s*:")  # Airflow's HttpHook: AirflowException("503:Service ...")
+# HttpHook raises AirflowException("503:Service Unavailable"); the async hook HttpErrorException likewise.
+_HTTP_MESSAGE_TYPE_NAMES = frozenset({"AirflowException", "HttpErrorException"})
 _HTTP_TYPE_NAME = re.compile(r"http|response|status", re.IGNORECASE)
 _CONNECTION_TYPE_NAMES = frozenset(
     {
@@ -53,7 +57,9 @@ _CONNECTION_TYPE_NAMES = frozenset(
 _DBAPI_TRANSIENT_TYPE_NAMES = frozenset({"OperationalError", "InterfaceError"})
 # An OperationalError whose message says the statement is wrong will fail the same way every time.
 _DBAPI_PERMANENT_MESSAGE = re.compile(
-    r"syntax error|no such column|no such function|incomplete input|unrecognized token", re.IGNORECASE
+    r"syntax error|no such column|no such table|no such function|incomplete input|unrecognized token"
+    r"|authentication failed",
+    re.IGNORECASE,
 )
 _MAX_CHAIN = 8  # __cause__/__context__ links followed
 
@@ -85,8 +91,12 @@ def http_status(exc: BaseException) -> int | None:
     for value in candidates:
         if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
             return value
+    # A status in the message only from Airflow's own HTTP errors: "500: rows failed" elsewhere is no HTTP.
+    if not _type_names(exc) & _HTTP_MESSAGE_TYPE_NAMES:
+        return None
     match = _HTTP_HOOK_MESSAGE.match(str(exc))
-    return int(match.group(1)) if match else None
+    status = int(match.group(1)) if match else None
+    return status if status is not None and 100 <= status <= 599 else None
 
 
 def _headers(exc: BaseException) -> Any:
@@ -183,10 +193,19 @@ def classify(
 ) -> ErrorClass:
     """Classify ``exc`` (and what it wraps). ``transient_errors``: extra types the user calls transient."""
     extra = tuple(transient_errors)
-    for link in _chain(exc):
+    links = list(_chain(exc))
+    for position, link in enumerate(links):
         found = _classify_one(link, extra, now)
-        if found is not None:
-            return found
+        if found is None:
+            continue
+        if found.transient and found.http_status is not None and found.retry_after is None:
+            # HttpHook re-raises a 429 as AirflowException("429:...") inside ``except HTTPError``: the
+            # server's Retry-After is on the response of the error it wraps.
+            for wrapped in links[position + 1 :]:
+                wait = retry_after(wrapped, now)
+                if wait is not None:
+                    return dataclasses.replace(found, retry_after=wait)
+        return found
     return ErrorClass(False, f"{type(exc).__name__} (permanent)")
 
 

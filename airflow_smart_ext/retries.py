@@ -238,6 +238,8 @@ class BackoffRetryPolicy(RetryPolicy):
         self.factor = probe.factor
         self.jitter = jitter
         self._backoff = probe if initial is not None and cap is not None else None
+        if not isinstance(rules, (Rule, str)):
+            rules = tuple(rules)  # a generator would be used up by the check below
         if isinstance(rules, (Rule, str)) or not all(isinstance(rule, Rule) for rule in rules):
             raise ValueError(
                 "rules must be a list of airflow_smart_ext.retries.Rule (e.g. Rule(ValueError, 'fail'), "
@@ -271,7 +273,13 @@ class BackoffRetryPolicy(RetryPolicy):
             task_cap = _attr(task, "max_retry_delay")
             task_cap = task_cap.total_seconds() if isinstance(task_cap, datetime.timedelta) else task_cap
             cap = float(task_cap) if task_cap else DEFAULT_CAP_SECONDS
-        return BackoffPolicy(initial=initial, factor=self.factor, cap=max(cap, initial), jitter=self.jitter)
+        # What the user gave wins over what the task gives: an explicit cap caps an inherited retry_delay
+        # (as max_retry_delay caps Airflow's own), an explicit initial lifts an inherited max_retry_delay.
+        if self.initial is None:
+            initial = min(initial, cap)
+        else:
+            cap = max(cap, initial)
+        return BackoffPolicy(initial=initial, factor=self.factor, cap=cap, jitter=self.jitter)
 
     # ---- the decision -----------------------------------------------------------------------------------
     def match(self, exception: BaseException, now: datetime.datetime) -> _Match:
@@ -321,7 +329,7 @@ class BackoffRetryPolicy(RetryPolicy):
             # Airflow fails the task anyway; DEFAULT keeps its normal failure path (metrics, callbacks).
             return RetryDecision(
                 action=RetryAction.DEFAULT,
-                reason=_clip(f"{reason} -> no retries left (try {try_number}, retries={max_tries})"),
+                reason=_clip(f"{reason} -> no retries left (try {try_number}, max_tries={max_tries})"),
             )
         ti = _attr(context, "ti")
         backoff = (

@@ -10,6 +10,7 @@ from email.message import Message
 import pytest
 
 from airflow_smart_ext import errors
+from airflow_smart_ext.compat import AirflowException
 
 NOW = datetime.datetime(2026, 11, 25, 12, 0, tzinfo=datetime.timezone.utc)
 
@@ -47,8 +48,11 @@ class ConnectTimeout(Exception):  # shaped like requests' (not a builtin Connect
         (HTTPError(408), True),
         (HTTPError(404), False),
         (HTTPError(400), False),
-        (Exception("503:Service Unavailable"), True),  # Airflow's HttpHook message
-        (Exception("404:NOT FOUND"), False),
+        (AirflowException("503:Service Unavailable"), True),  # Airflow's HttpHook message
+        (AirflowException("404:NOT FOUND"), False),
+        (Exception("503: rows failed"), False),  # a status in the message only for Airflow's HTTP errors
+        (sqlite3.OperationalError("no such table: loads"), False),
+        (OperationalError('FATAL:  password authentication failed for user "x"'), False),
         (sqlite3.OperationalError("database is locked"), True),
         (OperationalError("server closed the connection unexpectedly"), True),
         (sqlite3.OperationalError('near "SELEC": syntax error'), False),

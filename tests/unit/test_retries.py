@@ -14,7 +14,7 @@ import pytest
 import time_machine
 
 from airflow_smart_ext.backoff import JITTER_STRATEGIES, BackoffPolicy
-from airflow_smart_ext.compat import RETRY_POLICIES_SUPPORTED, RETRY_POLICY_MIN_AIRFLOW
+from airflow_smart_ext.compat import RETRY_POLICIES_SUPPORTED, RETRY_POLICY_MIN_AIRFLOW, AirflowException
 
 pytestmark = pytest.mark.skipif(
     not RETRY_POLICIES_SUPPORTED, reason=f"retry policies need Airflow >= {RETRY_POLICY_MIN_AIRFLOW}"
@@ -152,6 +152,24 @@ def test_initial_and_cap_default_to_the_task_settings() -> None:
     assert "retry_delay x2 up to max_retry_delay" in policy.describe()
 
 
+def test_an_explicit_cap_caps_an_inherited_retry_delay_and_an_explicit_initial_lifts_an_inherited_cap() -> (
+    None
+):
+    capped = BackoffRetryPolicy(cap=60, jitter="none")  # the task's retry_delay is Airflow's 300 s
+    assert (
+        decide(capped, ValueError(), retry_delay=dt.timedelta(seconds=300)).retry_delay.total_seconds() == 60
+    )
+    lifted = BackoffRetryPolicy(initial=120, jitter="none")
+    delay = decide(lifted, ValueError(), max_retry_delay=dt.timedelta(seconds=60)).retry_delay
+    assert delay.total_seconds() == 120
+
+
+def test_rules_may_be_any_iterable() -> None:
+    policy = BackoffRetryPolicy(initial=1, rules=(rule for rule in [HTTP_ERRORS]), default="fail")
+    assert policy.rules == (HTTP_ERRORS,)
+    assert decide(policy, HTTPError(503)).action.value == "retry"
+
+
 # ---- rules ------------------------------------------------------------------------------------------
 def test_http_rule() -> None:
     policy = BackoffRetryPolicy(initial=10, cap=60, rules=[HTTP_ERRORS], default="airflow")
@@ -164,7 +182,11 @@ def test_http_rule() -> None:
         assert decision.action.value == "fail", status
         assert decision.reason == f"HTTP {status} (permanent) -> fail now, no retry"
     # Airflow's HttpHook raises AirflowException("404:Not Found"); a wrapped error is judged by its cause
-    assert decide(policy, RuntimeError("404:Not Found")).action.value == "fail"
+    assert decide(policy, AirflowException("404:Not Found")).action.value == "fail"
+    # A status in the message counts only for Airflow's HTTP errors, and only a real status
+    assert decide(policy, RuntimeError("500: rows failed validation")).action.value == "default"
+    assert decide(policy, ValueError("200: rows rejected")).action.value == "default"
+    assert decide(policy, AirflowException("999: odd")).action.value == "default"
     try:
         try:
             raise HTTPError(503)
@@ -212,7 +234,7 @@ def test_no_retries_left_keeps_airflows_failure_path() -> None:
     with time_machine.travel(NOW, tick=False):
         decision = policy.evaluate(HTTPError(503), 4, 3, context())
     assert decision.action.value == "default"
-    assert decision.reason.endswith("no retries left (try 4, retries=3)")
+    assert decision.reason.endswith("no retries left (try 4, max_tries=3)")
 
 
 # ---- Retry-After --------------------------------------------------------------------------------------
@@ -230,6 +252,20 @@ def test_retry_after_seconds_and_http_date() -> None:
         HTTPError(429, {"Retry-After": "3"}),
     )
     assert short.retry_delay == dt.timedelta(seconds=100)
+
+
+def test_retry_after_of_the_response_an_http_hook_error_wraps() -> None:
+    # HttpHook.check_response: ``except requests.HTTPError: raise AirflowException("429:Too Many Requests")``
+    policy = BackoffRetryPolicy(initial=1, cap=2, rules=[HTTP_ERRORS])
+    try:
+        try:
+            raise HTTPError(429, {"Retry-After": "7"})
+        except HTTPError:
+            raise AirflowException("429:Too Many Requests")  # noqa: B904 (as the hook does)
+    except AirflowException as hook_error:
+        decision = decide(policy, hook_error)
+    assert decision.retry_delay == dt.timedelta(seconds=7)
+    assert decision.reason.startswith("HTTP 429 (transient) -> retry 1 of 3 in 7.0s (Retry-After 7s")
 
 
 def test_retry_after_above_the_cap_is_honoured_above_max_retry_after_fails() -> None:

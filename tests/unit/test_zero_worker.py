@@ -14,8 +14,8 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import aligned_start
 from airflow_smart_ext.sensors import BackoffSensor, BackoffSqlSensor
-from airflow_smart_ext.triggers.start import BackoffStartTrigger, reserved_field_names
 from airflow_smart_ext.triggers import sharing
+from airflow_smart_ext.triggers.start import BackoffStartTrigger, reserved_field_names
 from tests.unit.test_trigger import POKES, READY_AT, START, _reset_state, vclock  # noqa: F401 (fixtures)
 
 
