@@ -188,6 +188,17 @@ def is_runtime_value(value: Any) -> bool:
     return hasattr(value, "resolve") and hasattr(value, "iter_references")
 
 
+def holds_runtime_value(value: Any) -> bool:
+    """Whether a (nested: dicts, lists) argument holds an XComArg-like value, resolved on a worker."""
+    if is_runtime_value(value):
+        return True
+    if isinstance(value, dict):
+        return any(holds_runtime_value(item) for item in value.values())
+    if isinstance(value, (list, tuple, set)):
+        return any(holds_runtime_value(item) for item in value)
+    return False
+
+
 def use_connection(hook: Any, connection: Any) -> None:
     """Make ``hook`` use the Connection already fetched, never look it up a second time.
 
@@ -302,6 +313,7 @@ __all__ = [
     "SENSOR_TIMEOUT_ERRORS",
     "SENSOR_FAIL_ERRORS",
     "operator_init_kwargs",
+    "holds_runtime_value",
     "is_runtime_value",
     # sensors
     "AirflowException",

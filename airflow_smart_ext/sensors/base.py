@@ -787,7 +787,7 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
                 f"into an installed package, the plugins folder or a separate module in the DAGs folder"
             )
         for key, value in own_kwargs.items():
-            if compat.is_runtime_value(value):
+            if compat.holds_runtime_value(value):
                 continue
             problem = json_problem(value)
             if problem is not None:
@@ -873,6 +873,9 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
 
         if self.start_from_trigger_requested is False:
             return "start_from_trigger=False: worker-first deferral as asked", {}, {}
+        for name, value in self._constructor_kwargs().items():
+            if compat.holds_runtime_value(value):  # before building the spec: an XComArg is no JSON value yet
+                return f"argument {name!r} comes from an upstream task's XCom (resolved on a worker)", {}, {}
         check = self.deferrable_check({"ti": _ParseTimeTaskInstance(self.task_id)})
         in_spec = check["kwargs"] if check["type"] == "sensor" else check
         prefix = ["kwargs"] if check["type"] == "sensor" else []
@@ -881,8 +884,6 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         }
         templated = False
         for name, (_path, value) in fields.items():
-            if compat.is_runtime_value(value):
-                return f"argument {name!r} comes from an upstream task's XCom (resolved on a worker)", {}, {}
             if isinstance(value, str) and value.endswith(tuple(self.template_ext or ())):
                 return f"argument {name!r} is a template file ({value!r}), rendered on a worker", {}, {}
             templated = templated or _has_template(value)

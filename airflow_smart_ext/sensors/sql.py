@@ -110,7 +110,7 @@ class BackoffSqlSensor(BackoffSensor):
                 )
         for name in ("parameters", "hook_params"):
             value = own_kwargs.get(name)
-            if compat.is_runtime_value(value):
+            if compat.holds_runtime_value(value):
                 continue
             if isinstance(value, tuple):  # bound parameters: a tuple travels as a list, same binding
                 value = list(value)

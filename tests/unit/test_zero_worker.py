@@ -102,6 +102,29 @@ def test_worker_first_with_a_reason(kwargs: dict[str, Any], reason: str) -> None
     assert reason in str(sensor.worker_first_reason)
 
 
+def test_an_upstream_xcom_argument_starts_worker_first_with_a_reason() -> None:
+    from airflow import DAG
+
+    from airflow_smart_ext.compat import task
+
+    with DAG("xcom_args", schedule=None, start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)):
+
+        @task
+        def upstream() -> str:
+            return "a"
+
+        output = upstream()
+        sensors = [
+            ArgSensor(task_id="custom", name=output, deferrable=True),
+            sql_sensor(task_id="sql_text", sql=output),
+            sql_sensor(task_id="sql_parameters", parameters=output),
+            sql_sensor(task_id="sql_nested", parameters={"day": output}),
+        ]
+    for sensor in sensors:
+        assert sensor.start_from_trigger is False and sensor.start_trigger_args is None, sensor.task_id
+        assert "comes from an upstream task's XCom" in str(sensor.worker_first_reason), sensor.task_id
+
+
 def test_not_deferrable_never_starts_in_the_triggerer() -> None:
     sensor = sql_sensor(deferrable=False)
     assert sensor.start_from_trigger is False and sensor.worker_first_reason is None
