@@ -127,6 +127,11 @@ def _check_deferrable_fallback(deferrable_fallback: Any) -> None:
         )
 
 
+def _check_start_from_trigger(start_from_trigger: Any) -> None:
+    if start_from_trigger not in (None, True, False):
+        raise ValueError(f"start_from_trigger must be None, True or False; got {start_from_trigger!r}")
+
+
 def _transient_errors_problem(types: tuple[type[BaseException], ...]) -> str | None:
     """The triggerer imports ``transient_errors`` by name: a class defined in a DAG file cannot travel."""
     for cls in types:
@@ -307,8 +312,7 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         self._consecutive_errors = 0
         self.backoff_policy = self._build_policy()
         self.deferrable_fallback_reason: str | None = None
-        if start_from_trigger not in (None, True, False):
-            raise ValueError(f"start_from_trigger must be None, True or False; got {start_from_trigger!r}")
+        _check_start_from_trigger(start_from_trigger)
         self.start_from_trigger_requested = start_from_trigger
         #: Why this deferrable task starts on a worker (None: it starts in the triggerer, or not deferrable).
         self.worker_first_reason: str | None = None
@@ -352,15 +356,29 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
     @classmethod
     def partial(cls, **kwargs: Any) -> Any:  # type: ignore[override]
         """``.partial()`` of a mapped sensor: its constructor runs only at task run time, so every check the
-        constructor makes on the arguments known now runs here, at DAG parse, with the same messages
-        (values from ``.expand()`` are checked when the task runs).
+        constructor makes on the arguments known now runs here, at DAG parse, with the same messages; the
+        literal values of ``.expand()`` / ``.expand_kwargs()`` are checked when it is called (values from an
+        upstream task's XCom when the task runs).
         """
         known = {**dict(kwargs.get("default_args") or {}), **kwargs}
+        cls._check_static_arguments(known)
+        return _CheckedPartial(super().partial(**kwargs), cls, known)
+
+    @classmethod
+    def _check_own_arguments(cls, arguments: Mapping[str, Any]) -> None:
+        """A subclass's checks of its own constructor arguments (those given), shared by ``__init__`` and
+        ``partial``: mapped and unmapped sensors get identical validation."""
+
+    @classmethod
+    def _check_static_arguments(cls, known: Mapping[str, Any]) -> None:
+        """Every constructor check on the arguments known at DAG parse (XComArg values are skipped)."""
         static = {name: value for name, value in known.items() if not compat.is_runtime_value(value)}
-        task_id = kwargs.get("task_id")
+        task_id = known.get("task_id")
         deferrable = _deferrable_value(static.get("deferrable"))
         fallback = static.get("deferrable_fallback")
         _check_deferrable_fallback(fallback)
+        _check_start_from_trigger(static.get("start_from_trigger"))
+        cls._check_own_arguments(static)
         resolve_error_types(static.get("transient_errors"), "transient_errors")
         check_timeout_seconds(static.get("check_timeout"))
         rate_limit_value(static.get("rate_limit"))
@@ -386,7 +404,6 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             ) or cls._shipping_problem(own)
             if problem is not None:
                 raise ValueError(_unshippable_message(task_id, problem))
-        return super().partial(**kwargs)
 
     def _seed(self, context: Mapping[str, Any]) -> str:
         ti = context["ti"]
@@ -912,6 +929,39 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             "Deferrable wait starts on a worker (check #0 here, then the triggerer), not in the triggerer: %s",
             reason,
         )
+
+
+class _CheckedPartial:
+    """What ``BackoffSensor.partial()`` returns: Airflow's partial, whose ``expand`` / ``expand_kwargs`` first
+    check every literal mapped value as the constructor would (each value with the partial's arguments)."""
+
+    def __init__(self, partial: Any, sensor_class: type[BackoffSensor], known: Mapping[str, Any]) -> None:
+        self._partial = partial
+        self._sensor_class = sensor_class
+        self._known = dict(known)
+
+    def _check(self, where: str, arguments: Mapping[str, Any]) -> None:
+        try:
+            self._sensor_class._check_static_arguments({**self._known, **arguments})
+        except ValueError as err:
+            raise ValueError(f"Task {self._known.get('task_id')!r}, {where}: {err}") from None
+
+    def expand(self, **mapped_kwargs: Any) -> Any:
+        for name, values in mapped_kwargs.items():
+            if isinstance(values, (list, tuple)):  # literal lists; XComArgs resolve when the task runs
+                for position, value in enumerate(values):
+                    self._check(f".expand({name}=...) item {position}", {name: value})
+        return self._partial.expand(**mapped_kwargs)
+
+    def expand_kwargs(self, kwargs: Any, *args: Any, **options: Any) -> Any:
+        if isinstance(kwargs, (list, tuple)):
+            for position, entry in enumerate(kwargs):
+                if isinstance(entry, dict):
+                    self._check(f".expand_kwargs(...) item {position}", entry)
+        return self._partial.expand_kwargs(kwargs, *args, **options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._partial, name)
 
 
 class _ParseTimeTaskInstance:

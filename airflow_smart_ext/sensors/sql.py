@@ -72,11 +72,19 @@ class BackoffSqlSensor(BackoffSensor):
         self.selector = selector
         self.fail_on_empty = fail_on_empty
         self.hook_params = hook_params
+        self._check_own_arguments(
+            {"success": success, "failure": failure, "selector": selector, "fail_on_empty": fail_on_empty}
+        )
+        super().__init__(**kwargs)
+
+    @classmethod
+    def _check_own_arguments(cls, arguments: Mapping[str, Any]) -> None:
         for name in CRITERIA:
-            resolve_criterion(getattr(self, name), name)  # parse-time error for a bad callable / dotted path
+            resolve_criterion(arguments.get(name), name)  # parse-time error for a bad callable / dotted path
+        fail_on_empty = arguments.get("fail_on_empty", False)
         if not isinstance(fail_on_empty, bool):
             raise ValueError(f"fail_on_empty must be True or False; got {fail_on_empty!r}")
-        super().__init__(**kwargs)
+        super()._check_own_arguments(arguments)
 
     def _get_hook(self) -> DbApiHook:
         return db_hook(compat.SensorBaseHook.get_connection(self.conn_id), self.hook_params)

@@ -877,6 +877,7 @@ BAD_FOR_BOTH = [
     ({"deferrable": True, "min_size": {1: "a"}}, "constructor argument 'min_size'={1: 'a'} does not travel"),
     ({"deferrable": True, "min_size": {1: "a", "b": 2}}, "constructor argument 'min_size'="),
     ({"deferrable": True, "min_size": (1, 2)}, "arrives as [1, 2]"),
+    ({"start_from_trigger": "yes"}, "start_from_trigger must be None, True or False; got 'yes'"),
 ]
 
 
@@ -901,11 +902,41 @@ def test_mapped_unshippable_class_fails_at_parse_like_unmapped() -> None:
     local.partial(task_id="ok", deferrable=True, deferrable_fallback="reschedule")  # the fallback is allowed
 
 
-def test_values_from_expand_are_checked_at_run_time_not_parse() -> None:
+@pytest.mark.parametrize(("kwargs", "message"), BAD_FOR_BOTH)
+def test_literal_expand_values_get_the_constructors_validation(kwargs: dict, message: str) -> None:
     from airflow import DAG
 
+    name, value = list(kwargs.items())[-1]
+    fixed = {key: item for key, item in kwargs.items() if key != name}
+    with pytest.raises(ValueError) as unmapped:
+        PathSensor(task_id="s", path="/p", **kwargs)
+    with DAG("mapped_literal", schedule=None, start_date=datetime.datetime(2026, 1, 1)):
+        partial = PathSensor.partial(task_id="s", **fixed)
+        with pytest.raises(ValueError) as mapped:
+            partial.expand(**{name: [None if name != "min_size" else 1, value]})
+        partial.expand(path=["/a"])  # Airflow would warn about a partial never expanded
+    assert str(mapped.value) == f"Task 's', .expand({name}=...) item 1: {unmapped.value}"
+    with DAG("mapped_literal_kwargs", schedule=None, start_date=datetime.datetime(2026, 1, 1)):
+        partial = PathSensor.partial(task_id="s", **fixed)
+        with pytest.raises(ValueError) as mapped_kwargs:
+            partial.expand_kwargs([{"path": "/a"}, {"path": "/b", name: value}])
+        partial.expand(path=["/a"])
+    assert str(mapped_kwargs.value) == f"Task 's', .expand_kwargs(...) item 1: {unmapped.value}"
+
+
+def test_values_from_an_upstream_xcom_are_checked_when_the_task_runs() -> None:
+    from airflow import DAG
+
+    from airflow_smart_ext.compat import task
+
     with DAG("mapped_json", schedule=None, start_date=datetime.datetime(2026, 1, 1)):
+
+        @task
+        def paths() -> list[str]:
+            return ["/a", "/b"]
+
         PathSensor.partial(task_id="mapped", deferrable=True).expand(path=["/a", "/b"])
+        PathSensor.partial(task_id="from_xcom", deferrable=True).expand(path=paths())
 
 
 def test_default_cap_bounds_detection_latency_after_a_base_class_swap() -> None:

@@ -347,3 +347,21 @@ def test_only_one_row_is_fetched(
     monkeypatch.setattr(sensor, "_get_hook", lambda: hook)
     assert sensor.poke(make_context()) is True
     assert "fetchone" in calls and "fetchall" not in calls and "fetchmany" not in calls
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"success": "no.such.fn"}, "success"),
+        ({"failure": 42}, "failure must be None, a callable or a dotted path"),
+        ({"fail_on_empty": "x"}, "fail_on_empty must be True or False; got 'x'"),
+    ],
+)
+def test_mapped_and_unmapped_sql_sensors_get_identical_validation(kwargs: dict, message: str) -> None:
+    base = {"task_id": "s", "conn_id": "db", "sql": "SELECT 1"}
+    with pytest.raises(ValueError) as unmapped:
+        BackoffSqlSensor(**base, **kwargs)
+    with pytest.raises(ValueError) as mapped:
+        BackoffSqlSensor.partial(**base, **kwargs)
+    assert message in str(unmapped.value)
+    assert str(mapped.value) == str(unmapped.value)
