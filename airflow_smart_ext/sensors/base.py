@@ -961,6 +961,8 @@ class _CheckedPartial:
         return self._partial.expand_kwargs(kwargs, *args, **options)
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_partial", "_sensor_class", "_known"):
+            raise AttributeError(name)  # copy/pickle probe these before __init__ ran
         return getattr(self._partial, name)
 
 
