@@ -27,7 +27,7 @@ import datetime
 import email.utils
 import importlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +58,7 @@ _DBAPI_TRANSIENT_TYPE_NAMES = frozenset({"OperationalError", "InterfaceError"})
 # An OperationalError whose message says the statement is wrong will fail the same way every time.
 _DBAPI_PERMANENT_MESSAGE = re.compile(
     r"syntax error|no such column|no such table|no such function|incomplete input|unrecognized token"
-    r"|authentication failed",
+    r"|authentication failed|does not exist|unknown database|unable to open database file",
     re.IGNORECASE,
 )
 _MAX_CHAIN = 8  # __cause__/__context__ links followed
@@ -218,9 +218,15 @@ def type_path(cls: type) -> str:
 
 
 def resolve_error_types(
-    spec: Iterable[type[BaseException] | str] | None, param: str = "transient_errors"
+    spec: Iterable[type[BaseException] | str] | None,
+    param: str = "transient_errors",
+    importer: Callable[[str], Any] | None = None,
 ) -> tuple[type[BaseException], ...]:
-    """Exception classes from classes or dotted paths; a clear ``ValueError`` naming ``param`` otherwise."""
+    """Exception classes from classes or dotted paths; a clear ``ValueError`` naming ``param`` otherwise.
+
+    ``importer`` imports a dotted path (default: the module, then the attribute); the triggerer passes one
+    that also finds modules of the DAGs folder.
+    """
     if spec is None:
         return ()
     if isinstance(spec, (str, type)):
@@ -231,7 +237,10 @@ def resolve_error_types(
         if isinstance(item, str):
             module_name, _, attr = item.rpartition(".")
             try:
-                cls = getattr(importlib.import_module(module_name), attr) if module_name else None
+                if importer is not None:
+                    cls = importer(item)
+                else:
+                    cls = getattr(importlib.import_module(module_name), attr) if module_name else None
             except (ImportError, AttributeError, ValueError) as err:
                 raise ValueError(
                     f"{param}: cannot import {item!r} ({err}); give exception classes or dotted paths such "

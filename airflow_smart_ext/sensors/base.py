@@ -790,8 +790,26 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
 
     def shippability_problem(self) -> str | None:
         """Why this sensor cannot run in the triggerer (checked at DAG parse), or None when it can."""
-        return _transient_errors_problem(self.transient_error_types) or type(self)._shipping_problem(
-            self._constructor_kwargs()
+        own = self._constructor_kwargs()
+        return (
+            _transient_errors_problem(self.transient_error_types)
+            or type(self)._shipping_problem(own)
+            or self._rendering_problem(own)
+        )
+
+    def _rendering_problem(self, own: Mapping[str, Any]) -> str | None:
+        """The triggerer re-creates the sensor from its constructor arguments: a template field that is not
+        one of them (``self.filepath = path``) would reach it unrendered."""
+        fields = tuple(self.template_fields or ())
+        framework = self._framework_parameters()
+        lost = [name for name in fields if name not in own and name not in framework]
+        raw = sorted(name for name, value in own.items() if name not in fields and _has_template(value))
+        if not lost or not raw:
+            return None
+        return (
+            f"template field(s) {lost} are not constructor arguments, so the sensor the triggerer re-creates "
+            f"from its constructor arguments would see {raw} unrendered (Jinja left as is); name each "
+            f"template field after the constructor argument it comes from"
         )
 
     @classmethod

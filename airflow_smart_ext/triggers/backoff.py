@@ -109,8 +109,11 @@ class BackoffTrigger(compat.BaseTrigger):
         self.silent_fail = bool(silent_fail)
         self.check_timeout = check_timeout
         self.rate_limit = rate_limit
-        # Validated here too (a trigger may be built by hand); resolved again in run() (import in the triggerer).
-        self._transient_types = resolve_error_types(self.transient_errors)
+        # Imported here, in the triggerer (validated at parse; a trigger may also be built by hand).
+        self._transient_types = resolve_error_types(
+            self.transient_errors,
+            importer=runtime.import_object,  # DAGs-folder modules too, as on workers
+        )
         self._consecutive_errors = 0
         self._backoff_policy = BackoffPolicy.from_dict(policy)  # validates; ValueError names the parameter
         # decorrelated offsets replay the series from the seed (O(n), seconds for a cold replay far into a

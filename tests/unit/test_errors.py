@@ -53,6 +53,8 @@ class ConnectTimeout(Exception):  # shaped like requests' (not a builtin Connect
         (Exception("503: rows failed"), False),  # a status in the message only for Airflow's HTTP errors
         (sqlite3.OperationalError("no such table: loads"), False),
         (OperationalError('FATAL:  password authentication failed for user "x"'), False),
+        (OperationalError('FATAL:  database "nope" does not exist'), False),
+        (sqlite3.OperationalError("unable to open database file"), False),
         (sqlite3.OperationalError("database is locked"), True),
         (OperationalError("server closed the connection unexpectedly"), True),
         (sqlite3.OperationalError('near "SELEC": syntax error'), False),

@@ -13,7 +13,15 @@ from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_se
 from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.sensors import base as sensor_base
 from airflow_smart_ext.sensors.base import DEFERRAL_GRACE_SECONDS, STATS_XCOM_KEY, BackoffSensor
-from tests.unit.test_sensor_helpers import T0, FakeClock, FakeTI, PathSensor, ScriptedSensor, make_context
+from tests.unit.test_sensor_helpers import (
+    T0,
+    FakeClock,
+    FakeTI,
+    PathSensor,
+    RenamedFieldSensor,
+    ScriptedSensor,
+    make_context,
+)
 
 
 @pytest.fixture
@@ -986,3 +994,15 @@ def test_transient_error_types_must_be_importable_by_the_triggerer() -> None:
     with pytest.raises(ValueError, match="transient_errors: .*LocalError cannot be imported by name"):
         PathSensor.partial(task_id="s", deferrable=True, transient_errors=[LocalError])
     PathSensor(task_id="s2", path="/p", transient_errors=[LocalError])  # poke mode: fine, no shipping
+
+
+def test_a_template_field_not_named_after_its_constructor_argument_cannot_defer() -> None:
+    # The triggerer re-creates the sensor from its constructor arguments: 'filepath' would stay unrendered.
+    with pytest.raises(ValueError, match=r"template field\(s\) \['filepath'\] are not constructor arguments"):
+        RenamedFieldSensor(task_id="s", path="/data/{{ ds }}/done", deferrable=True)
+    fallback = RenamedFieldSensor(
+        task_id="f", path="/data/{{ ds }}/done", deferrable=True, deferrable_fallback="reschedule"
+    )
+    assert fallback.mode == "reschedule" and "unrendered" in str(fallback.deferrable_fallback_reason)
+    # Nothing to render: nothing is lost.
+    assert RenamedFieldSensor(task_id="ok", path="/data/fixed", deferrable=True).deferrable is True

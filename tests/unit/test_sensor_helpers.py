@@ -82,6 +82,19 @@ class PathSensor(BackoffSensor):
         return False
 
 
+class RenamedFieldSensor(BackoffSensor):
+    """Its template field is not named after the constructor argument it comes from."""
+
+    template_fields = ("filepath",)
+
+    def __init__(self, *, path: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.filepath = path
+
+    def poke(self, context: Any) -> bool:
+        return False
+
+
 def is_positive(value: Any) -> bool:
     return bool(value) and value > 0
 

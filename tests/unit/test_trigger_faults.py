@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -253,3 +254,18 @@ async def test_the_trigger_reports_its_timeout_at_the_deadline_while_its_check_h
     elapsed = time.time() - start
     assert payload["status"] == "timeout"
     assert 1.0 <= elapsed < 1.0 + 0.3 + 0.5, elapsed
+
+
+def test_transient_errors_from_a_dags_folder_module_resolve_in_the_triggerer(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Workers put the DAGs folder on sys.path, the 3.x triggerer does not: the trigger must still find it.
+    (tmp_path / "zz_dag_side_errors.py").write_text("class FlakyWarehouse(Exception):\n    pass\n")
+    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(tmp_path))
+    monkeypatch.setattr(sys, "path", [entry for entry in sys.path if entry != str(tmp_path)])
+    built = trigger(
+        test_trigger.sensor_check("a"),
+        BackoffPolicy(initial=1),
+        transient_errors=["zz_dag_side_errors.FlakyWarehouse"],
+    )
+    assert [cls.__name__ for cls in built._transient_types] == ["FlakyWarehouse"]
