@@ -145,13 +145,11 @@ if TYPE_CHECKING:  # what type checkers see (3.x locations); at run time ``__get
 _ERROR_TUPLES: dict[str, tuple[str, ...]] = {
     "CHECK_ERRORS": ("Exception", "AirflowTaskTimeout"),  # everything a check may raise that we map
     "SENSOR_TIMEOUT_ERRORS": ("AirflowSensorTimeout", "AirflowTaskTimeout"),
-    "SENSOR_FAIL_ERRORS": ("AirflowSensorTimeout", "AirflowTaskTimeout", "AirflowFailException"),
 }
 
 if TYPE_CHECKING:
     CHECK_ERRORS: tuple[type[BaseException], ...]
     SENSOR_TIMEOUT_ERRORS: tuple[type[BaseException], ...]
-    SENSOR_FAIL_ERRORS: tuple[type[BaseException], ...]
 
 
 def __getattr__(name: str) -> Any:
@@ -311,7 +309,6 @@ __all__ = [
     "use_connection",
     "CHECK_ERRORS",
     "SENSOR_TIMEOUT_ERRORS",
-    "SENSOR_FAIL_ERRORS",
     "operator_init_kwargs",
     "holds_runtime_value",
     "is_runtime_value",

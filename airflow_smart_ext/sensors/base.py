@@ -40,8 +40,6 @@ DEFAULT_POKE_INTERVAL = 60.0  # BaseSensorOperator's own default
 #: Seconds added to a deferral's Airflow timeout so the trigger's own final check and "timeout" event
 #: always win over Airflow's trigger timeout (2.11 would turn that into a retryable TaskDeferralError).
 DEFERRAL_GRACE_SECONDS = 60.0
-#: XCom key under which the poke count and total wait are pushed after success (``return_value`` stays
-#: exactly what ``PokeReturnValue.xcom_value`` says, as in Airflow).
 DEFERRABLE_FALLBACKS = (None, "reschedule")
 #: Largest accepted ``backoff_factor``: beyond it the second interval already jumps to the cap.
 MAX_BACKOFF_FACTOR = 10.0

@@ -230,8 +230,8 @@ async def test_hung_checks_on_one_connection_never_starve_another(monkeypatch: p
         assert due - 0.01 <= seen <= due + 1.0, (seen - start, due - start)  # (a shared, loaded CI machine)
     # Only the hung connection's slots hold threads; the pool never grows past its fixed size.
     slots = runtime.DEFAULT_MAX_CONCURRENT_CHECKS_PER_CONNECTION
-    assert len(POKES) - 1 <= 100 and sum(len(v) for k, v in POKES.items() if k != "ok") == slots
-    assert peak <= runtime.DEFAULT_CHECK_THREADS
+    assert sum(len(v) for k, v in POKES.items() if k != "ok") == slots
+    assert peak <= slots + 4  # the hung connection's slots plus the few threads the healthy checks reuse
     print(f"hung checks: threads above baseline peak={peak}; healthy checks {len(POKES['ok'])}/8 on time")
 
 
