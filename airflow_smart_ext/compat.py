@@ -300,7 +300,18 @@ def parse_datetime(value: str) -> Any:
     return pendulum.parse(value)
 
 
+def dag_context() -> Any:
+    """Airflow's ``DagContext``: its ``autoregistered_dags`` collect every ``with DAG(...)`` of a module being
+    imported (how Airflow's DagBag finds DAGs that no variable holds)."""
+    if AIRFLOW_V_3_0_PLUS:
+        from airflow.sdk.definitions._internal.contextmanager import DagContext
+    else:
+        from airflow.models.dag import DagContext
+    return DagContext
+
+
 __all__ = [
+    "dag_context",
     # triggers
     "BaseTrigger",
     "TriggerEvent",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import gc
 import importlib.util
 import json
 import sys
@@ -23,7 +22,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_smart_ext.calendars import BusinessDayCalendar, MonthlyBusinessDay
+from airflow_smart_ext import compat
+from airflow_smart_ext.calendars import (
+    BusinessDayCalendar,
+    CalendarSearchError,
+    HolidayYearOutOfRange,
+    MonthlyBusinessDay,
+)
 from airflow_smart_ext.timetables._base import LocalDayTimetable
 from airflow_smart_ext.timetables._engine import ScheduleEngine, Slot
 
@@ -38,31 +43,35 @@ class PreviewError(Exception):
 
 
 def load_dags(path: str) -> list[Any]:
-    """Import the DAG file and return the DAG objects it created (``with DAG(...)`` needs no variable)."""
+    """Import the DAG file and return its DAGs as Airflow's DagBag finds them: every ``with DAG(...)`` block
+    (Airflow's autoregistration; no variable needed) and every DAG a module-level name holds."""
     from airflow import DAG  # noqa: PLC0415 - Airflow only for the CLI, not for importing this module
 
     file = Path(path)
     if not file.is_file():
         raise PreviewError(f"dag file: {path!r} does not exist or is not a file.")
-    before = {id(obj) for obj in _dag_objects(DAG)}
-    spec = importlib.util.spec_from_file_location(f"smart_ext_preview_{abs(hash(file.resolve()))}", file)
+    name = f"smart_ext_preview_{abs(hash(file.resolve()))}"
+    spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
         raise PreviewError(f"dag file: cannot import {path!r} (not a Python file?).")
     module = importlib.util.module_from_spec(spec)
+    context = compat.dag_context()
+    saved = context.autoregistered_dags, context.current_autoregister_module_name
+    context.autoregistered_dags, context.current_autoregister_module_name = set(), name
+    sys.modules[name] = module  # autoregistration looks the module up by name
     sys.path.insert(0, str(file.resolve().parent))  # as the dag-processor does for the dags folder
     try:
         spec.loader.exec_module(module)
+        registered = [dag for dag, _module in context.autoregistered_dags]
     except Exception as err:  # the DAG file's own error (e.g. an invalid timetable argument): show it plainly
         raise PreviewError(f"dag file: importing {path} failed: {type(err).__name__}: {err}") from None
     finally:
+        context.autoregistered_dags, context.current_autoregister_module_name = saved
+        sys.modules.pop(name, None)
         sys.path.remove(str(file.resolve().parent))
-    dags = [obj for obj in _dag_objects(DAG) if id(obj) not in before]
-    return sorted(dags, key=lambda dag: dag.dag_id)
-
-
-def _dag_objects(dag_class: type) -> list[Any]:
-    # type(), not isinstance(): some lazy module proxies import things when asked for their __class__
-    return [obj for obj in gc.get_objects() if issubclass(type(obj), dag_class)]
+    held = [value for value in vars(module).values() if isinstance(value, DAG)]
+    dags = {id(dag): dag for dag in [*registered, *held]}
+    return sorted(dags.values(), key=lambda dag: dag.dag_id)
 
 
 def pick_dags(dags: Sequence[Any], dag_id: str | None, path: str) -> list[Any]:
@@ -302,6 +311,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.append({"dag_id": dag.dag_id, **result})
     except PreviewError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (HolidayYearOutOfRange, CalendarSearchError) as err:  # e.g. --at beyond the holiday data
+        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(results, indent=2))

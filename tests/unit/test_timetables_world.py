@@ -479,6 +479,31 @@ def test_preview_reports_a_missing_dag_and_bad_arguments(tmp_path, capsys):
     )
 
 
+def test_preview_finds_every_dag_of_a_file_as_airflow_does(tmp_path, capsys):
+    # ``with DAG(...)`` blocks that no variable holds are found even when the garbage collector runs between
+    # them (Airflow's autoregistration, not a scan of live objects); a DAG held by a name is found too.
+    path = tmp_path / "three.py"
+    body = DAG_FILE.split("with DAG(", 1)[1]
+    path.write_text(
+        DAG_FILE
+        + "import gc\ngc.collect()\n"
+        + "with DAG("
+        + body.replace("nyse_and_lse", "second")
+        + "third = DAG("
+        + body.replace("nyse_and_lse", "third").rsplit("):", 1)[0]
+        + ")\n"
+    )
+    assert preview_main([str(path), "-n", "1", "-p", "0", "--at", "2026-12-22T12:00", "--json"]) == 0
+    assert [r["dag_id"] for r in json.loads(capsys.readouterr().out)] == ["nyse_and_lse", "second", "third"]
+
+
+def test_preview_outside_the_holiday_data_is_a_plain_error(tmp_path, capsys):
+    path = tmp_path / "dag_preview.py"
+    path.write_text(DAG_FILE)
+    assert preview_main([str(path), "--at", "2300-01-01"]) == 2
+    assert capsys.readouterr().err.startswith("error: HolidayYearOutOfRange: ")
+
+
 def test_preview_runs_as_a_module_on_an_example_dag():
     example = Path(__file__).parents[2] / "example_dags" / "timetable_business_days.py"
     out = subprocess.run(
