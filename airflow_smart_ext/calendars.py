@@ -755,7 +755,9 @@ class BusinessCalendar(BusinessDayCalendar):
 
     def _weekend_text(self) -> str:
         weekend = self.weekend_today()
-        return "" if weekend == DEFAULT_WEEKEND else f" (weekend {weekday_names(weekend)})"
+        if weekend == DEFAULT_WEEKEND:
+            return ""
+        return f" (weekend {weekday_names(weekend)})" if weekend else " (no weekend)"
 
     def name(self) -> str:
         extra = "+custom" if self.extra_holidays or self.extra_business_days else ""
@@ -859,20 +861,39 @@ class CombinedCalendar(BusinessDayCalendar):
                     return note
         return None
 
+    def _part_names(self) -> list[str]:
+        return [f"({p.name()})" if isinstance(p, CombinedCalendar) else p.name() for p in self.parts]
+
+    def closed_text(self) -> str:
+        """When this combination is closed, e.g. ``"XLON and DE are both closed"`` for ``XLON | DE``."""
+        names = self._part_names()
+        listed = ", ".join(names[:-1])
+        if self.op == "union":  # closed when every part is
+            return f"{listed} and {names[-1]} are {'both' if len(names) == 2 else 'all'} closed"
+        if self.op == "intersection":  # closed when any part is
+            return f"{listed} or {names[-1]} is closed"
+        return f"({self.name()}) is closed"
+
     def name(self) -> str:
-        names = [f"({p.name()})" if isinstance(p, CombinedCalendar) else p.name() for p in self.parts]
+        names = self._part_names()
         if self.op == "difference":
-            return f"{names[0]} when {names[1]} is closed"
+            return f"{names[0]} when {_closed_text(self.parts[1])}"
         joined = ", ".join(names[:-1]) + (" and " if self.op == "intersection" else " or ") + names[-1]
         return joined
 
     def label(self) -> str:
         if self.op == "difference":
-            return f"{self.parts[0].label()} when {self.parts[1].name()} is closed"
+            return f"{self.parts[0].label()} when {_closed_text(self.parts[1])}"
         return f"{self.name()} business days"
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.op, "calendars": [part.to_dict() for part in self.parts]}
+
+
+def _closed_text(calendar: BusinessDayCalendar) -> str:
+    if isinstance(calendar, CombinedCalendar):
+        return calendar.closed_text()
+    return f"{calendar.name()} is closed"
 
 
 def intersection(*calendars: BusinessDayCalendar) -> CombinedCalendar:

@@ -179,6 +179,16 @@ def test_intersection_union_difference():
     assert both.label() == "NYSE and XLON business days"
     assert either.label() == "NYSE or XLON business days"
     assert only_ny.label() == "NYSE business days when XLON is closed"
+    # The summary says what the difference means, whatever it subtracts.
+    nyse, xlon, de = (
+        BusinessCalendar(market="NYSE"),
+        BusinessCalendar(market="XLON"),
+        BusinessCalendar(country="DE"),
+    )
+    assert (nyse - (xlon | de)).label() == "NYSE business days when XLON and DE are both closed"
+    assert (nyse - (xlon & de)).label() == "NYSE business days when XLON or DE is closed"
+    assert BusinessCalendar(country="US", weekend=[]).label() == "US business days (no weekend)"
+    assert (nyse - (xlon - de)).label() == "NYSE business days when (XLON when DE is closed) is closed"
     assert (NYSE & LSE & BusinessCalendar(market="JPX")).parts == (NYSE, LSE, BusinessCalendar(market="JPX"))
 
 
