@@ -659,6 +659,14 @@ def test_rolling_window_accepts_every_business_days_timetable_calendar_keyword()
 
     calendar_keywords = keywords(BusinessDaysTimetable) - {"window"}
     assert calendar_keywords <= keywords(RollingWindowTimetable)
+    # The calendar keywords are defined once (CalendarKeywords): BusinessCalendar takes exactly those.
+    from airflow_smart_ext.calendars import CALENDAR_KEYWORDS, BusinessCalendar
+
+    assert set(CALENDAR_KEYWORDS) == keywords(BusinessCalendar) | {
+        name
+        for name, p in inspect.signature(BusinessCalendar.__init__).parameters.items()
+        if p.kind is p.POSITIONAL_OR_KEYWORD and name != "self"
+    }
     calendar: dict[str, Any] = {
         "country": "US",
         "subdivision": "NY",
