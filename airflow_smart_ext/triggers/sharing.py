@@ -5,8 +5,9 @@ triggerer process. A subscriber due at ``t`` reuses the group's latest observati
 at or after ``t - window`` (its coalescing window), or joins a check already in flight that started in that
 window; otherwise it starts a new check for the group right away, even when an older check is still in
 flight (a group may have several rounds in flight). So a subscriber is never checked later than its own
-schedule, at most ``window`` seconds earlier. Every new observation is offered to all subscribers at once:
-one that is positive (or a failure) for a subscriber completes it immediately, even before its due time or
+schedule, at most ``window`` seconds earlier. Every new observation is offered to all subscribers at once
+(a large group is woken paced, ``FANOUT_SLICE`` every ``FANOUT_PAUSE`` seconds, so the fan-out never stalls
+the loop): one that is positive (or a failure) for a subscriber completes it, even before its due time or
 while its own round is still running.
 
 A check that raises is reported as an ``error`` outcome to the subscribers that took part in that round
@@ -38,8 +39,13 @@ METRIC_GROUPS = "smart_ext.trigger.groups"
 METRIC_SUBSCRIBERS = "smart_ext.trigger.subscribers"
 METRIC_RATE_LIMITED = "smart_ext.trigger.checks_rate_limited"
 METRIC_TIME_LIMIT_EXCEEDED = "smart_ext.trigger.checks_over_time_limit"
-# Subscribers woken per loop iteration when an observation reaches a large group (fan-out without stalls).
+# Wake-ups due together (fan-in) are cheap: WAKE_SLICE per loop iteration. Delivering an observation to a
+# large group (fan-out) is not: each subscriber then logs its check and may end its task (Airflow logs the
+# event in its executor threads), so it is paced in time, FANOUT_SLICE subscribers every FANOUT_PAUSE
+# seconds (1,000 per second): the loop and Airflow's logging threads keep up, no stall builds.
 WAKE_SLICE = 20
+FANOUT_SLICE = 5
+FANOUT_PAUSE = 0.005
 
 # Clock and sleep hooks: tests patch these to run schedules on a virtual clock. ``_call_later`` (None: the
 # running loop's ``call_later``) arms the wake-up timer of a waiting subscriber; patch it with ``_sleep``.
@@ -201,19 +207,25 @@ def _ring(alarm: _Alarm) -> None:
         callback()
 
 
-def run_sliced(items: list[Any], action: Callable[[Any], None]) -> None:
-    """``action(item)`` for every item, ``WAKE_SLICE`` per loop iteration."""
-    if len(items) <= WAKE_SLICE:
+def run_sliced(
+    items: list[Any], action: Callable[[Any], None], size: int = WAKE_SLICE, pause: float = 0.0
+) -> None:
+    """``action(item)`` for every item, ``size`` at a time: the next slice in the next loop iteration, or
+    ``pause`` seconds later (paced)."""
+    if len(items) <= size:
         for item in items:
             action(item)
         return
     loop = asyncio.get_running_loop()
 
     def from_(start: int) -> None:
-        for item in items[start : start + WAKE_SLICE]:
+        for item in items[start : start + size]:
             action(item)
-        if start + WAKE_SLICE < len(items):
-            loop.call_soon(from_, start + WAKE_SLICE)
+        if start + size < len(items):
+            if pause > 0:
+                call_later(pause, lambda: from_(start + size))
+            else:
+                loop.call_soon(from_, start + size)
 
     from_(0)
 
@@ -294,11 +306,11 @@ class CheckGroup:
         return observation
 
     def _announce(self, observation: Observation) -> None:
-        """Offer an observation to every subscriber at once; thousands are woken in slices (fan-out)."""
+        """Offer an observation to every subscriber; thousands are woken paced in time (fan-out)."""
         subscriptions = list(self._subscriptions)
         for subscription in subscriptions:
             subscription.news.append(observation)
-        run_sliced(subscriptions, Subscription._wake)
+        run_sliced(subscriptions, Subscription._wake, FANOUT_SLICE, FANOUT_PAUSE)
 
     def _start_round(self, context: Mapping[str, Any], limits: CheckLimits) -> asyncio.Future[Observation]:
         started = now()
