@@ -57,7 +57,7 @@ _CONNECTION_TYPE_NAMES = frozenset(
 _DBAPI_TRANSIENT_TYPE_NAMES = frozenset({"OperationalError", "InterfaceError"})
 # An OperationalError whose message says the statement is wrong will fail the same way every time.
 _DBAPI_PERMANENT_MESSAGE = re.compile(
-    r"syntax error|no such column|no such table|no such function|incomplete input|unrecognized token"
+    r"syntax error|no such column|no such function|incomplete input|unrecognized token"
     r"|authentication failed|does not exist|unknown database|unable to open database file",
     re.IGNORECASE,
 )

@@ -51,7 +51,7 @@ class ConnectTimeout(Exception):  # shaped like requests' (not a builtin Connect
         (AirflowException("503:Service Unavailable"), True),  # Airflow's HttpHook message
         (AirflowException("404:NOT FOUND"), False),
         (Exception("503: rows failed"), False),  # a status in the message only for Airflow's HTTP errors
-        (sqlite3.OperationalError("no such table: loads"), False),
+        (sqlite3.OperationalError("no such table: loads"), True),  # a sensor may wait for a table
         (OperationalError('FATAL:  password authentication failed for user "x"'), False),
         (OperationalError('FATAL:  database "nope" does not exist'), False),
         (sqlite3.OperationalError("unable to open database file"), False),
