@@ -305,9 +305,11 @@ def dag_context() -> Any:
     imported (how Airflow's DagBag finds DAGs that no variable holds)."""
     if AIRFLOW_V_3_0_PLUS:
         from airflow.sdk.definitions._internal.contextmanager import DagContext
-    else:
-        from airflow.models.dag import DagContext
-    return DagContext
+
+        return DagContext
+    from airflow.models.dag import DagContext as LegacyDagContext  # 2.11
+
+    return LegacyDagContext
 
 
 __all__ = [

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -130,21 +130,26 @@ def completes_early(outcome: Outcome) -> bool:
 
 
 class Subscription:
-    """One subscriber's inbox: every observation of its group since it last looked."""
+    """One subscriber's inbox: every observation of its group since it last looked; it is also its own
+    wake-up entry in the waker (no alarm object per wait)."""
 
-    __slots__ = ("_future", "news")
+    __slots__ = ("_due", "_future", "news")
 
     def __init__(self) -> None:
         self.news: list[Observation] = []
         self._future: asyncio.Future[None] | None = None
+        self._due: float | None = None  # the moment a pending wait() wakes up at (armed in the waker)
 
     def _wake(self) -> None:
         future = self._future
         if future is not None and not future.done():
             future.set_result(None)
 
-    def take(self) -> list[Observation]:
-        news, self.news = self.news, []
+    def take(self) -> Sequence[Observation]:
+        if not self.news:
+            return ()
+        news = self.news[:]
+        self.news.clear()
         return news
 
     async def wait(self, until: float | None = None) -> bool:
@@ -154,26 +159,15 @@ class Subscription:
         if until is not None and until <= now():
             return False
         future = self._future = asyncio.get_running_loop().create_future()
-        timer = wake_at(until, self._wake) if until is not None else None
+        if until is not None:
+            self._due = until
+            _waker().arm(until, self)
         try:
             await future
         finally:
             self._future = None
-            if timer is not None:
-                timer.cancel()
+            self._due = None
         return bool(self.news)
-
-
-class _Alarm:
-    """One pending wake-up of :func:`wake_later` (cancellable)."""
-
-    __slots__ = ("callback",)
-
-    def __init__(self, callback: Callable[[], None] | None) -> None:
-        self.callback = callback
-
-    def cancel(self) -> None:
-        self.callback = None
 
 
 class _Waker:
@@ -181,30 +175,23 @@ class _Waker:
 
     Thousands of waits on shared conditions share their schedules, so their due times coincide: one loop
     timer per due moment (not one per waiter), and its waiters woken ``WAKE_SLICE`` per iteration, so the
-    loop's other callbacks run in between (event-loop lag stays bounded by one slice).
+    loop's other callbacks run in between (event-loop lag stays bounded by one slice). A subscription whose
+    wait ended meanwhile (``_due`` changed) is skipped.
     """
 
     def __init__(self) -> None:
-        self._due: dict[float, list[_Alarm]] = {}
+        self._due: dict[float, list[Subscription]] = {}
 
-    def schedule(self, at: float, callback: Callable[[], None]) -> _Alarm:
-        alarm = _Alarm(callback)
+    def arm(self, at: float, subscription: Subscription) -> None:
         batch = self._due.get(at)  # waits on one shared schedule are due at the very same moment
         if batch is None:
             batch = self._due[at] = []
             call_later(max(0.0, at - now()), lambda: self._fire(at))
-        batch.append(alarm)
-        return alarm
+        batch.append(subscription)
 
     def _fire(self, at: float) -> None:
-        run_sliced([alarm for alarm in self._due.pop(at, ()) if alarm.callback is not None], _ring)
-
-
-def _ring(alarm: _Alarm) -> None:
-    callback = alarm.callback
-    if callback is not None:
-        alarm.callback = None
-        callback()
+        due = [subscription for subscription in self._due.pop(at, ()) if subscription._due == at]
+        run_sliced(due, Subscription._wake)
 
 
 def run_sliced(
@@ -233,13 +220,13 @@ def run_sliced(
 _wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker] = weakref.WeakKeyDictionary()
 
 
-def wake_at(at: float, callback: Callable[[], None]) -> _Alarm:
-    """Run ``callback`` at the moment ``at``; callbacks due at the same moment run in slices (fan-in)."""
+def _waker() -> _Waker:
+    """This event loop's waker (fan-in of wake-ups due at the same moment)."""
     loop = asyncio.get_running_loop()
     waker = _wakers.get(loop)
     if waker is None:
         waker = _wakers[loop] = _Waker()
-    return waker.schedule(at, callback)
+    return waker
 
 
 class CheckGroup:
