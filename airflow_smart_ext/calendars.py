@@ -1036,12 +1036,12 @@ def business_calendar_from_dict(data: Mapping[str, Any]) -> BusinessDayCalendar:
                 f"calendar: 'calendars' of a {kind} must be a list of calendar dicts, got {parts!r}."
             )
         return CombinedCalendar(kind, [business_calendar_from_dict(part) for part in parts])
-    _check_keys(data, BUSINESS_CALENDAR_KEYS, "business calendar")
-    if kind != "business":
+    if kind != "business":  # before the keys: a mistyped type is the error, not the keys it brings
         raise ValueError(
             f"calendar: type {kind!r} is not a business-day calendar; accepted: 'business' (or omit 'type'), "
             f"{', '.join(map(repr, COMBINATIONS))}."
         )
+    _check_keys(data, BUSINESS_CALENDAR_KEYS, "business calendar")
     keywords: CalendarKeywords = {k: data[k] for k in CALENDAR_KEYWORDS if k in data}  # type: ignore[assignment]
     return BusinessCalendar(**keywords)
 

@@ -247,8 +247,13 @@ def resolve_error_types(
                     "as 'requests.exceptions.ConnectionError'"
                 ) from None
         if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            hint = (
+                f" (a builtin needs its module: 'builtins.{item}')"
+                if isinstance(item, str) and "." not in item
+                else ""
+            )
             raise ValueError(
-                f"{param}: {item!r} is not an exception class; give exception classes or dotted paths "
+                f"{param}: {item!r} is not an exception class{hint}; give exception classes or dotted paths "
                 "such as 'requests.exceptions.ConnectionError'"
             )
         resolved.append(cls)

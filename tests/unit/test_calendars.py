@@ -419,6 +419,11 @@ def test_calendar_dict_with_unknown_keys_or_type_is_rejected(data, message):
             r"accepted: 'business' \(or omit 'type'\), 'intersection', 'union', 'difference'\.$",
         ),
         ({"type": "every_day"}, r"^calendar: type 'every_day' is not a business-day calendar"),
+        # a mistyped combination type names the accepted types, not the keys it brings
+        (
+            {"type": "intersect", "calendars": []},
+            r"^calendar: type 'intersect' is not a business-day calendar",
+        ),
         ("NYSE", r"^calendar: expected a dict"),
     ],
 )

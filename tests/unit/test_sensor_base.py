@@ -829,6 +829,10 @@ def test_transient_errors_until_the_deadline_time_out(clock: FakeClock) -> None:
     [
         ({"transient_errors": ["no.such.Error"]}, "transient_errors: cannot import 'no.such.Error'"),
         ({"transient_errors": [int]}, "transient_errors: <class 'int'> is not an exception class"),
+        (
+            {"transient_errors": ["ValueError"]},
+            "'ValueError' is not an exception class (a builtin needs its module: 'builtins.ValueError')",
+        ),
         ({"check_timeout": 0}, "check_timeout must be > 0 seconds"),
         ({"rate_limit": -1}, "rate_limit must be a number of checks per second > 0"),
         ({"rate_limit": "fast"}, "rate_limit must be a number of checks per second > 0"),
