@@ -27,7 +27,7 @@ from airflow_smart_ext.conditions import (
 )
 from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import classify, resolve_error_types
-from airflow_smart_ext.triggers import sharing
+from airflow_smart_ext.triggers import log_lines, sharing
 
 CLASSPATH = "airflow_smart_ext.triggers.backoff.BackoffTrigger"
 
@@ -232,7 +232,9 @@ class BackoffTrigger(compat.BaseTrigger):
         self._subscription = subscription = group.subscribe()
         try:
             scheduled = await self._next(self.after)
-            self.log.info(
+            log_lines.emit(
+                self.log,
+                "info",
                 "BackoffTrigger: %s; seed=%s started_at=%s (%.3f) deadline=%s; resuming after check #%d; "
                 "next check #%s at %s; sharing=%s (group of %d)",
                 self._backoff_policy.describe(),
@@ -251,6 +253,7 @@ class BackoffTrigger(compat.BaseTrigger):
                     # Only when the deadline passed while nobody was checking (e.g. triggerer down).
                     event = self._timeout_event(self.after, self.deadline or self.started_at)
                     await self._hold(run_started)
+                    await log_lines.flushed()  # the task's log has every line before the event
                     yield event
                     return
                 window = await self._sharing_window(scheduled, window_config)
@@ -260,13 +263,16 @@ class BackoffTrigger(compat.BaseTrigger):
                     )
                 except sharing.WaitAbandoned:
                     # The check hangs past the deadline (and its grace): report our own timeout now.
-                    self.log.warning(
+                    log_lines.emit(
+                        self.log,
+                        "warning",
                         "check #%d did not report by the deadline %s (+%gs); timing out",
                         scheduled.index,
                         _iso(self.deadline),
                         FINAL_CHECK_GRACE_SECONDS,
                     )
                     await self._hold(run_started)
+                    await log_lines.flushed()  # the task's log has every line before the event
                     yield self._timeout_event(scheduled.index, self.deadline or scheduled.at)
                     return
                 outcome = self._ride_out(scheduled.index, result.outcome)
@@ -274,11 +280,13 @@ class BackoffTrigger(compat.BaseTrigger):
                 if not (outcome.is_terminal or scheduled.final):
                     following = await self._next(scheduled.index)
                 # The required per-check line; one pre-formatted message (no extra processor work).
-                self.log.info(
+                log_lines.emit(
+                    self.log,
+                    "info",
                     f"check #{scheduled.index} at={scheduled.at:.3f} (scheduled {_iso(scheduled.at)})"
                     f"{' early' if result.early else (' shared' if result.shared else '')}: {outcome.status}"
                     f"{f' ({outcome.message})' if outcome.message else ''}; group of {group.subscribers}; "
-                    f"next check {f'#{following.index} at {_iso(following.at)}' if following else 'none'}"
+                    f"next check {f'#{following.index} at {_iso(following.at)}' if following else 'none'}",
                 )
                 event = None
                 if outcome.is_terminal:
@@ -293,6 +301,7 @@ class BackoffTrigger(compat.BaseTrigger):
                     event = self._timeout_event(scheduled.index, scheduled.at)
                 if event is not None:
                     await self._hold(run_started)
+                    await log_lines.flushed()  # the task's log has every line before the event
                     yield event
                     return
                 scheduled = following
@@ -323,7 +332,9 @@ class BackoffTrigger(compat.BaseTrigger):
         self._consecutive_errors += 1
         compat.Stats.incr(METRIC_TRANSIENT_ERRORS)
         reason = error_class.reason if transient and error_class is not None else "silent_fail=True"
-        self.log.warning(
+        log_lines.emit(
+            self.log,
+            "warning",
             "check #%d failed (%s, %d in a row): %s; not yet, the schedule continues",
             index,
             reason,

@@ -22,7 +22,7 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import ScheduledCheck, aligned_start, condition_seed
 from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
-from airflow_smart_ext.triggers import sharing
+from airflow_smart_ext.triggers import log_lines, sharing
 from airflow_smart_ext.triggers.backoff import BackoffTrigger, _iso
 
 CLASSPATH = "airflow_smart_ext.triggers.start.BackoffStartTrigger"
@@ -132,7 +132,11 @@ class BackoffStartTrigger(compat.BaseTrigger):
         started_at = compat.trigger_try_started_at(self, float(start["backstop_seconds"]))
         if started_at is None:  # not expected on 2.11 / 3.3+; a wait must not be lost over it
             started_at = sharing.now()
-            self.log.warning("The start of the try is unknown; anchoring the schedule at the current time.")
+            log_lines.emit(
+                self.log,
+                "warning",
+                "The start of the try is unknown; anchoring the schedule at the current time.",
+            )
         check = self._check_spec(await compat.trigger_run_context(self, self._render_context))
         seed = condition_seed(sharing_key(check))
         deadline = started_at + float(start["timeout"])
@@ -150,7 +154,9 @@ class BackoffStartTrigger(compat.BaseTrigger):
             rate_limit=start.get("rate_limit"),
         )
         schedule.try_started_at = started_at
-        self.log.info(
+        log_lines.emit(
+            self.log,
+            "info",
             "Zero-worker wait: started in the triggerer, no worker ran this try; try started %s (as Airflow "
             "recorded it), deadline %s (timeout %gs); check #0 and every later check run here.",
             _iso(started_at),
@@ -162,16 +168,26 @@ class BackoffStartTrigger(compat.BaseTrigger):
                 payload = dict(event.payload)
                 checks = int(payload.get("check_index", -1)) + 1
                 self._incr("pokes", max(0, checks))
-                if payload.get("status") == "success" and not self._needs_worker_for_success(payload):
-                    yield self._success(payload, started_at, checks)
-                    return
-                self.log.info(
+                if payload.get("status") == "success":
+                    worker_reason = self._worker_needed_for_success(payload)
+                    if worker_reason is None:
+                        success = self._success(payload, started_at, checks)
+                        await log_lines.flushed()
+                        yield success
+                        return
+                    log_lines.emit(
+                        self.log, "info", "Condition met; the task ends on a worker: %s.", worker_reason
+                    )
+                log_lines.emit(
+                    self.log,
+                    "info",
                     "Outcome: %s after %d check(s) in the triggerer; resuming the task on a worker to end it "
                     "exactly as poke mode does (%s).",
                     payload.get("status"),
                     checks,
                     payload.get("message") or "",
                 )
+                await log_lines.flushed()
                 yield compat.TriggerEvent(
                     {**payload, "started_at": started_at, "deadline": deadline, "seed": seed}
                 )
@@ -179,9 +195,9 @@ class BackoffStartTrigger(compat.BaseTrigger):
         finally:
             await schedule.cleanup()
 
-    def _needs_worker_for_success(self, payload: dict[str, Any]) -> bool:
-        """A success only a worker can end correctly: success callbacks Airflow would not run after a
-        ``TaskSuccessEvent`` (3.x), or an XCom that needs a worker (split outputs, a mapped downstream task)."""
+    def _worker_needed_for_success(self, payload: dict[str, Any]) -> str | None:
+        """Why only a worker can end this success correctly, or None: success callbacks Airflow would not run
+        after a ``TaskSuccessEvent`` (3.x), or an XCom that needs a worker (split outputs, a mapped downstream)."""
         reason = None
         if self.start.get("success_callbacks") and not compat.trigger_end_runs_success_callbacks():
             reason = "on_success_callback: this Airflow runs it only when a worker ends the task"
@@ -191,14 +207,13 @@ class BackoffStartTrigger(compat.BaseTrigger):
             and (self.start.get("multiple_outputs") or compat.task_maps_over_output(self))
         ):
             reason = "the XCom must be pushed by a worker (multiple_outputs or a mapped downstream task)"
-        if reason is not None:
-            self.log.info("Condition met; the task ends on a worker: %s.", reason)
-        return reason is not None
+        return reason
 
     def _success(self, payload: dict[str, Any], started_at: float, checks: int) -> Any:
-
         waited = max(0.0, sharing.now() - started_at)
-        self.log.info(
+        log_lines.emit(
+            self.log,
+            "info",
             "Success criteria met after %d check(s), %.3fs after the start of the try; the task ends here in "
             "the triggerer (zero worker phases).",
             checks,

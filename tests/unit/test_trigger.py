@@ -20,7 +20,7 @@ from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_se
 from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.conditions import sensor as sensor_checks
 from airflow_smart_ext.conditions import sql as sql_checks
-from airflow_smart_ext.triggers import BackoffTrigger, sharing
+from airflow_smart_ext.triggers import BackoffTrigger, log_lines, sharing
 
 START = 1_700_000_000.0
 
@@ -229,6 +229,19 @@ async def vclock(monkeypatch: pytest.MonkeyPatch) -> Any:
                 clock._threads_busy -= 1
 
     monkeypatch.setattr(compat, "aget_connection", aget_connection)
+    real_flushed = log_lines.flushed
+
+    async def flushed() -> None:
+        # Waits for the log writer thread: virtual time stands still meanwhile, too.
+        with clock._lock:
+            clock._threads_busy += 1
+        try:
+            await real_flushed()
+        finally:
+            with clock._lock:
+                clock._threads_busy -= 1
+
+    monkeypatch.setattr(log_lines, "flushed", flushed)
     driver = asyncio.ensure_future(clock.drive())
     yield clock
     driver.cancel()

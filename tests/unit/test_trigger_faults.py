@@ -79,6 +79,72 @@ def check(cls: str, **kwargs: Any) -> dict[str, Any]:
     }
 
 
+# --- log lines never block the event loop ---------------------------------------------------------------
+
+
+class ThreadRecordingLog:
+    """Records each line with the thread that wrote it."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, int]] = []
+
+    def _write(self, level: str, message: str, *args: Any) -> None:
+        self.lines.append((level, message % args if args else message, threading.get_ident()))
+
+    def info(self, message: str, *args: Any) -> None:
+        self._write("info", message, *args)
+
+    def warning(self, message: str, *args: Any) -> None:
+        self._write("warning", message, *args)
+
+
+async def test_trigger_log_lines_are_written_off_the_event_loop_and_before_the_event(
+    vclock: VirtualClock,
+) -> None:
+    OUTAGE_UNTIL["log"] = START + 15
+    READY_AT["log"] = START + 25
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none", splay=0)
+    waiting = trigger(check("OutageSensor", name="log"), policy, share=False)
+    log = ThreadRecordingLog()
+    waiting._log = log
+    assert (await first_event(waiting))["status"] == "success"
+    # Every line is in the log when the event is yielded: the schedule, the ridden-out error, each check.
+    text = [message for _, message, _ in log.lines]
+    assert text[0].startswith("BackoffTrigger: ")
+    assert [m[: len("check #1 failed (")] for level, m, _ in log.lines if level == "warning"] == [
+        "check #1 failed ("
+    ]
+    assert text[-1].startswith("check #3 ") and text[-1].endswith("next check none"), text
+    # ... and none was written by the event loop's thread (a full log socket would block the triggerer).
+    assert threading.get_ident() not in {thread for _, _, thread in log.lines}
+
+
+async def test_trigger_log_lines_reach_a_plain_logger_in_the_callers_context(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import contextvars
+    import logging
+
+    from airflow_smart_ext.triggers import log_lines
+
+    trigger_id: contextvars.ContextVar[int] = contextvars.ContextVar("trigger_id", default=0)
+    seen: list[int] = []
+
+    class Routed(logging.Filter):  # Airflow routes a line to its task's log by a context variable
+        def filter(self, record: logging.LogRecord) -> bool:
+            seen.append(trigger_id.get())
+            return True
+
+    logger = logging.getLogger("smart_ext_test_plain")  # Airflow 2.11 gives triggers a stdlib logger
+    logger.addFilter(Routed())
+    trigger_id.set(7)
+    with caplog.at_level(logging.INFO, logger="smart_ext_test_plain"):
+        log_lines.emit(logger, "info", "check #%d at %s", 3, "noon")
+        await log_lines.flushed()
+    assert [r.getMessage() for r in caplog.records] == ["check #3 at noon"]
+    assert seen == [7]
+
+
 # --- transient errors -------------------------------------------------------------------------------------
 
 
