@@ -8,7 +8,7 @@ stopped, every trigger frozen). Here the loop only queues a line; one writer thr
 
 The line keeps the trigger's context (Airflow routes it to the task's log by a context variable, on 2.11 and
 3.x alike). One queue and one thread, not structlog's async methods: those cost a thread-pool future and a
-loop wake-up per line, which at 10,000 triggers tripled the CPU per check and stalled the loop.
+loop wake-up per line: in the 10,000-wait fan-out benchmark only 2,000 of the waits finished in the window.
 """
 
 from __future__ import annotations
