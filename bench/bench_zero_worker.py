@@ -107,7 +107,6 @@ class Sampler:
     """Samples TI states (per DAG) and component RSS."""
 
     env: Any
-    pg: Any
     dag_id: str
     n: int
     samples: list[tuple[float, dict[str, int]]] = field(default_factory=list)
@@ -220,7 +219,7 @@ def measure_path(env: Any, pg: Any, path: str, runs: int, tasks: int, starts_fil
     with pg.cursor() as cur:
         cur.execute("UPDATE conditions SET ok = false")
     cpu0 = {name: component_usage(env, name)[0] for name in ("triggerer", "scheduler")}
-    sampler = Sampler(env, pg, dag_id, n)
+    sampler = Sampler(env, dag_id, n)
     sampler.start()
     created = time.time()
     run_ids = [env.trigger(dag_id) for _ in range(runs)]
