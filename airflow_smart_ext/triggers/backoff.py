@@ -210,15 +210,17 @@ class BackoffTrigger(compat.BaseTrigger):
             checked_at,
         )
 
-    async def _hold(self, run_started: float) -> None:
-        """Airflow 3.3.2 executor race: never fire sooner than the minimum delay after we started running.
+    async def _before_event(self, run_started: float) -> None:
+        """Wait until the event may be yielded: the minimum delay has passed and our log lines are written.
 
-        ``compat.TRIGGER_MIN_EVENT_DELAY_SECONDS`` (5 s on Airflow 3, 0 on 2.11): a trigger that fires
-        within ~5 s of the deferral can make the scheduler fail the task (apache/airflow #71580).
+        Airflow 3.3.2 executor race: ``compat.TRIGGER_MIN_EVENT_DELAY_SECONDS`` (5 s on Airflow 3, 0 on
+        2.11) — a trigger that fires within ~5 s of the deferral can make the scheduler fail the task
+        (apache/airflow #71580). The task's log must hold every line before the event ends the task.
         """
         remaining = run_started + compat.TRIGGER_MIN_EVENT_DELAY_SECONDS - sharing.now()
         if remaining > 0:
             await sharing.sleep(remaining)
+        await log_lines.flushed()
 
     # -- run --
 
@@ -252,8 +254,7 @@ class BackoffTrigger(compat.BaseTrigger):
                 if scheduled is None:
                     # Only when the deadline passed while nobody was checking (e.g. triggerer down).
                     event = self._timeout_event(self.after, self.deadline or self.started_at)
-                    await self._hold(run_started)
-                    await log_lines.flushed()  # the task's log has every line before the event
+                    await self._before_event(run_started)
                     yield event
                     return
                 window = await self._sharing_window(scheduled, window_config)
@@ -271,8 +272,7 @@ class BackoffTrigger(compat.BaseTrigger):
                         _iso(self.deadline),
                         FINAL_CHECK_GRACE_SECONDS,
                     )
-                    await self._hold(run_started)
-                    await log_lines.flushed()  # the task's log has every line before the event
+                    await self._before_event(run_started)
                     yield self._timeout_event(scheduled.index, self.deadline or scheduled.at)
                     return
                 outcome = self._ride_out(scheduled.index, result.outcome)
@@ -300,8 +300,7 @@ class BackoffTrigger(compat.BaseTrigger):
                 elif scheduled.final or following is None:
                     event = self._timeout_event(scheduled.index, scheduled.at)
                 if event is not None:
-                    await self._hold(run_started)
-                    await log_lines.flushed()  # the task's log has every line before the event
+                    await self._before_event(run_started)
                     yield event
                     return
                 scheduled = following

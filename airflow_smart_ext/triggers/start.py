@@ -15,6 +15,7 @@ trigger continues the same schedule and deadline.
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -125,7 +126,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
                 },
             )
         except Exception:  # metrics must never fail a sensor
-            self.log.debug("Could not emit metric %s", what, exc_info=True)
+            log_lines.emit(self.log, "debug", "Could not emit metric %s: %r", what, sys.exc_info()[1])
 
     async def run(self) -> AsyncIterator[Any]:
         start = self.start
@@ -168,16 +169,11 @@ class BackoffStartTrigger(compat.BaseTrigger):
                 payload = dict(event.payload)
                 checks = int(payload.get("check_index", -1)) + 1
                 self._incr("pokes", max(0, checks))
-                if payload.get("status") == "success":
-                    worker_reason = self._worker_needed_for_success(payload)
-                    if worker_reason is None:
-                        success = self._success(payload, started_at, checks)
-                        await log_lines.flushed()
-                        yield success
-                        return
-                    log_lines.emit(
-                        self.log, "info", "Condition met; the task ends on a worker: %s.", worker_reason
-                    )
+                if payload.get("status") == "success" and not self._needs_worker_for_success(payload):
+                    success = self._success(payload, started_at, checks)
+                    await log_lines.flushed()
+                    yield success
+                    return
                 log_lines.emit(
                     self.log,
                     "info",
@@ -195,9 +191,9 @@ class BackoffStartTrigger(compat.BaseTrigger):
         finally:
             await schedule.cleanup()
 
-    def _worker_needed_for_success(self, payload: dict[str, Any]) -> str | None:
-        """Why only a worker can end this success correctly, or None: success callbacks Airflow would not run
-        after a ``TaskSuccessEvent`` (3.x), or an XCom that needs a worker (split outputs, a mapped downstream)."""
+    def _needs_worker_for_success(self, payload: dict[str, Any]) -> bool:
+        """A success only a worker can end correctly: success callbacks Airflow would not run after a
+        ``TaskSuccessEvent`` (3.x), or an XCom that needs a worker (split outputs, a mapped downstream task)."""
         reason = None
         if self.start.get("success_callbacks") and not compat.trigger_end_runs_success_callbacks():
             reason = "on_success_callback: this Airflow runs it only when a worker ends the task"
@@ -207,7 +203,9 @@ class BackoffStartTrigger(compat.BaseTrigger):
             and (self.start.get("multiple_outputs") or compat.task_maps_over_output(self))
         ):
             reason = "the XCom must be pushed by a worker (multiple_outputs or a mapped downstream task)"
-        return reason
+        if reason is not None:
+            log_lines.emit(self.log, "info", "Condition met; the task ends on a worker: %s.", reason)
+        return reason is not None
 
     def _success(self, payload: dict[str, Any], started_at: float, checks: int) -> Any:
         waited = max(0.0, sharing.now() - started_at)

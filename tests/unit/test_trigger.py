@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import json
@@ -175,10 +176,16 @@ class VirtualClock:
         if key is not None:  # the key's slots, as the real run_blocking takes them
             async with runtime.connection_semaphore(key):
                 return await self.run_blocking(func, *args)
+        with self.busy():
+            return await asyncio.to_thread(func, *args)
+
+    @contextlib.contextmanager
+    def busy(self) -> Any:
+        """Real work outside the loop (a thread, the supervisor): virtual time stands still meanwhile."""
         with self._lock:
             self._threads_busy += 1
         try:
-            return await asyncio.to_thread(func, *args)
+            yield
         finally:
             with self._lock:
                 self._threads_busy -= 1
@@ -219,27 +226,15 @@ async def vclock(monkeypatch: pytest.MonkeyPatch) -> Any:
     real_aget_connection = compat.aget_connection
 
     async def aget_connection(conn_id: str) -> Any:
-        # Real I/O (a thread on 2.11, the supervisor on 3.x): virtual time must stand still meanwhile.
-        with clock._lock:
-            clock._threads_busy += 1
-        try:
+        with clock.busy():  # a thread on 2.11, the supervisor on 3.x
             return await real_aget_connection(conn_id)
-        finally:
-            with clock._lock:
-                clock._threads_busy -= 1
 
     monkeypatch.setattr(compat, "aget_connection", aget_connection)
     real_flushed = log_lines.flushed
 
     async def flushed() -> None:
-        # Waits for the log writer thread: virtual time stands still meanwhile, too.
-        with clock._lock:
-            clock._threads_busy += 1
-        try:
+        with clock.busy():  # the log writer thread
             await real_flushed()
-        finally:
-            with clock._lock:
-                clock._threads_busy -= 1
 
     monkeypatch.setattr(log_lines, "flushed", flushed)
     driver = asyncio.ensure_future(clock.drive())
