@@ -27,7 +27,7 @@ from airflow_smart_ext.conditions import (
 )
 from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import classify, resolve_error_types
-from airflow_smart_ext.triggers import log_lines, sharing
+from airflow_smart_ext.triggers import gc_tuning, log_lines, sharing
 
 CLASSPATH = "airflow_smart_ext.triggers.backoff.BackoffTrigger"
 
@@ -226,6 +226,7 @@ class BackoffTrigger(compat.BaseTrigger):
 
     async def run(self) -> AsyncIterator[Any]:
         run_started = sharing.now()
+        gc_tuning.start()
         interpret = await make_interpreter(self.check)
         window_config = sharing_window_config()  # once per run, not per check
         limits = self._limits()

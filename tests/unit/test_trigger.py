@@ -21,7 +21,7 @@ from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_se
 from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.conditions import sensor as sensor_checks
 from airflow_smart_ext.conditions import sql as sql_checks
-from airflow_smart_ext.triggers import BackoffTrigger, log_lines, sharing
+from airflow_smart_ext.triggers import BackoffTrigger, gc_tuning, log_lines, sharing
 
 START = 1_700_000_000.0
 
@@ -701,6 +701,17 @@ async def test_concurrency_is_bounded_per_connection(monkeypatch: pytest.MonkeyP
 
     await asyncio.gather(*(probe() for _ in range(10)))
     assert peak == 2
+
+
+async def test_a_trigger_starts_the_opt_in_gc_schedule_of_its_loop(
+    vclock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[asyncio.AbstractEventLoop] = []
+    monkeypatch.setattr(gc_tuning, "start", lambda: started.append(asyncio.get_running_loop()))
+    READY_AT["a"] = START
+    payload = await first_event(make_trigger(sensor_check("a"), BackoffPolicy(initial=10, factor=2, cap=80)))
+    assert payload["status"] == "success"
+    assert started == [asyncio.get_running_loop()]
 
 
 def test_bad_config_value_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
