@@ -15,7 +15,6 @@ trigger continues the same schedule and deadline.
 from __future__ import annotations
 
 import copy
-import sys
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -125,8 +124,8 @@ class BackoffStartTrigger(compat.BaseTrigger):
                     "sensor": self.start.get("sensor", ""),
                 },
             )
-        except Exception:  # metrics must never fail a sensor
-            log_lines.emit(self.log, "debug", "Could not emit metric %s: %r", what, sys.exc_info()[1])
+        except Exception as exc:  # metrics must never fail a sensor
+            log_lines.emit(self.log, "debug", "Could not emit metric %s: %r", what, exc)
 
     async def run(self) -> AsyncIterator[Any]:
         start = self.start

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import logging
 import sqlite3
 import sys
 import threading
@@ -15,7 +17,7 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.conditions import runtime
-from airflow_smart_ext.triggers import BackoffTrigger, sharing
+from airflow_smart_ext.triggers import BackoffTrigger, log_lines, sharing
 from airflow_smart_ext.triggers import backoff as trigger_module
 from tests.unit import test_trigger
 from tests.unit.test_trigger import START, VirtualClock, first_event
@@ -122,11 +124,6 @@ async def test_trigger_log_lines_are_written_off_the_event_loop_and_before_the_e
 async def test_trigger_log_lines_reach_a_plain_logger_in_the_callers_context(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    import contextvars
-    import logging
-
-    from airflow_smart_ext.triggers import log_lines
-
     trigger_id: contextvars.ContextVar[int] = contextvars.ContextVar("trigger_id", default=0)
     seen: list[int] = []
 
