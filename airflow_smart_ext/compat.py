@@ -90,6 +90,7 @@ def decode_timetable(data: dict[str, Any]) -> Timetable:
 _EXCEPTIONS = (
     "AirflowException",
     "AirflowFailException",
+    "AirflowNotFoundException",
     "AirflowRescheduleException",
     "AirflowSensorTimeout",
     "AirflowSkipException",
@@ -131,6 +132,7 @@ if TYPE_CHECKING:  # what type checkers see (3.x locations); at run time ``__get
     from airflow.sdk.exceptions import (
         AirflowException,
         AirflowFailException,
+        AirflowNotFoundException,
         AirflowRescheduleException,
         AirflowSensorTimeout,
         AirflowSkipException,
@@ -289,8 +291,56 @@ async def aget_connection(conn_id: str) -> Any:
 
     hook = __getattr__("SensorBaseHook")  # lazy names are not module globals until first resolved
     if AIRFLOW_V_3_1_PLUS:
-        return await hook.aget_connection(conn_id)
+        try:
+            return await hook.aget_connection(conn_id)
+        except __getattr__("AirflowNotFoundException") as not_found:
+            await _raise_if_lookup_failed(conn_id, not_found)
+            raise
     return await asyncio.to_thread(hook.get_connection, conn_id)
+
+
+class ConnectionLookupFailed(ConnectionError):
+    """The triggerer could not look a connection up (its supervisor or the API failed): transient, unlike a
+    connection that is not defined."""
+
+
+async def _raise_if_lookup_failed(conn_id: str, not_found: BaseException) -> None:
+    """3.1+: tell "not defined" from "the lookup failed" after ``aget_connection`` said "isn't defined".
+
+    The SDK turns every failed lookup through the supervisor (an API error, a metadata-DB hiccup) into
+    ``AirflowNotFoundException`` (``ExecutionAPISecretsBackend.aget_connection`` returns None on any error).
+    One direct request to the supervisor says which it was: ``CONNECTION_NOT_FOUND`` or ``PERMISSION_DENIED``
+    (or no way to ask) returns and the caller re-raises the SDK's error; any other answer (an error, or the
+    connection itself) raises ``ConnectionLookupFailed``, which a check rides out as a transient error.
+    """
+    try:
+        from airflow.sdk.exceptions import AirflowRuntimeError
+        from airflow.sdk.execution_time import task_runner
+        from airflow.sdk.execution_time.comms import ErrorResponse, GetConnection
+    except ImportError:  # an SDK layout we do not know: keep the SDK's answer
+        return
+    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
+    if comms is None:
+        return
+    try:
+        answer: Any = await comms.asend(GetConnection(conn_id=conn_id))
+    except AirflowRuntimeError as exc:  # the supervisor answered with an error frame
+        answer = exc.error
+    except Exception as exc:
+        answer = exc
+    if isinstance(answer, ErrorResponse):
+        # PERMISSION_DENIED: an authoritative deny (3.3+); the SDK raises it itself, but never ride it out.
+        if answer.error.value in ("CONNECTION_NOT_FOUND", "PERMISSION_DENIED"):
+            return
+        detail = f"{answer.error.value}: {answer.detail}"
+    elif isinstance(answer, Exception):
+        detail = repr(answer)
+    else:
+        detail = "it is defined; the lookup just before failed"
+    raise ConnectionLookupFailed(
+        f"Looking up connection {conn_id!r} failed in the triggerer ({detail}); it is looked up again at the "
+        f"next check"
+    ) from not_found
 
 
 def parse_datetime(value: str) -> Any:
@@ -317,6 +367,7 @@ __all__ = [
     # triggers
     "BaseTrigger",
     "TriggerEvent",
+    "ConnectionLookupFailed",
     "aget_connection",
     "parse_datetime",
     "use_connection",
@@ -328,6 +379,7 @@ __all__ = [
     # sensors
     "AirflowException",
     "AirflowFailException",
+    "AirflowNotFoundException",
     "AirflowRescheduleException",
     "AirflowSensorTimeout",
     "AirflowSkipException",

@@ -20,10 +20,11 @@ from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.triggers import BackoffTrigger, log_lines, sharing
 from airflow_smart_ext.triggers import backoff as trigger_module
 from tests.unit import test_trigger
-from tests.unit.test_trigger import START, VirtualClock, first_event
+from tests.unit.test_trigger import START, VirtualClock, first_event, sql_check
 from tests.unit.test_trigger import make_trigger as trigger
 
 vclock = test_trigger.vclock  # the virtual-clock fixture
+sqlite_conn = test_trigger.sqlite_conn  # a SQLite file behind an Airflow connection
 
 POKES: dict[str, list[float]] = defaultdict(list)
 OUTAGE_UNTIL: dict[str, float] = {}
@@ -193,6 +194,146 @@ async def test_user_transient_errors_travel_as_dotted_paths(vclock: VirtualClock
     assert payload["status"] == "success"
     with pytest.raises(ValueError, match="transient_errors: cannot import 'no.such.Error'"):
         trigger(spec, policy, transient_errors=["no.such.Error"])
+
+
+# --- a connection lookup that fails in the triggerer (3.1+) ---------------------------------------------------
+
+needs_supervisor_lookup = pytest.mark.skipif(
+    not compat.AIRFLOW_V_3_1_PLUS, reason="2.11 / 3.0 look connections up in a thread, not via a supervisor"
+)
+
+
+class FakeSupervisor:
+    """``SUPERVISOR_COMMS`` of a triggerer: answers ``GetConnection`` with what the test queues up."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers = list(answers)
+        self.asked: list[str] = []
+
+    async def asend(self, msg: Any) -> Any:
+        self.asked.append(msg.conn_id)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+def sdk_lookup_fails(monkeypatch: pytest.MonkeyPatch, times: int, supervisor: FakeSupervisor) -> list[str]:
+    """The SDK's ``aget_connection`` says "isn't defined" ``times`` times (what it says when the supervisor's
+    lookup failed), then looks up as usual; ``supervisor`` is the triggerer's comms."""
+    from airflow.sdk.execution_time import task_runner
+
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", supervisor, raising=False)
+    hook = compat.SensorBaseHook
+    real = hook.aget_connection
+    calls: list[str] = []
+
+    async def aget_connection(conn_id: str) -> Any:
+        calls.append(conn_id)
+        if len(calls) <= times:
+            raise compat.AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+        return await real(conn_id)
+
+    monkeypatch.setattr(hook, "aget_connection", aget_connection)
+    return calls
+
+
+def error_response(kind: str, detail: Any = None) -> Any:
+    from airflow.sdk.execution_time.comms import ErrorResponse
+
+    return ErrorResponse(error=kind, detail=detail)
+
+
+def api_server_error() -> Any:
+    """What the supervisor sends back when its API call raised (an error frame, raised by ``asend``)."""
+    from airflow.sdk.exceptions import AirflowRuntimeError
+
+    return AirflowRuntimeError(error_response("API_SERVER_ERROR", {"status_code": 500}))
+
+
+@needs_supervisor_lookup
+@pytest.mark.parametrize(
+    "answer, transient",
+    [
+        ("API_SERVER_ERROR", True),  # the supervisor's API call failed: a metadata-DB hiccup, say
+        ("raises", True),  # the request itself failed
+        ("found", True),  # the supervisor finds it now: the SDK's lookup just before had failed
+        ("CONNECTION_NOT_FOUND", False),  # really not defined
+        ("PERMISSION_DENIED", False),  # an authoritative deny
+    ],
+)
+async def test_a_failed_connection_lookup_is_transient_and_not_defined_stays_permanent(
+    monkeypatch: pytest.MonkeyPatch, answer: str, transient: bool
+) -> None:
+    from airflow.sdk.exceptions import AirflowRuntimeError
+    from airflow.sdk.execution_time.comms import ConnectionResult
+
+    from airflow_smart_ext.errors import classify
+
+    supervisor_answer: Any = {
+        "API_SERVER_ERROR": api_server_error(),
+        "raises": RuntimeError("Reader loop exited"),
+        "found": ConnectionResult(
+            conn_id="warehouse",
+            conn_type="sqlite",
+            host="/tmp/x.db",
+            schema=None,
+            login=None,
+            password=None,
+            port=None,
+            extra=None,
+        ),
+        "CONNECTION_NOT_FOUND": error_response("CONNECTION_NOT_FOUND", {"conn_id": "warehouse"}),
+        "PERMISSION_DENIED": AirflowRuntimeError(error_response("PERMISSION_DENIED")),
+    }[answer]
+    supervisor = FakeSupervisor(supervisor_answer)
+    sdk_lookup_fails(monkeypatch, 1, supervisor)
+    with pytest.raises(Exception) as raised:
+        await compat.aget_connection("warehouse")
+    assert supervisor.asked == ["warehouse"]
+    assert classify(raised.value).transient is transient
+    if transient:
+        assert isinstance(raised.value, compat.ConnectionLookupFailed)
+        assert "Looking up connection 'warehouse' failed in the triggerer" in str(raised.value)
+        assert isinstance(raised.value.__cause__, compat.AirflowNotFoundException)
+    else:
+        assert isinstance(raised.value, compat.AirflowNotFoundException)
+
+
+@needs_supervisor_lookup
+async def test_not_defined_is_not_questioned_without_a_supervisor(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.sdk.execution_time import task_runner
+
+    monkeypatch.delattr(task_runner, "SUPERVISOR_COMMS", raising=False)
+    with pytest.raises(compat.AirflowNotFoundException):
+        await compat.aget_connection("smart_ext_unit_not_defined_anywhere")
+
+
+@needs_supervisor_lookup
+async def test_failed_connection_lookups_are_ridden_out_and_the_sql_wait_succeeds(
+    vclock: VirtualClock, monkeypatch: pytest.MonkeyPatch, sqlite_conn: str
+) -> None:
+    supervisor = FakeSupervisor(api_server_error())
+    calls = sdk_lookup_fails(monkeypatch, 3, supervisor)
+    with sqlite3.connect(sqlite_conn) as db:
+        db.execute("INSERT INTO partitions VALUES ('2026-01-02', 'ready')")
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none", splay=0)
+    payload = await first_event(trigger(sql_check(), policy, share=False))
+    # Three failed lookups cost three checks, not the try: the fourth check finds the row.
+    assert payload["status"] == "success" and payload["check_index"] == 4, payload
+    assert len(calls) == 4 and len(supervisor.asked) == 3
+
+
+@needs_supervisor_lookup
+async def test_a_connection_that_is_not_defined_ends_the_wait_with_a_clear_error(
+    vclock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    supervisor = FakeSupervisor(error_response("CONNECTION_NOT_FOUND", {"conn_id": "nope"}))
+    sdk_lookup_fails(monkeypatch, 1000, supervisor)
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none", splay=0)
+    payload = await first_event(trigger(sql_check(conn_id="nope"), policy, share=False))
+    assert payload["status"] == "error" and payload["check_index"] == 1, payload
+    assert "The conn_id `nope` isn't defined" in payload["message"]
 
 
 # --- the rate limit -------------------------------------------------------------------------------------------
