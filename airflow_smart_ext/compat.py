@@ -280,23 +280,42 @@ def first_reschedule_anchor(context: Any, now: float) -> float:
 # --- Triggers -------------------------------------------------------------------------------------
 
 
+# Seconds between the lookups of a connection that "isn't defined": every secrets backend's failure (a metadata-
+# database hiccup included) reads as "not defined" in Airflow's lookup, so a short hiccup must not fail a wait.
+CONNECTION_LOOKUP_RETRY_DELAYS = (1.0, 2.0, 4.0)
+
+
 async def aget_connection(conn_id: str) -> Any:
     """Fetch a Connection from inside a trigger without blocking the event loop.
 
     3.1+: through the triggerer supervisor (``BaseHook.aget_connection``; 3.x triggers have no ORM access).
     3.0: the sync SDK call, in a worker thread (on the loop it raises an AsyncToSync error).
     2.11: the sync ORM/secrets lookup, in a worker thread.
+
+    Airflow answers "isn't defined" whenever every secrets backend failed, a database error included, so that
+    answer is asked again after ``CONNECTION_LOOKUP_RETRY_DELAYS``; it stays permanent (the message says how
+    often it was asked) unless, on 3.1+, the supervisor then reports a failure rather than "not found"
+    (``ConnectionLookupFailed``, transient).
     """
     import asyncio
 
     hook = __getattr__("SensorBaseHook")  # lazy names are not module globals until first resolved
-    if AIRFLOW_V_3_1_PLUS:
+    not_found_type = __getattr__("AirflowNotFoundException")
+    for delay in (*CONNECTION_LOOKUP_RETRY_DELAYS, None):
         try:
-            return await hook.aget_connection(conn_id)
-        except __getattr__("AirflowNotFoundException") as not_found:
-            await _raise_if_lookup_failed(conn_id, not_found)
-            raise
-    return await asyncio.to_thread(hook.get_connection, conn_id)
+            if AIRFLOW_V_3_1_PLUS:
+                return await hook.aget_connection(conn_id)
+            return await asyncio.to_thread(hook.get_connection, conn_id)
+        except not_found_type as exc:
+            not_found = exc
+        if delay is not None:
+            await asyncio.sleep(delay)
+    if AIRFLOW_V_3_1_PLUS:
+        await _raise_if_lookup_failed(conn_id, not_found)
+    raise not_found_type(
+        f"{not_found} (looked up {len(CONNECTION_LOOKUP_RETRY_DELAYS) + 1} times over "
+        f"{sum(CONNECTION_LOOKUP_RETRY_DELAYS):g}s)"
+    ) from not_found
 
 
 class ConnectionLookupFailed(ConnectionError):
@@ -305,12 +324,12 @@ class ConnectionLookupFailed(ConnectionError):
 
 
 async def _raise_if_lookup_failed(conn_id: str, not_found: BaseException) -> None:
-    """3.1+: tell "not defined" from "the lookup failed" after ``aget_connection`` said "isn't defined".
+    """3.1+: tell "not found" from "the lookup failed" once ``aget_connection`` keeps saying "isn't defined".
 
-    The SDK turns every failed lookup through the supervisor (an API error, a metadata-DB hiccup) into
+    The SDK turns every failed lookup through the supervisor (an API error, a broken request) into
     ``AirflowNotFoundException`` (``ExecutionAPISecretsBackend.aget_connection`` returns None on any error).
     One direct request to the supervisor says which it was: ``CONNECTION_NOT_FOUND`` or ``PERMISSION_DENIED``
-    (or no way to ask) returns and the caller re-raises the SDK's error; any other answer (an error, or the
+    (or no way to ask) returns and the caller raises "not defined"; any other answer (an error, or the
     connection itself) raises ``ConnectionLookupFailed``, which a check rides out as a transient error.
     """
     try:

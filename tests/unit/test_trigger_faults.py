@@ -196,46 +196,65 @@ async def test_user_transient_errors_travel_as_dotted_paths(vclock: VirtualClock
         trigger(spec, policy, transient_errors=["no.such.Error"])
 
 
-# --- a connection lookup that fails in the triggerer (3.1+) ---------------------------------------------------
+# --- a connection lookup that fails in the triggerer ------------------------------------------------------------
 
-needs_supervisor_lookup = pytest.mark.skipif(
+needs_supervisor = pytest.mark.skipif(
     not compat.AIRFLOW_V_3_1_PLUS, reason="2.11 / 3.0 look connections up in a thread, not via a supervisor"
 )
 
 
 class FakeSupervisor:
-    """``SUPERVISOR_COMMS`` of a triggerer: answers ``GetConnection`` with what the test queues up."""
+    """``SUPERVISOR_COMMS`` of a 3.x triggerer: answers ``GetConnection`` with ``answer``."""
 
-    def __init__(self, *answers: Any) -> None:
-        self.answers = list(answers)
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
         self.asked: list[str] = []
 
     async def asend(self, msg: Any) -> Any:
         self.asked.append(msg.conn_id)
-        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
+        if isinstance(self.answer, BaseException):
+            raise self.answer
+        return self.answer
 
 
-def sdk_lookup_fails(monkeypatch: pytest.MonkeyPatch, times: int, supervisor: FakeSupervisor) -> list[str]:
-    """The SDK's ``aget_connection`` says "isn't defined" ``times`` times (what it says when the supervisor's
-    lookup failed), then looks up as usual; ``supervisor`` is the triggerer's comms."""
+def lookups_say_not_defined(monkeypatch: pytest.MonkeyPatch, times: int) -> list[float]:
+    """Airflow's lookup answers "isn't defined" ``times`` times (what it answers when every secrets backend
+    failed), then looks up as usual. Returns the times of the lookups; retry delays are cut to 10 ms."""
+    monkeypatch.setattr(compat, "CONNECTION_LOOKUP_RETRY_DELAYS", (0.01, 0.01, 0.01))
+    hook = compat.SensorBaseHook
+    calls: list[float] = []
+
+    def not_defined_at_first(conn_id: str) -> bool:
+        calls.append(time.monotonic())
+        return len(calls) <= times
+
+    if compat.AIRFLOW_V_3_1_PLUS:
+        real_async = hook.aget_connection
+
+        async def aget_connection(conn_id: str) -> Any:
+            if not_defined_at_first(conn_id):
+                raise compat.AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+            return await real_async(conn_id)
+
+        monkeypatch.setattr(hook, "aget_connection", aget_connection)
+    else:
+        real_sync = hook.get_connection
+
+        def get_connection(conn_id: str) -> Any:
+            if not_defined_at_first(conn_id):
+                raise compat.AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+            return real_sync(conn_id)
+
+        monkeypatch.setattr(hook, "get_connection", get_connection)
+    return calls
+
+
+def with_supervisor(monkeypatch: pytest.MonkeyPatch, answer: Any) -> FakeSupervisor:
     from airflow.sdk.execution_time import task_runner
 
+    supervisor = FakeSupervisor(answer)
     monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", supervisor, raising=False)
-    hook = compat.SensorBaseHook
-    real = hook.aget_connection
-    calls: list[str] = []
-
-    async def aget_connection(conn_id: str) -> Any:
-        calls.append(conn_id)
-        if len(calls) <= times:
-            raise compat.AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
-        return await real(conn_id)
-
-    monkeypatch.setattr(hook, "aget_connection", aget_connection)
-    return calls
+    return supervisor
 
 
 def error_response(kind: str, detail: Any = None) -> Any:
@@ -251,18 +270,43 @@ def api_server_error() -> Any:
     return AirflowRuntimeError(error_response("API_SERVER_ERROR", {"status_code": 500}))
 
 
-@needs_supervisor_lookup
+async def test_a_connection_that_is_not_defined_for_a_moment_is_looked_up_again(
+    monkeypatch: pytest.MonkeyPatch, sqlite_conn: str
+) -> None:
+    calls = lookups_say_not_defined(monkeypatch, 3)
+    connection = await compat.aget_connection("smart_ext_unit_sqlite")
+    assert connection.conn_id == "smart_ext_unit_sqlite"
+    assert len(calls) == 4  # three answers "not defined", then found: no failed check at all
+    assert all(later - earlier >= 0.009 for earlier, later in zip(calls, calls[1:], strict=False))
+
+
+async def test_a_connection_that_stays_not_defined_fails_saying_how_often_it_was_looked_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_smart_ext.errors import classify
+
+    if compat.AIRFLOW_V_3_1_PLUS:
+        with_supervisor(monkeypatch, error_response("CONNECTION_NOT_FOUND", {"conn_id": "nope"}))
+    calls = lookups_say_not_defined(monkeypatch, 1000)
+    with pytest.raises(compat.AirflowNotFoundException) as raised:
+        await compat.aget_connection("nope")
+    assert len(calls) == 4
+    assert "The conn_id `nope` isn't defined (looked up 4 times over 0.03s)" in str(raised.value)
+    assert not classify(raised.value).transient
+
+
+@needs_supervisor
 @pytest.mark.parametrize(
     "answer, transient",
     [
-        ("API_SERVER_ERROR", True),  # the supervisor's API call failed: a metadata-DB hiccup, say
+        ("API_SERVER_ERROR", True),  # the supervisor's API call failed
         ("raises", True),  # the request itself failed
-        ("found", True),  # the supervisor finds it now: the SDK's lookup just before had failed
-        ("CONNECTION_NOT_FOUND", False),  # really not defined
+        ("found", True),  # the supervisor finds it now: the lookups just before had failed
+        ("CONNECTION_NOT_FOUND", False),  # not defined
         ("PERMISSION_DENIED", False),  # an authoritative deny
     ],
 )
-async def test_a_failed_connection_lookup_is_transient_and_not_defined_stays_permanent(
+async def test_the_supervisor_tells_a_failed_lookup_from_a_connection_that_is_not_defined(
     monkeypatch: pytest.MonkeyPatch, answer: str, transient: bool
 ) -> None:
     from airflow.sdk.exceptions import AirflowRuntimeError
@@ -270,27 +314,29 @@ async def test_a_failed_connection_lookup_is_transient_and_not_defined_stays_per
 
     from airflow_smart_ext.errors import classify
 
-    supervisor_answer: Any = {
-        "API_SERVER_ERROR": api_server_error(),
-        "raises": RuntimeError("Reader loop exited"),
-        "found": ConnectionResult(
-            conn_id="warehouse",
-            conn_type="sqlite",
-            host="/tmp/x.db",
-            schema=None,
-            login=None,
-            password=None,
-            port=None,
-            extra=None,
-        ),
-        "CONNECTION_NOT_FOUND": error_response("CONNECTION_NOT_FOUND", {"conn_id": "warehouse"}),
-        "PERMISSION_DENIED": AirflowRuntimeError(error_response("PERMISSION_DENIED")),
-    }[answer]
-    supervisor = FakeSupervisor(supervisor_answer)
-    sdk_lookup_fails(monkeypatch, 1, supervisor)
+    supervisor = with_supervisor(
+        monkeypatch,
+        {
+            "API_SERVER_ERROR": api_server_error(),
+            "raises": RuntimeError("Reader loop exited"),
+            "found": ConnectionResult(
+                conn_id="warehouse",
+                conn_type="sqlite",
+                host="/tmp/x.db",
+                schema=None,
+                login=None,
+                password=None,
+                port=None,
+                extra=None,
+            ),
+            "CONNECTION_NOT_FOUND": error_response("CONNECTION_NOT_FOUND", {"conn_id": "warehouse"}),
+            "PERMISSION_DENIED": AirflowRuntimeError(error_response("PERMISSION_DENIED")),
+        }[answer],
+    )
+    calls = lookups_say_not_defined(monkeypatch, 1000)
     with pytest.raises(Exception) as raised:
         await compat.aget_connection("warehouse")
-    assert supervisor.asked == ["warehouse"]
+    assert len(calls) == 4 and supervisor.asked == ["warehouse"]
     assert classify(raised.value).transient is transient
     if transient:
         assert isinstance(raised.value, compat.ConnectionLookupFailed)
@@ -300,40 +346,31 @@ async def test_a_failed_connection_lookup_is_transient_and_not_defined_stays_per
         assert isinstance(raised.value, compat.AirflowNotFoundException)
 
 
-@needs_supervisor_lookup
-async def test_not_defined_is_not_questioned_without_a_supervisor(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow.sdk.execution_time import task_runner
-
-    monkeypatch.delattr(task_runner, "SUPERVISOR_COMMS", raising=False)
-    with pytest.raises(compat.AirflowNotFoundException):
-        await compat.aget_connection("smart_ext_unit_not_defined_anywhere")
-
-
-@needs_supervisor_lookup
+@needs_supervisor
 async def test_failed_connection_lookups_are_ridden_out_and_the_sql_wait_succeeds(
     vclock: VirtualClock, monkeypatch: pytest.MonkeyPatch, sqlite_conn: str
 ) -> None:
-    supervisor = FakeSupervisor(api_server_error())
-    calls = sdk_lookup_fails(monkeypatch, 3, supervisor)
+    supervisor = with_supervisor(monkeypatch, api_server_error())
+    calls = lookups_say_not_defined(monkeypatch, 5)
     with sqlite3.connect(sqlite_conn) as db:
         db.execute("INSERT INTO partitions VALUES ('2026-01-02', 'ready')")
     policy = BackoffPolicy(initial=10, factor=1, jitter="none", splay=0)
     payload = await first_event(trigger(sql_check(), policy, share=False))
-    # Three failed lookups cost three checks, not the try: the fourth check finds the row.
-    assert payload["status"] == "success" and payload["check_index"] == 4, payload
-    assert len(calls) == 4 and len(supervisor.asked) == 3
+    # Check #1: four lookups fail and the supervisor reports an API error: "not yet". Check #2 finds it.
+    assert payload["status"] == "success" and payload["check_index"] == 2, payload
+    assert len(calls) == 6 and supervisor.asked == ["smart_ext_unit_sqlite"]
 
 
-@needs_supervisor_lookup
 async def test_a_connection_that_is_not_defined_ends_the_wait_with_a_clear_error(
     vclock: VirtualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    supervisor = FakeSupervisor(error_response("CONNECTION_NOT_FOUND", {"conn_id": "nope"}))
-    sdk_lookup_fails(monkeypatch, 1000, supervisor)
+    if compat.AIRFLOW_V_3_1_PLUS:
+        with_supervisor(monkeypatch, error_response("CONNECTION_NOT_FOUND", {"conn_id": "nope"}))
+    lookups_say_not_defined(monkeypatch, 1000)
     policy = BackoffPolicy(initial=10, factor=1, jitter="none", splay=0)
     payload = await first_event(trigger(sql_check(conn_id="nope"), policy, share=False))
     assert payload["status"] == "error" and payload["check_index"] == 1, payload
-    assert "The conn_id `nope` isn't defined" in payload["message"]
+    assert "The conn_id `nope` isn't defined (looked up 4 times" in payload["message"]
 
 
 # --- the rate limit -------------------------------------------------------------------------------------------
