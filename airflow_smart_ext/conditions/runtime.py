@@ -203,12 +203,17 @@ def json_problem(value: Any) -> str | None:
     return None
 
 
+_sys_path_lock = threading.Lock()
+
+
 def import_object(dotted_path: str) -> Any:
     """Import ``pkg.module.Name`` (a sensor class or an SQL criterion) in the triggerer.
 
     Modules kept in the DAGs folder (e.g. ``dags/common/sensors.py`` imported as ``common.sensors``) are
     importable on workers because Airflow puts the DAGs folder / bundle on ``sys.path`` there, but the 3.x
-    triggerer does not: on ``ModuleNotFoundError`` the DAGs folder is added and the import retried.
+    triggerer does not: on ``ModuleNotFoundError`` the DAGs folder is added and the import retried. Always
+    retried: triggers starting together import in several check threads at once, and the import that failed
+    here may have failed just before another thread added the folder.
     """
     module_name, _, attr = dotted_path.rpartition(".")
     if not module_name:
@@ -217,9 +222,11 @@ def import_object(dotted_path: str) -> Any:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError:
         dags_folder = compat.airflow_conf.get("core", "dags_folder", fallback="")
-        if not dags_folder or not os.path.isdir(dags_folder) or dags_folder in sys.path:
+        if not dags_folder or not os.path.isdir(dags_folder):
             raise
-        sys.path.append(dags_folder)
+        with _sys_path_lock:
+            if dags_folder not in sys.path:
+                sys.path.append(dags_folder)
         module = importlib.import_module(module_name)
     try:
         return getattr(module, attr)

@@ -17,6 +17,7 @@ from tests.integration.harness import AirflowEnv
 from tests.integration.test_sensors_live import (
     SQLITE_CONN_ID,
     counter_lines,
+    day_conf,
     policy_for,
     seed_of,
     sensor_log,
@@ -67,11 +68,7 @@ def test_deferrable_sql_sensor_defers_then_succeeds(airflow_env: AirflowEnv) -> 
     db = sqlite_db(env)
     table = unique("loads")
     sqlite_exec(db, f"CREATE TABLE {table} (day TEXT, status TEXT)")
-    conf = {
-        "conn_id": SQLITE_CONN_ID,
-        "sql": f"SELECT status FROM {table} WHERE day = :day",
-        "params": {"day": "d1"},
-    }
+    conf = day_conf(table)
     run_id = start_run(env, "sn_sql_deferrable", conf)
     wait_ti_state(env, "sn_sql_deferrable", run_id, "wait", {"deferred"})
     time.sleep(4)

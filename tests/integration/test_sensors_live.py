@@ -198,6 +198,15 @@ def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
+def day_conf(table: str, conn_id: str = SQLITE_CONN_ID) -> dict[str, Any]:
+    """``dag_run.conf`` of the templated SQL DAGs: wait for the status row of day ``d1`` in ``table``."""
+    return {
+        "conn_id": conn_id,
+        "sql": f"SELECT status FROM {table} WHERE day = :day",
+        "params": {"day": "d1"},
+    }
+
+
 # ---------------------------------------------------------------------------- custom sensor
 # As in sn_file_dags.py: mode -> (policy, max lateness of a poke, max shift of the first anchor, timeout of
 # the *_timeout DAG).

@@ -31,7 +31,7 @@ from airflow_smart_ext.backoff import BackoffPolicy, aligned_start
 from tests.integration.harness import TERMINAL_RUN_STATES, AirflowEnv
 from tests.integration.test_deferrable_live import triggerer_pokes, wait_for
 from tests.integration.test_sensors_live import (
-    SQLITE_CONN_ID,
+    day_conf,
     epoch,
     sqlite_db,
     sqlite_exec,
@@ -94,14 +94,6 @@ class Scenario:
         return rows[0][0], rows[0][1]
 
 
-def _sql_conf(db_table: str) -> dict[str, Any]:
-    return {
-        "conn_id": SQLITE_CONN_ID,
-        "sql": f"SELECT status FROM {db_table} WHERE day = :day",
-        "params": {"day": "d1"},
-    }
-
-
 @pytest.fixture(scope="module")
 def scenario(airflow_env: AirflowEnv, tmp_path_factory: pytest.TempPathFactory) -> Scenario:
     env = airflow_env
@@ -119,11 +111,11 @@ def scenario(airflow_env: AirflowEnv, tmp_path_factory: pytest.TempPathFactory) 
     sc.paths["callback"] = work / "callback.txt"
 
     plan = {
-        "sql_ok": ("zw_sql", _sql_conf(tables["ok"])),
+        "sql_ok": ("zw_sql", day_conf(tables["ok"])),
         "callback": ("zw_callback", {"callback_path": str(sc.paths["callback"])}),
-        "sql_fail": ("zw_sql", _sql_conf(tables["fail"])),
-        "sql_timeout": ("zw_sql_timeout", _sql_conf(tables["timeout"])),
-        "sql_soft": ("zw_sql_soft", _sql_conf(tables["soft"])),
+        "sql_fail": ("zw_sql", day_conf(tables["fail"])),
+        "sql_timeout": ("zw_sql_timeout", day_conf(tables["timeout"])),
+        "sql_soft": ("zw_sql_soft", day_conf(tables["soft"])),
         "sql_static": ("zw_sql_static", {}),
         "file_ok": (
             "zw_file",

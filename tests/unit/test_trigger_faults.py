@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import importlib
 import logging
 import sqlite3
 import sys
@@ -497,16 +498,49 @@ async def test_the_trigger_reports_its_timeout_at_the_deadline_while_its_check_h
     assert 1.0 <= elapsed < 1.0 + 0.3 + 0.5, elapsed
 
 
+def dags_folder_module(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, module: str, code: str) -> None:
+    """``module`` in a DAGs folder that is not on sys.path (as in the 3.x triggerer) and not imported yet."""
+    (tmp_path / f"{module}.py").write_text(code)
+    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(tmp_path))
+    monkeypatch.setattr(sys, "path", [entry for entry in sys.path if entry != str(tmp_path)])
+    monkeypatch.delitem(sys.modules, module, raising=False)
+
+
 def test_transient_errors_from_a_dags_folder_module_resolve_in_the_triggerer(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Workers put the DAGs folder on sys.path, the 3.x triggerer does not: the trigger must still find it.
-    (tmp_path / "zz_dag_side_errors.py").write_text("class FlakyWarehouse(Exception):\n    pass\n")
-    monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(tmp_path))
-    monkeypatch.setattr(sys, "path", [entry for entry in sys.path if entry != str(tmp_path)])
+    dags_folder_module(
+        tmp_path, monkeypatch, "zz_dag_side_errors", "class FlakyWarehouse(Exception):\n    pass\n"
+    )
     built = trigger(
         test_trigger.sensor_check("a"),
         BackoffPolicy(initial=1),
         transient_errors=["zz_dag_side_errors.FlakyWarehouse"],
     )
     assert [cls.__name__ for cls in built._transient_types] == ["FlakyWarehouse"]
+
+
+def test_an_import_that_fails_just_before_another_thread_adds_the_dags_folder_is_retried(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Triggers starting together import their criteria in several check threads at once: this import fails
+    # (the DAGs folder is not on sys.path yet), another thread adds the folder, then this one falls back.
+    dags_folder_module(
+        tmp_path, monkeypatch, "zz_dag_side_criteria", "def is_done(value):\n    return value == 'done'\n"
+    )
+    real_import = importlib.import_module
+    failed_first: list[str] = []
+
+    def import_module(name: str, package: str | None = None) -> Any:
+        if name == "zz_dag_side_criteria" and not failed_first:
+            failed_first.append(name)
+            sys.path.append(str(tmp_path))  # the other thread, between this failure and its fallback
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real_import(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", import_module)
+    assert runtime.import_object("zz_dag_side_criteria.is_done")("done") is True
+    assert failed_first and sys.path.count(str(tmp_path)) == 1
+    with pytest.raises(ModuleNotFoundError):  # a module that is nowhere still fails, after one retry
+        runtime.import_object("zz_no_such_module_anywhere.is_done")
