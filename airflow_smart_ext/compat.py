@@ -285,7 +285,7 @@ def first_reschedule_anchor(context: Any, now: float) -> float:
 CONNECTION_LOOKUP_RETRY_DELAYS = (1.0, 2.0, 4.0)
 
 
-async def aget_connection(conn_id: str) -> Any:
+async def aget_connection(conn_id: str, within: float | None = None) -> Any:
     """Fetch a Connection from inside a trigger without blocking the event loop.
 
     3.1+: through the triggerer supervisor (``BaseHook.aget_connection``; 3.x triggers have no ORM access).
@@ -293,28 +293,33 @@ async def aget_connection(conn_id: str) -> Any:
     2.11: the sync ORM/secrets lookup, in a worker thread.
 
     Airflow answers "isn't defined" whenever every secrets backend failed, a database error included, so that
-    answer is asked again after ``CONNECTION_LOOKUP_RETRY_DELAYS``; it stays permanent (the message says how
-    often it was asked) unless, on 3.1+, the supervisor then reports a failure rather than "not found"
-    (``ConnectionLookupFailed``, transient).
+    answer is asked again after ``CONNECTION_LOOKUP_RETRY_DELAYS`` (those that fit in half of ``within``, the
+    check's time limit, so a short limit still ends in this clear error); it stays permanent (the message
+    says how often it was asked) unless, on 3.1+, the supervisor then reports a failure rather than "not
+    found" (``ConnectionLookupFailed``, transient).
     """
     import asyncio
 
     hook = __getattr__("SensorBaseHook")  # lazy names are not module globals until first resolved
     not_found_type = __getattr__("AirflowNotFoundException")
-    for delay in (*CONNECTION_LOOKUP_RETRY_DELAYS, None):
+    delays: list[float] = []
+    for delay in CONNECTION_LOOKUP_RETRY_DELAYS:
+        if within is not None and sum(delays) + delay >= within / 2:
+            break
+        delays.append(delay)
+    for pause in (*delays, None):
         try:
             if AIRFLOW_V_3_1_PLUS:
                 return await hook.aget_connection(conn_id)
             return await asyncio.to_thread(hook.get_connection, conn_id)
         except not_found_type as exc:
             not_found = exc
-        if delay is not None:
-            await asyncio.sleep(delay)
+        if pause is not None:
+            await asyncio.sleep(pause)
     if AIRFLOW_V_3_1_PLUS:
         await _raise_if_lookup_failed(conn_id, not_found)
     raise not_found_type(
-        f"{not_found} (looked up {len(CONNECTION_LOOKUP_RETRY_DELAYS) + 1} times over "
-        f"{sum(CONNECTION_LOOKUP_RETRY_DELAYS):g}s)"
+        f"{not_found} (looked up {len(delays) + 1} times over {sum(delays):g}s)"
     ) from not_found
 
 

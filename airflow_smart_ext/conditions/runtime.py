@@ -132,6 +132,13 @@ class CheckTimeLimitExceeded(TimeoutError):
     """A check ran past its time limit: a failed check (transient: a hung system may recover)."""
 
 
+#: The time limit (seconds) of the check running in this task, set by the round that runs it: a shared check
+#: that may wait inside (a connection lookup asked again) keeps that wait well within it.
+CHECK_TIME_LIMIT: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "smart_ext_check_time_limit", default=None
+)
+
+
 def check_time_limit(check_timeout: float | None, poke_interval: float) -> float:
     """Seconds one check may take: the sensor's ``check_timeout``, else ``[smart_ext] check_time_limit``,
     else derived from the schedule (``poke_interval`` within [60 s, 600 s])."""

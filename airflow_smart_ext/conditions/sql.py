@@ -181,7 +181,7 @@ class SqlSharedCheck(SharedCheck):
 
     async def run(self, context: Mapping[str, Any]) -> tuple[Any, ...] | None:
         # Airflow 3 triggers have no metadata-DB access: the connection comes through the supervisor.
-        connection = await compat.aget_connection(self.conn_id)
+        connection = await compat.aget_connection(self.conn_id, within=runtime.CHECK_TIME_LIMIT.get())
         return await runtime.run_blocking(
             _query_first_row,
             connection,

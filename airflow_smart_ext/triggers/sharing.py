@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import Interpreter, Outcome, SharedCheck
-from airflow_smart_ext.conditions.runtime import CheckTimeLimitExceeded
+from airflow_smart_ext.conditions.runtime import CHECK_TIME_LIMIT, CheckTimeLimitExceeded
 
 log = logging.getLogger(__name__)
 
@@ -263,6 +263,7 @@ class CheckGroup:
                 task.cancel()
 
         timer = call_later(limits.time_limit, expire) if limits.time_limit else None
+        CHECK_TIME_LIMIT.set(limits.time_limit)  # this round's own task: nothing to reset
         try:
             raw = await self.shared_check.run(context)
             error: BaseException | None = None

@@ -225,9 +225,9 @@ async def vclock(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(runtime, "run_blocking", clock.run_blocking)
     real_aget_connection = compat.aget_connection
 
-    async def aget_connection(conn_id: str) -> Any:
+    async def aget_connection(conn_id: str, within: float | None = None) -> Any:
         with clock.busy():  # a thread on 2.11, the supervisor on 3.x
-            return await real_aget_connection(conn_id)
+            return await real_aget_connection(conn_id, within)
 
     monkeypatch.setattr(compat, "aget_connection", aget_connection)
     real_flushed = log_lines.flushed

@@ -296,6 +296,32 @@ async def test_a_connection_that_stays_not_defined_fails_saying_how_often_it_was
     assert not classify(raised.value).transient
 
 
+async def test_a_short_check_time_limit_keeps_the_lookups_within_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # check_timeout=5 s: only the 1-s re-ask fits in half of it, so the clear "not defined" comes in time.
+    if compat.AIRFLOW_V_3_1_PLUS:
+        with_supervisor(monkeypatch, error_response("CONNECTION_NOT_FOUND", {"conn_id": "nope"}))
+    calls = lookups_say_not_defined(monkeypatch, 1000)
+    monkeypatch.setattr(compat, "CONNECTION_LOOKUP_RETRY_DELAYS", (0.01, 0.02, 0.04))
+    with pytest.raises(compat.AirflowNotFoundException, match=r"looked up 2 times over 0.01s"):
+        await compat.aget_connection("nope", within=0.05)
+    assert len(calls) == 2
+
+
+async def test_the_check_time_limit_reaches_the_connection_lookup(
+    vclock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[Any] = []
+
+    async def aget_connection(conn_id: str, within: float | None = None) -> Any:
+        seen.append(within)
+        raise compat.AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+
+    monkeypatch.setattr(compat, "aget_connection", aget_connection)
+    policy = BackoffPolicy(initial=10, factor=1, jitter="none", splay=0)
+    payload = await first_event(trigger(sql_check(conn_id="nope"), policy, share=False, check_timeout=7))
+    assert payload["status"] == "error" and seen == [7.0], (payload, seen)
+
+
 @needs_supervisor
 @pytest.mark.parametrize(
     "answer, transient",
