@@ -699,7 +699,8 @@ class AirflowEnv:
             for row in rows
         ]
 
-    def _execute_write(self, sql: str, params: Sequence[Any] = ()) -> None:
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """One write statement on the metadata DB (``%s`` placeholders, on SQLite too)."""
         if self.uses_postgres:
             import psycopg2
 
@@ -759,7 +760,7 @@ class AirflowEnv:
         if self.is_airflow3:
             self.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": paused})
         else:  # the 2.11 CLI would re-parse the whole DAGs folder; the scheduler reads this column
-            self._execute_write("UPDATE dag SET is_paused = %s WHERE dag_id = %s", (paused, dag_id))
+            self.execute("UPDATE dag SET is_paused = %s WHERE dag_id = %s", (paused, dag_id))
 
     def trigger(
         self, dag_id: str, conf: Mapping[str, Any] | None = None, logical_date: dt.datetime | None = None

@@ -34,8 +34,12 @@ TRIGGER_START_RE = re.compile(
     r"BackoffTrigger: .*?; seed=(?P<seed>[0-9a-f]+) started_at=\S+ \((?P<started>[\d.]+)\).*?"
     r"resuming after check #(?P<after>\d+)"
 )
-# "check #3 at=1700000005.321 (scheduled ...): negative; group of 1; next check #4 at ..."
-TRIGGER_CHECK_RE = re.compile(r"check #(?P<index>\d+) at=(?P<at>[\d.]+) \(scheduled")
+# One check line of BackoffTrigger, e.g. "check #3 at=1795633335.101 (scheduled 2026-…+00:00): negative; group
+# of 1; next check #4 at 2026-11-25T19:02:17.457+00:00" (" early" / " shared" may follow the parenthesis).
+TRIGGER_CHECK_RE = re.compile(
+    r"check #(?P<index>\d+) at=(?P<at>[\d.]+) \(scheduled [^)]*\)[^:]*: (?P<status>\w+).*?; "
+    r"group of (?P<group>\d+); next check (?:#(?P<next>\d+) at (?P<next_at>\S+)|none)"
+)
 
 
 def trigger_logs(env: AirflowEnv, dag_id: str, run_id: str, task_id: str, component_offset: int) -> str:

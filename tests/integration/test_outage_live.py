@@ -16,7 +16,7 @@ import sqlite3
 import time
 
 from tests.integration.harness import AirflowEnv
-from tests.integration.test_deferrable_live import wait_for
+from tests.integration.test_deferrable_live import TRIGGER_CHECK_RE, wait_for
 from tests.integration.test_sensors_live import (
     add_connection_fields,
     day_conf,
@@ -84,13 +84,6 @@ def test_database_outage_mid_wait_costs_no_try(airflow_env: AirflowEnv) -> None:
     assert "in a row" in logs
 
 
-# "check #3 at=1795633335.101 (scheduled ...): negative; group of 1; next check #4 at 2026-...T19:02:17.457+00:00"
-CHECK_LINE_RE = re.compile(
-    r"check #(?P<index>\d+) at=(?P<at>[\d.]+) \(scheduled [^)]*\)[^:]*: (?P<status>\w+).*?"
-    r"next check (?:#(?P<next>\d+) at (?P<next_at>\S+)|none)"
-)
-
-
 def test_a_connection_lookup_hiccup_mid_wait_costs_no_try(airflow_env: AirflowEnv) -> None:
     env = airflow_env
     dag_id = "zw_sql"  # one deferrable BackoffSqlSensor, checks every 2-4 s, retries=2
@@ -103,7 +96,7 @@ def test_a_connection_lookup_hiccup_mid_wait_costs_no_try(airflow_env: AirflowEn
     wait_ti_state(env, dag_id, run_id, "wait", {"deferred"})
 
     def check_lines() -> list[re.Match[str]]:
-        return list(CHECK_LINE_RE.finditer(env.task_log(dag_id, run_id, "wait")))
+        return list(TRIGGER_CHECK_RE.finditer(env.task_log(dag_id, run_id, "wait")))
 
     def announced_check() -> tuple[int, float] | None:
         """The next check the trigger announced, when it is at least 1.5 s away (time to hide the row)."""
@@ -118,12 +111,12 @@ def test_a_connection_lookup_hiccup_mid_wait_costs_no_try(airflow_env: AirflowEn
     # The hiccup: from now until 2 s after the announced check, the connection is not in the metadata DB.
     # That check's lookup answers "isn't defined" at its time and 1 s later; the third lookup (3 s) finds it.
     hidden = f"{conn_id}_hidden"
-    env._execute_write("UPDATE connection SET conn_id = %s WHERE conn_id = %s", (hidden, conn_id))
+    env.execute("UPDATE connection SET conn_id = %s WHERE conn_id = %s", (hidden, conn_id))
     hidden_at = time.time()
     try:
         time.sleep(max(0.0, next_at + 2.0 - time.time()))
     finally:
-        env._execute_write("UPDATE connection SET conn_id = %s WHERE conn_id = %s", (conn_id, hidden))
+        env.execute("UPDATE connection SET conn_id = %s WHERE conn_id = %s", (conn_id, hidden))
     restored_at = time.time()
     wait_for(
         lambda: any(int(m["index"]) >= next_index for m in check_lines()), 60, "the check in the hiccup", env

@@ -29,7 +29,7 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start
 from tests.integration.harness import TERMINAL_RUN_STATES, AirflowEnv
-from tests.integration.test_deferrable_live import triggerer_pokes, wait_for
+from tests.integration.test_deferrable_live import TRIGGER_CHECK_RE, triggerer_pokes, wait_for
 from tests.integration.test_sensors_live import (
     day_conf,
     epoch,
@@ -55,7 +55,6 @@ ZERO_WORKER_RE = re.compile(
 SCHEDULE_RE = re.compile(
     r"BackoffTrigger: .*?; seed=(?P<seed>[0-9a-f]+) started_at=\S+ \((?P<anchor>[\d.]+)\) deadline=(?P<deadline>\S+);"
 )
-CHECK_RE = re.compile(r"check #(?P<index>\d+) at=(?P<at>[\d.]+) \(scheduled .*?; group of (?P<group>\d+)")
 WORKER_FIRST = "not in the triggerer:"
 
 
@@ -175,7 +174,7 @@ def test_happy_path_has_no_worker_phase_where_supported(scenario: Scenario, name
         assert history[-2:] == ["deferred", "success"], history
         assert queued_dttm is None and not hostname, (queued_dttm, hostname)
         assert "Zero-worker wait" in log and "zero worker phases" in log, log[-3000:]
-        assert CHECK_RE.search(log), log[-3000:]  # each check with its group size
+        assert TRIGGER_CHECK_RE.search(log), log[-3000:]  # each check with its group size
         assert ti["try_number"] == 1
     else:  # 2.11, templated arguments: worker-first, and the task log says why
         assert "running" in history, history
@@ -261,7 +260,7 @@ def test_killed_triggerer_continues_same_schedule_and_deadline(scenario: Scenari
     ti = scenario.ti("file_ok")
     assert abs(epoch(starts[0][0]) - ti["start_date"].timestamp()) < 1.0
     assert float(anchor) == aligned_start(epoch(starts[0][0]), POLICY.initial)
-    checks = [(int(m["index"]), float(m["at"])) for m in CHECK_RE.finditer(log)]
+    checks = [(int(m["index"]), float(m["at"])) for m in TRIGGER_CHECK_RE.finditer(log)]
     indices = [index for index, _at in checks]
     assert indices == sorted(indices) and len(set(indices)) >= len(indices) - 1, indices  # #0 may repeat
     for index, at in checks:
