@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -142,6 +143,51 @@ async def test_trigger_log_lines_reach_a_plain_logger_in_the_callers_context(
         await log_lines.flushed()
     assert [r.getMessage() for r in caplog.records] == ["check #3 at noon"]
     assert seen == [7]
+
+
+async def test_the_flushes_of_a_burst_wake_the_loop_once_not_once_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 1,000 waits ending together each await a flush. A loop wake-up per flush is a byte through the loop's
+    # self-pipe, and the loop reads that pipe until it is empty: a stream of them stalled the fan-out.
+    loop = asyncio.get_running_loop()
+    wake_ups: list[object] = []
+    real_call_soon_threadsafe = loop.call_soon_threadsafe
+
+    def counting(callback: Any, *args: Any) -> Any:
+        wake_ups.append(callback)
+        return real_call_soon_threadsafe(callback, *args)
+
+    monkeypatch.setattr(loop, "call_soon_threadsafe", counting)
+    gate = threading.Event()
+    written: list[str] = []
+
+    def write(message: str, *args: Any) -> None:
+        gate.wait(10)  # the writer is busy while the burst queues up behind it
+        written.append(message % args)
+
+    logger = SimpleNamespace(info=write)
+    burst = 500
+    flushes = []
+    written_when_flushed: list[int] = []
+    for index in range(burst):
+        log_lines.emit(logger, "info", "check #%d", index)
+        flush = asyncio.ensure_future(log_lines.flushed())
+        flush.add_done_callback(lambda _, index=index: written_when_flushed.append(len(written) - index - 1))
+        flushes.append(flush)
+    await asyncio.sleep(0)  # every flush is queued
+    gate.set()
+    # The loop stays busy (blocked here) while the writer works through the burst, as in a large fan-out.
+    deadline = time.monotonic() + 10
+    while (len(written) < burst or not log_lines._lines.empty()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)  # the writer announces the last flush
+    await asyncio.wait_for(asyncio.gather(*flushes), 10)
+    assert written == [f"check #{index}" for index in range(burst)]
+    # Every flush is announced only after every line queued before it is written (none missing: >= 0) ...
+    assert len(written_when_flushed) == burst and min(written_when_flushed) >= 0
+    # ... and the whole burst with a wake-up of the loop per written batch, not one per flush.
+    assert 1 <= len(wake_ups) <= 2 * burst // log_lines.WRITE_BATCH + 2, len(wake_ups)
 
 
 # --- transient errors -------------------------------------------------------------------------------------
