@@ -81,9 +81,8 @@ def _write_lines() -> None:
                     file=sys.stderr,
                 )
         for loop, futures in flushes.items():
-            with contextlib.suppress(
-                RuntimeError
-            ):  # that loop closed (triggerer shutting down): nobody waits
+            # RuntimeError: that loop closed (the triggerer is shutting down), nobody waits any more.
+            with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_resolve, futures)
 
 
