@@ -10,7 +10,6 @@ import sys
 import pytest
 import time_machine
 
-from airflow_smart_ext import calendars
 from airflow_smart_ext.calendars import (
     MAX_SEARCH_DAYS,
     BusinessCalendar,
@@ -18,6 +17,7 @@ from airflow_smart_ext.calendars import (
     EveryDay,
     HolidayYearOutOfRange,
     MonthlyBusinessDay,
+    algebra,
     business_calendar_from_dict,
     calendar_from_dict,
     holiday_dates,
@@ -108,7 +108,7 @@ def test_bounded_search_raises_instead_of_looping(monkeypatch):
     start = D("2030-01-01")
     closed = [start + dt.timedelta(days=i) for i in range(100)]
     cal = BusinessCalendar(extra_holidays=closed)
-    monkeypatch.setattr(calendars, "MAX_SEARCH_DAYS", 50)
+    monkeypatch.setattr(algebra, "MAX_SEARCH_DAYS", 50)  # where the business-day search reads it
     with pytest.raises(CalendarSearchError, match=r"within the 50 days on or after 2030-01-01\.$"):
         cal.next_on_or_after(start)
     with pytest.raises(CalendarSearchError, match=r"within the 50 days on or before 2030-04-10\.$"):

@@ -19,8 +19,8 @@ import warnings
 import holidays
 import pytest
 
-from airflow_smart_ext import calendars
 from airflow_smart_ext.calendars import BusinessCalendar, Source, year_days
+from airflow_smart_ext.calendars import library as calendars  # the private block cache lives there
 
 
 def _unique_calendars() -> list[tuple[str, str]]:
