@@ -688,3 +688,15 @@ __all__ += [
     "trigger_template_env",
     "trigger_try_started_at",
 ]
+
+
+def parsing_for_a_task() -> bool:
+    """True while a worker parses the DAG file to run one task (Airflow's parsing context), not while the
+    dag-processor parses it to schedule."""
+    if AIRFLOW_V_3_0_PLUS:
+        from airflow.sdk import get_parsing_context
+
+        return get_parsing_context().task_id is not None
+    from airflow.utils.dag_parsing_context import get_parsing_context as legacy_parsing_context  # 2.11
+
+    return legacy_parsing_context().task_id is not None

@@ -32,3 +32,4 @@ reason  # errors.ErrorClass.reason
 _.subscriber_count  # SharingRegistry introspection (tests, O(1) gauge)
 difference  # calendars.difference(a, b): public API (docs/timetables.md), the named form of a - b
 _.evaluate  # RetryPolicy.evaluate: called by Airflow's task runner (retries.py, compat.py stand-in)
+dag_policy  # policy.dag_policy: called by Airflow through the airflow.policy entry point (pluggy hook)

@@ -21,6 +21,7 @@ here into aware instants at the edges. One concept per module; every public name
 * :mod:`.monthly` — :class:`MonthlyBusinessDay`, the nth / nth-from-last business day of each month.
 * :mod:`.labels` — weekday names and ordinals for labels and explanations.
 * :mod:`.serialization` — calendars from their ``to_dict()`` form.
+* :mod:`.coverage` — the library calendars a calendar reads and the years their holiday data covers.
 """
 
 from __future__ import annotations

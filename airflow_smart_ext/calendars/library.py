@@ -62,7 +62,15 @@ def holiday_sources(
 
 class HolidayYearOutOfRange(ValueError):
     """The ``holidays`` library has no data for the requested year of a calendar (it would silently return
-    no holidays, turning every weekday into a business day)."""
+    no holidays, turning every weekday into a business day). ``year`` is the year asked for."""
+
+    def __init__(self, message: str, *, year: int) -> None:
+        super().__init__(message)
+        self.year = year
+
+
+def holidays_version() -> str:
+    return str(holidays_module().__version__)
 
 
 @functools.lru_cache(maxsize=256)
@@ -77,10 +85,11 @@ def check_source_year(source: Source, year: int) -> None:
     if not first <= year <= last:
         parameter = "market" if source.market is not None else "country"
         raise HolidayYearOutOfRange(
-            f"{parameter}: the `holidays` library ({holidays_module().__version__}) has no holiday data "
+            f"{parameter}: the `holidays` library ({holidays_version()}) has no holiday data "
             f"for {source.name} in {year}; it supports {first}-{last} only. Outside that range the calendar "
             "would have no holidays at all, so it is refused: keep the DAG's runs within those years "
-            "(start_date / end_date), or drop this calendar source."
+            "(start_date / end_date), or drop this calendar source.",
+            year=year,
         )
 
 
