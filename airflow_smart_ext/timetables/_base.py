@@ -473,8 +473,15 @@ class LocalDayTimetable(Timetable):
             elif last_dagrun_info.data_interval is not None:  # a run from before the DAG was partitioned
                 last_start = to_stdlib(last_dagrun_info.data_interval.start)
                 last_end = to_stdlib(last_dagrun_info.data_interval.end)
-        slot = self._next_slot(last_start, last_end, restriction)
-        return None if slot is None else self._partition_info(slot.day, slot.run_after)
+        slot = self._next_slot(last_start, last_end, restriction._replace(latest=None))
+        if slot is None:
+            return None
+        # end_date bounds the partition date (there is no data interval), as for CronPartitionTimetable
+        if restriction.latest is not None and self._engine.day_start(slot.day) > to_stdlib(
+            restriction.latest
+        ):
+            return None
+        return self._partition_info(slot.day, slot.run_after)
 
     def iter_partition_dagrun_infos(
         self, *, earliest: datetime.datetime, latest: datetime.datetime
