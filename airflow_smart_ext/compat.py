@@ -722,3 +722,9 @@ def make_partition_dagrun_info(
     return DagRunInfo.exact(run_after)._replace(
         data_interval=None, partition_date=partition_date, partition_key=partition_key
     )
+
+
+# Assets (3.x) are Datasets on 2.11: DAG files that schedule on one import this name (the partition example).
+_LAZY["Asset"] = ("airflow.sdk", "Asset") if AIRFLOW_V_3_0_PLUS else ("airflow.datasets", "Dataset")
+if TYPE_CHECKING:
+    from airflow.sdk import Asset as Asset  # re-exported

@@ -421,27 +421,15 @@ class LocalDayTimetable(Timetable):
         restriction: TimeRestriction,
     ) -> DagRunInfo | None:
         last = last_automated_data_interval
-        slot = self._next_slot(
-            to_stdlib(last.start) if last is not None else None,
-            to_stdlib(last.end) if last is not None else None,
-            restriction,
-        )
-        return None if slot is None else self._dagrun_info(slot)
-
-    def _next_slot(
-        self,
-        last_start: datetime.datetime | None,
-        last_end: datetime.datetime | None,
-        restriction: TimeRestriction,
-    ) -> Slot | None:
-        return self._engine.next_slot(
-            last_start=last_start,
-            last_end=last_end,
+        slot = self._engine.next_slot(
+            last_start=to_stdlib(last.start) if last is not None else None,
+            last_end=to_stdlib(last.end) if last is not None else None,
             earliest=to_stdlib(restriction.earliest) if restriction.earliest is not None else None,
             latest=to_stdlib(restriction.latest) if restriction.latest is not None else None,
             catchup=restriction.catchup,
             now=datetime.datetime.now(_UTC),
         )
+        return None if slot is None else self._dagrun_info(slot)
 
     # --- partitioned runs (Airflow >= 3.2 calls these; ``partitioned=True`` only) ------------------------
     # As CronPartitionTimetable: a run has a partition key and date and no data interval; the scheduler asks
@@ -473,7 +461,14 @@ class LocalDayTimetable(Timetable):
             elif last_dagrun_info.data_interval is not None:  # a run from before the DAG was partitioned
                 last_start = to_stdlib(last_dagrun_info.data_interval.start)
                 last_end = to_stdlib(last_dagrun_info.data_interval.end)
-        slot = self._next_slot(last_start, last_end, restriction._replace(latest=None))
+        slot = self._engine.next_slot(
+            last_start=last_start,
+            last_end=last_end,
+            earliest=to_stdlib(restriction.earliest) if restriction.earliest is not None else None,
+            latest=None,  # bounds the partition date below, not an interval start
+            catchup=restriction.catchup,
+            now=datetime.datetime.now(_UTC),
+        )
         if slot is None:
             return None
         # end_date bounds the partition date (there is no data interval), as for CronPartitionTimetable

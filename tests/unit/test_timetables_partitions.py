@@ -417,3 +417,42 @@ def test_summary_and_description_name_the_partition_key() -> None:
     assert timetable.summary == "NYSE business days T+2 06:00 America/New_York, partitioned"
     assert "partition key is the day D as '%Y-%m-%d'" in timetable.description
     assert "no data interval" in timetable.description
+
+
+# --- preview CLI: each run's key ---------------------------------------------------------------------------
+
+PREVIEW_DAG_FILE = """
+import pendulum
+from airflow import DAG
+from airflow_smart_ext.timetables import BusinessDaysTimetable
+
+with DAG(
+    dag_id="partitioned_nyse",
+    schedule=BusinessDaysTimetable(market="NYSE", lag=2, timezone="America/New_York", partitioned=True),
+    start_date=pendulum.datetime(2026, 1, 1, tz="America/New_York"),
+):
+    pass
+"""
+
+
+@needs_partitions
+def test_preview_shows_each_runs_partition_key(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_smart_ext import preview
+
+    dag_file = tmp_path / "partitioned_nyse.py"
+    dag_file.write_text(PREVIEW_DAG_FILE)
+    argv = [str(dag_file), "--at", "2026-07-02T12:00", "-p", "1", "-n", "3"]
+    assert preview.main([*argv, "--json"]) == 0
+    (shown,) = json.loads(capsys.readouterr().out)
+    runs = shown["previous"] + shown["next"]
+    assert shown["partitioned"] is True
+    # T+2: 06-30 ran at 07-02 00:00 (the latest due at 07-02 12:00); 07-03 is a holiday
+    assert [r["partition_key"] for r in runs] == ["2026-06-30", "2026-07-01", "2026-07-02", "2026-07-06"]
+    assert [r["run_after"][:10] for r in runs] == ["2026-07-02", "2026-07-06", "2026-07-07", "2026-07-08"]
+    assert all(r["data_interval_start"] is None and r["logical_date"] is None for r in runs)
+    assert runs[3]["partition_date"] == "2026-07-06T00:00:00-04:00"
+    assert preview.main(argv) == 0
+    text = capsys.readouterr().out
+    assert "partition key" in text and "data interval" not in text.split("previous runs:")[1]
+    assert "  Thu 2026-07-02  2026-07-02" in text
+    assert "skipped Fri 2026-07-03: NYSE holiday: Independence Day (observed)" in text
