@@ -700,3 +700,43 @@ def parsing_for_a_task() -> bool:
     from airflow.utils.dag_parsing_context import get_parsing_context as legacy_parsing_context  # 2.11
 
     return legacy_parsing_context().task_id is not None
+
+
+# --- Partitioned runs (Airflow >= 3.2) -----------------------------------------------------------------
+# 3.2 added ``partition_key`` / ``partition_date`` on ``DagRunInfo`` and ``Timetable.partitioned`` (the
+# scheduler then calls ``next_dagrun_info_v2`` and stores the key on the run). Earlier versions have neither:
+# asking a timetable for partitions there fails at DAG parse (see :func:`partitions_problem`).
+PARTITIONS_MIN_AIRFLOW = "3.2.0"
+PARTITIONS_SUPPORTED = Version(PARTITIONS_MIN_AIRFLOW) <= _AIRFLOW_BASE_VERSION
+
+try:  # 3.3 (ValueError subclass; the REST API answers 400 with its message); 3.2: a plain ValueError
+    from airflow.exceptions import InvalidPartitionKeyError
+except ImportError:
+    InvalidPartitionKeyError = ValueError  # type: ignore[assignment,misc]
+
+
+def partitions_problem() -> str | None:
+    """Why this Airflow cannot run partitioned timetables, or None when it can (reads the flag at call time)."""
+    if PARTITIONS_SUPPORTED:
+        return None
+    return (
+        f"partitioned runs need Airflow >= {PARTITIONS_MIN_AIRFLOW} (partition_key / partition_date on DAG "
+        f"runs); this is Airflow {_AIRFLOW_VERSION_STRING}. Leave partitioned=False here (e.g. "
+        "partitioned=airflow_smart_ext.compat.PARTITIONS_SUPPORTED) or upgrade Airflow."
+    )
+
+
+def make_partition_dagrun_info(
+    run_after: DateTime, partition_date: DateTime, partition_key: str
+) -> DagRunInfo:
+    """A partitioned run (no data interval, as ``CronPartitionTimetable`` makes them), built without keyword
+    construction (3.2.x: see :func:`make_dagrun_info`)."""
+    return DagRunInfo.exact(run_after)._replace(
+        data_interval=None, partition_date=partition_date, partition_key=partition_key
+    )
+
+
+# Assets (3.x) are Datasets on 2.11: DAG files that schedule on one import this name (the partition example).
+_LAZY["Asset"] = ("airflow.sdk", "Asset") if AIRFLOW_V_3_0_PLUS else ("airflow.datasets", "Dataset")
+if TYPE_CHECKING:
+    from airflow.sdk import Asset as Asset  # re-exported

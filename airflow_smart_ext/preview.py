@@ -4,8 +4,9 @@
 
 For each DAG of the file that uses one of this package's timetables (or only ``dag_id``): its summary,
 then ``-p`` previous and ``-n`` next runs around ``--at`` (default: now) with the day D, the data interval
-and the run time in the timetable's local time, and before each run every skipped day with its reason —
-weekend, the holiday's name from the calendar, an extra holiday, a closed market in an intersection.
+(partitioned timetables: the partition key) and the run time in the timetable's local time, and before
+each run every skipped day with its reason — weekend, the holiday's name from the calendar, an extra
+holiday, a closed market in an intersection.
 Runs outside the DAG's ``start_date`` / ``end_date`` are not shown. ``--json`` prints the same as JSON.
 
 The DAG file is imported as the dag-processor would (its top-level code runs); no database is used.
@@ -131,22 +132,34 @@ def skipped_days(engine: ScheduleEngine, after: datetime.date, before: datetime.
     return skipped
 
 
-def _run(engine: ScheduleEngine, slot: Slot) -> dict[str, Any]:
+def _run(timetable: LocalDayTimetable, slot: Slot) -> dict[str, Any]:
+    engine = timetable.engine
     note = None
     calendar = engine.calendar
     if isinstance(calendar, MonthlyBusinessDay):
         calendar = calendar.calendar
     if isinstance(calendar, BusinessDayCalendar):
         note = calendar.working_note(slot.day)
-    return {
+    run: dict[str, Any] = {
         "day": slot.day.isoformat(),
         "weekday": slot.day.strftime("%a"),
+        "partition_key": None,
+        "partition_date": None,
         "logical_date": slot.start.isoformat(),
         "data_interval_start": _local(engine, slot.start).isoformat(),
         "data_interval_end": _local(engine, slot.end).isoformat(),
         "run_after": _local(engine, slot.run_after).isoformat(),
         "note": note,
     }
+    if timetable.partitioned:  # as Airflow stores the run: a key and a date, no logical date or interval
+        run.update(
+            partition_key=timetable.partition_key(slot.day),
+            partition_date=_local(engine, engine.day_start(slot.day)).isoformat(),
+            logical_date=None,
+            data_interval_start=None,
+            data_interval_end=None,
+        )
+    return run
 
 
 def preview(
@@ -193,7 +206,7 @@ def preview(
         if allowed(slot):
             following.append(slot)
         day = engine.next_day(day + _ONE_DAY)
-    runs = [_run(engine, slot) for slot in previous + following]
+    runs = [_run(timetable, slot) for slot in previous + following]
     slots = previous + following
     for index, run in enumerate(runs):
         run["skipped_before"] = skipped_days(engine, slots[index - 1].day, slots[index].day) if index else []
@@ -202,6 +215,7 @@ def preview(
         "summary": timetable.summary,
         "description": timetable.description,
         "timezone": engine.tz.key,
+        "partitioned": timetable.partitioned,
         "at": _local(engine, at).isoformat(),
         "previous": runs[: len(previous)],
         "next": runs[len(previous) :],
@@ -228,7 +242,8 @@ def render_text(dag_id: str, result: dict[str, Any]) -> str:
         f"  times are local to {result['timezone']}; now/at: {_short(result['at'])}",
         "",
     ]
-    header = f"  {'day D':<15} {'data interval':<42} run at"
+    middle = "partition key" if result["partitioned"] else "data interval"
+    header = f"  {'day D':<15} {middle:<42} run at"
     for title, runs in (("previous runs", result["previous"]), ("next runs", result["next"])):
         lines.append(f"{title}:" if runs else f"{title}: none")
         if runs:
@@ -241,7 +256,11 @@ def render_text(dag_id: str, result: dict[str, Any]) -> str:
                     else datetime.date.fromisoformat(skip["day"]).strftime("%a %Y-%m-%d")
                 )
                 lines.append(f"      skipped {when}: {skip['reason']}")
-            interval = f"{_short(run['data_interval_start'])} -> {_short(run['data_interval_end'])}"
+            interval = (
+                run["partition_key"]
+                if result["partitioned"]
+                else f"{_short(run['data_interval_start'])} -> {_short(run['data_interval_end'])}"
+            )
             note = f"  ({run['note']})" if run["note"] else ""
             lines.append(f"  {run['weekday']} {run['day']}  {interval:<42} {_short(run['run_after'])}{note}")
         lines.append("")

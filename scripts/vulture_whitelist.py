@@ -33,3 +33,7 @@ _.subscriber_count  # SharingRegistry introspection (tests, O(1) gauge)
 difference  # calendars.difference(a, b): public API (docs/timetables.md), the named form of a - b
 _.evaluate  # RetryPolicy.evaluate: called by Airflow's task runner (retries.py, compat.py stand-in)
 dag_policy  # policy.dag_policy: called by Airflow through the airflow.policy entry point (pluggy hook)
+# Airflow >= 3.2 partition hooks (timetables/_base.py): called by the scheduler, backfill and manual triggers
+_.next_dagrun_info_v2
+_.iter_partition_dagrun_infos
+_._decode_partition_date

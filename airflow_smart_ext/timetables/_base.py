@@ -9,11 +9,12 @@ from __future__ import annotations
 import datetime
 import functools
 import zoneinfo
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 import pendulum
 
+from airflow_smart_ext import compat
 from airflow_smart_ext.calendars import (
     CALENDAR_KEYWORDS,
     BusinessCalendar,
@@ -28,13 +29,16 @@ from airflow_smart_ext.compat import (
     AirflowTimetableInvalid,
     DagRunInfo,
     DataInterval,
+    InvalidPartitionKeyError,
     TimeRestriction,
     Timetable,
     make_dagrun_info,
+    make_partition_dagrun_info,
 )
 from airflow_smart_ext.timetables._engine import ScheduleEngine, Slot
 
 _UTC = datetime.timezone.utc
+_ONE_DAY = datetime.timedelta(days=1)
 _PENDULUM_UTC = pendulum.UTC
 DESCRIPTION_MAX_CHARS = 1000  # Airflow stores it in a String(1000) column
 
@@ -131,6 +135,54 @@ def check_lag(lag: Any, delay: datetime.timedelta) -> int:
             f"shorter than 1 day (e.g. timedelta(hours=6)), got {delay!r}; use a larger lag instead."
         )
     return lag
+
+
+DEFAULT_KEY_FORMAT = "%Y-%m-%d"
+PARTITION_KEY_MAX_CHARS = 250  # Airflow's ID_LEN: the partition_key column
+# Dates a key format must tell apart and give back (day, month and year all differ; 2-digit-year formats too)
+_KEY_FORMAT_PROBES = (datetime.date(2026, 1, 2), datetime.date(2027, 12, 31), datetime.date(2031, 11, 13))
+
+
+def check_key_format(partitioned: Any, key_format: Any) -> str | None:
+    """``partitioned`` / ``key_format`` -> the key format of a partitioned timetable, or None (unpartitioned).
+
+    A key must name one local date and give it back (``strptime``), so Airflow can resolve manual keys and
+    temporal partition mappers can read it; on Airflow < 3.2 partitions do not exist (error naming 3.2).
+    """
+    if not isinstance(partitioned, bool):
+        raise InvalidTimetableParameter(f"partitioned: expected True or False, got {partitioned!r}.")
+    if not partitioned:
+        if key_format is not None:
+            raise InvalidTimetableParameter(
+                f"key_format: only used with partitioned=True (the partition key of each run), got "
+                f"key_format={key_format!r} with partitioned=False."
+            )
+        return None
+    problem = compat.partitions_problem()
+    if problem is not None:
+        raise InvalidTimetableParameter(f"partitioned: {problem}")
+    if key_format is None:
+        return DEFAULT_KEY_FORMAT
+    hint = f"a strftime format naming one date, such as {DEFAULT_KEY_FORMAT!r} (default) or '%Y%m%d'"
+    if not isinstance(key_format, str) or not key_format.strip():
+        raise InvalidTimetableParameter(f"key_format: expected {hint}, got {key_format!r}.")
+    for probe in _KEY_FORMAT_PROBES:
+        try:
+            key = probe.strftime(key_format)
+            back = datetime.datetime.strptime(key, key_format).date()
+        except ValueError:
+            back = None
+        if back != probe:
+            raise InvalidTimetableParameter(
+                f"key_format: {key_format!r} does not give the date back (e.g. {probe} -> "
+                f"{probe.strftime(key_format)!r}); expected {hint}."
+            )
+        if len(key) > PARTITION_KEY_MAX_CHARS:
+            raise InvalidTimetableParameter(
+                f"key_format: keys must be at most {PARTITION_KEY_MAX_CHARS} characters, {key_format!r} gives "
+                f"{len(key)}."
+            )
+    return key_format
 
 
 def business_calendar_arg(
@@ -230,7 +282,12 @@ class LocalDayTimetable(Timetable):
         delay: datetime.timedelta,
         lag: int = 0,
         lag_calendar: DayCalendar | None = None,
+        partitioned: bool = False,
+        key_format: str | None = None,
     ) -> None:
+        self._key_format = check_key_format(partitioned, key_format)
+        # Airflow >= 3.2 reads this: True makes the scheduler call next_dagrun_info_v2 and store the key
+        self.partitioned = self._key_format is not None
         self._tz = load_zone(timezone)
         self._timezone_name = self._tz.key
         self._delay = check_delay(delay)
@@ -275,19 +332,26 @@ class LocalDayTimetable(Timetable):
     # --- Airflow Timetable API --------------------------------------------------------------------------
 
     def serialize(self) -> dict[str, Any]:
-        # "lag" only when set: a timetable without one serializes exactly as in earlier releases
+        # "lag" and "key_format" only when set: a timetable without them serializes exactly as in earlier
+        # releases (DAGs serialized by a previous release keep loading, and vice versa)
         return {
             "timezone": self._timezone_name,
             "delay": self._delay.total_seconds(),
             **({"lag": self._lag} if self._lag else {}),
+            **({"key_format": self._key_format} if self._key_format is not None else {}),
             **self._params(),
         }
 
     @classmethod
     def deserialize(cls, data: dict[str, Any]) -> Timetable:
-        kwargs = cls._decode({k: v for k, v in data.items() if k not in ("timezone", "delay", "lag")})
+        kwargs = cls._decode(
+            {k: v for k, v in data.items() if k not in ("timezone", "delay", "lag", "key_format")}
+        )
         if data.get("lag"):
             kwargs["lag"] = data["lag"]
+        if data.get("key_format") is not None:
+            kwargs["partitioned"] = True
+            kwargs["key_format"] = data["key_format"]
         return cls(timezone=data["timezone"], delay=datetime.timedelta(seconds=data["delay"]), **kwargs)
 
     def __eq__(self, other: object) -> bool:
@@ -319,16 +383,25 @@ class LocalDayTimetable(Timetable):
     @property
     def summary(self) -> str:
         lag = f" T+{self._lag}" if self._lag else ""
-        return f"{self._what()}{lag} {format_time_of_day(self._delay)} {self._timezone_name}"
+        partitions = ", partitioned" if self._key_format is not None else ""
+        return f"{self._what()}{lag} {format_time_of_day(self._delay)} {self._timezone_name}{partitions}"
 
     def _describe(self) -> str:
         if self._lag:
             nth = "next business day" if self._lag == 1 else f"{ordinal(self._lag)} business day after D"
             start = f"starts at {format_time_of_day(self._delay)} local time on the {nth} (T+{self._lag})"
-        elif not self._delay:
-            start = "starts when that interval ends (00:00 local time)"
         else:
-            start = f"starts at {format_time_of_day(self._delay)} local time after that interval ends"
+            ended = "that interval" if self._key_format is None else "day D"
+            start = (
+                f"starts at {format_time_of_day(self._delay)} local time after {ended} ends"
+                if self._delay
+                else f"starts when {ended} ends (00:00 local time)"
+            )
+        if self._key_format is not None:
+            return (
+                f"One partitioned {self._noun} per {self._per()} in {self._timezone_name}: its partition key is "
+                f"the day D as {self._key_format!r} (partition date D 00:00 local, no data interval); it {start}."
+            )
         return (
             f"One {self._noun} per {self._per()} in {self._timezone_name}; each run covers {self._covers()} "
             f"(whole local days, so 23 h or 25 h across DST) and {start}."
@@ -357,6 +430,104 @@ class LocalDayTimetable(Timetable):
             now=datetime.datetime.now(_UTC),
         )
         return None if slot is None else self._dagrun_info(slot)
+
+    # --- partitioned runs (Airflow >= 3.2 calls these; ``partitioned=True`` only) ------------------------
+    # As CronPartitionTimetable: a run has a partition key and date and no data interval; the scheduler asks
+    # next_dagrun_info_v2, backfill iter_partition_dagrun_infos, a manual run with a key resolve_partition_date.
+
+    def partition_key(self, day: datetime.date) -> str:
+        """The partition key of scheduled day D (``key_format`` applied to D)."""
+        return day.strftime(self._key_format or DEFAULT_KEY_FORMAT)
+
+    def _partition_info(self, day: datetime.date, run_after: datetime.datetime) -> DagRunInfo:
+        return make_partition_dagrun_info(
+            self._pendulum(run_after), self._pendulum(self._engine.day_start(day)), self.partition_key(day)
+        )
+
+    def next_dagrun_info_v2(
+        self, *, last_dagrun_info: DagRunInfo | None, restriction: TimeRestriction
+    ) -> DagRunInfo | None:
+        if self._key_format is None:
+            return self.next_dagrun_info(
+                last_automated_data_interval=last_dagrun_info.data_interval if last_dagrun_info else None,
+                restriction=restriction,
+            )
+        last_start = last_end = None
+        if last_dagrun_info is not None:
+            if last_dagrun_info.partition_date is not None:
+                # a partitioned run stores no data interval: rebuild its day D's slot from the partition date
+                last_day = self._engine.local_date(to_stdlib(last_dagrun_info.partition_date))
+                last_start, last_end = self._engine.slot(last_day)[1:3]
+            elif last_dagrun_info.data_interval is not None:  # a run from before the DAG was partitioned
+                last_start = to_stdlib(last_dagrun_info.data_interval.start)
+                last_end = to_stdlib(last_dagrun_info.data_interval.end)
+        slot = self._engine.next_slot(
+            last_start=last_start,
+            last_end=last_end,
+            earliest=to_stdlib(restriction.earliest) if restriction.earliest is not None else None,
+            latest=None,  # bounds the partition date below, not an interval start
+            catchup=restriction.catchup,
+            now=datetime.datetime.now(_UTC),
+        )
+        if slot is None:
+            return None
+        # end_date bounds the partition date (there is no data interval), as for CronPartitionTimetable
+        if restriction.latest is not None and self._engine.day_start(slot.day) > to_stdlib(
+            restriction.latest
+        ):
+            return None
+        return self._partition_info(slot.day, slot.run_after)
+
+    def iter_partition_dagrun_infos(
+        self, *, earliest: datetime.datetime, latest: datetime.datetime
+    ) -> Iterator[DagRunInfo]:
+        """Backfill: one run per scheduled day D whose partition date (D 00:00 local) is in [earliest, latest]
+        (wall clock read in the timetable's zone, as Airflow does). ``run_after`` is D's own run time, so a
+        partition whose day is not over yet waits for it."""
+        engine = self._engine
+        lower = to_stdlib(self.localize_partition_datetime(earliest))
+        upper = to_stdlib(self.localize_partition_datetime(latest))
+        day = engine.next_day(engine.local_date(lower))
+        while engine.day_start(day) <= upper:
+            if engine.day_start(day) >= lower:
+                yield self._partition_info(day, engine.run_after(day))
+            day = engine.next_day(day + _ONE_DAY)
+
+    def localize_partition_datetime(self, dt: datetime.datetime) -> pendulum.DateTime:
+        """``dt``'s wall-clock reading as a moment in the timetable's zone (Airflow's partition-date bounds)."""
+        return to_pendulum(self._engine.resolve_wall(to_stdlib(dt).replace(tzinfo=None)))
+
+    def _decode_partition_date(self, partition_key: str) -> datetime.datetime | None:
+        """A manual run's key -> its partition date D 00:00; a key that is not one of our days is refused
+        (Airflow answers the trigger with the message) - holidays and weekends have no partition."""
+        key_format = self._key_format or DEFAULT_KEY_FORMAT
+        try:
+            day = datetime.datetime.strptime(partition_key, key_format).date()
+        except ValueError as err:
+            raise InvalidPartitionKeyError(
+                f"partition_key: {partition_key!r} does not match this timetable's key_format {key_format!r} "
+                f"({err}); e.g. {self.partition_key(datetime.date(2026, 3, 2))!r}."
+            ) from None
+        if self.partition_key(day) != partition_key:
+            raise InvalidPartitionKeyError(
+                f"partition_key: write {partition_key!r} as {self.partition_key(day)!r} (key_format "
+                f"{key_format!r}); keys must match the scheduled runs' keys exactly."
+            )
+        try:
+            scheduled = self._engine.next_day(day) == day
+            if not scheduled:
+                why = self._engine.calendar.explain(day) or "not scheduled"
+                nearest = f"{self.partition_key(self._engine.prev_day(day))!r} and " + repr(
+                    self.partition_key(self._engine.next_day(day))
+                )
+        except (CalendarSearchError, ValueError, RuntimeError) as err:
+            raise InvalidPartitionKeyError(f"partition_key: {partition_key!r}: {err}") from None
+        if not scheduled:
+            raise InvalidPartitionKeyError(
+                f"partition_key: {partition_key!r} is {day:%a %Y-%m-%d} ({why}), not a day of {self.summary}; "
+                f"the nearest partitions are {nearest}."
+            )
+        return self._pendulum(self._engine.day_start(day))
 
     def _dagrun_info(self, slot: Slot) -> DagRunInfo:
         return make_dagrun_info(

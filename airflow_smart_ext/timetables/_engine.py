@@ -92,7 +92,7 @@ class ScheduleEngine:
         local = instant.astimezone(self.tz)
         return datetime.date(local.year, local.month, local.day)  # a plain date, whatever the input type
 
-    def _resolve_wall(self, wall: datetime.datetime) -> datetime.datetime:
+    def resolve_wall(self, wall: datetime.datetime) -> datetime.datetime:
         """Naive local wall time -> UTC instant. Fold: first occurrence; gap: shift forward by its length."""
         # fold=0 gives the pre-transition offset: the first occurrence in a fold, and in a gap the instant
         # shifted forward by the gap length (PEP 495). Two utcoffset() calls are ~3x cheaper than astimezone.
@@ -153,7 +153,7 @@ class ScheduleEngine:
             end = self.day_start(run_day)
         if self.delay:
             wall = datetime.datetime.combine(run_day, _MIDNIGHT) + self.delay
-            end = max(self._resolve_wall(wall), end)
+            end = max(self.resolve_wall(wall), end)
         return end
 
     def run_after(self, day: datetime.date) -> datetime.datetime:

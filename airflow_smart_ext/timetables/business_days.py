@@ -40,6 +40,10 @@ class BusinessDaysTimetable(LocalDayTimetable):
     ``BusinessCalendar(market="NYSE") & BusinessCalendar(market="XLON")``, or their dict form) or the calendar
     keywords directly (:class:`~airflow_smart_ext.calendars.CalendarKeywords`: ``country``, ``subdivision``,
     ``market``, ``categories``, ``extra_holidays``, ``extra_business_days``, ``weekend``).
+
+    ``partitioned=True`` (Airflow >= 3.2): each run is the partition of its business day D — ``partition_key``
+    is D as ``key_format`` (default ``"%Y-%m-%d"``), ``partition_date`` is D 00:00 local, and, as with
+    Airflow's ``CronPartitionTimetable``, the run has no data interval (``window`` is then not used).
     """
 
     def __init__(
@@ -50,6 +54,8 @@ class BusinessDaysTimetable(LocalDayTimetable):
         lag: int = 0,
         delay: datetime.timedelta = datetime.timedelta(0),
         timezone: Any = "UTC",
+        partitioned: bool = False,
+        key_format: str | None = None,
         **keywords: Unpack[CalendarKeywords],
     ) -> None:
         self._window = check_window(window)
@@ -62,6 +68,8 @@ class BusinessDaysTimetable(LocalDayTimetable):
             timezone=timezone,
             delay=delay,
             lag=lag,
+            partitioned=partitioned,
+            key_format=key_format,
         )
 
     @classmethod

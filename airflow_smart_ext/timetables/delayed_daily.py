@@ -15,10 +15,26 @@ class DelayedDailyTimetable(LocalDayTimetable):
 
     :param delay: how long after the end of the day the run starts (>= 0, wall clock; default 0).
     :param timezone: IANA time zone name (default ``"UTC"``).
+    :param partitioned: Airflow >= 3.2: each run is the partition of its day D (key ``D`` as ``key_format``,
+        default ``"%Y-%m-%d"``; no data interval), as with ``BusinessDaysTimetable(partitioned=True)``.
     """
 
-    def __init__(self, *, delay: datetime.timedelta = datetime.timedelta(0), timezone: Any = "UTC") -> None:
-        super().__init__(calendar=EveryDay(), window_days=1, timezone=timezone, delay=delay)
+    def __init__(
+        self,
+        *,
+        delay: datetime.timedelta = datetime.timedelta(0),
+        timezone: Any = "UTC",
+        partitioned: bool = False,
+        key_format: str | None = None,
+    ) -> None:
+        super().__init__(
+            calendar=EveryDay(),
+            window_days=1,
+            timezone=timezone,
+            delay=delay,
+            partitioned=partitioned,
+            key_format=key_format,
+        )
 
     def _params(self) -> dict[str, Any]:
         return {}

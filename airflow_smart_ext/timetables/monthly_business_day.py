@@ -31,6 +31,9 @@ class MonthlyBusinessDayTimetable(LocalDayTimetable):
     processed on the 2nd business day of the next month); the data interval does not move.
 
     Business days: ``calendar=`` or the calendar keywords, as for :class:`BusinessDaysTimetable`.
+
+    ``partitioned=True`` / ``key_format`` (Airflow >= 3.2): as for :class:`BusinessDaysTimetable` - one
+    partition per month, keyed by its scheduled day D.
     """
 
     def __init__(
@@ -42,6 +45,8 @@ class MonthlyBusinessDayTimetable(LocalDayTimetable):
         lag: int = 0,
         delay: datetime.timedelta = datetime.timedelta(0),
         timezone: Any = "UTC",
+        partitioned: bool = False,
+        key_format: str | None = None,
         **keywords: Unpack[CalendarKeywords],
     ) -> None:
         self._window = check_window(window)
@@ -58,6 +63,8 @@ class MonthlyBusinessDayTimetable(LocalDayTimetable):
             delay=delay,
             lag=lag,
             lag_calendar=business,
+            partitioned=partitioned,
+            key_format=key_format,
         )
 
     @classmethod

@@ -29,6 +29,7 @@ class RollingWindowTimetable(LocalDayTimetable):
     :param lag: with a calendar: run at the start of the ``lag``-th business day after D (T+lag); default 0.
     :param delay: how long after the end of day D (or into the lag's business day) the run starts (>= 0).
     :param timezone: IANA time zone name (default ``"UTC"``).
+    :param partitioned: / ``key_format``: not supported (only ``False`` / ``None``): a partitioned run has no data interval, so no window.
     """
 
     def __init__(
@@ -39,8 +40,18 @@ class RollingWindowTimetable(LocalDayTimetable):
         lag: int = 0,
         delay: datetime.timedelta = datetime.timedelta(0),
         timezone: Any = "UTC",
+        partitioned: bool = False,
+        key_format: str | None = None,
         **keywords: Unpack[CalendarKeywords],
     ) -> None:
+        if partitioned is not False or key_format is not None:
+            raise InvalidTimetableParameter(
+                f"partitioned: RollingWindowTimetable cannot be partitioned (got partitioned={partitioned!r}, "
+                f"key_format={key_format!r}): a "
+                "partitioned run has no data interval, and the N-day window is this timetable's point. Use "
+                "BusinessDaysTimetable(partitioned=True) (or DelayedDailyTimetable) for one partition per day "
+                "and read the last N partitions downstream."
+            )
         self._business = business = business_calendar_arg(calendar, keywords, required=False)
         self._days = check_window_days(days)
         if lag and business is None:

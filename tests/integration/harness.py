@@ -65,6 +65,7 @@ _DATETIME_COLUMNS = frozenset(
         "reschedule_date",
         "latest_heartbeat",
         "timestamp",
+        "partition_date",
     }
 )
 
