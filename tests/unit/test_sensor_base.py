@@ -11,7 +11,8 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed, task_seed
 from airflow_smart_ext.conditions import sharing_key
-from airflow_smart_ext.sensors import base as sensor_base
+from airflow_smart_ext.sensors import parameters as sensor_parameters
+from airflow_smart_ext.sensors import poking
 from airflow_smart_ext.sensors.base import DEFERRAL_GRACE_SECONDS, STATS_XCOM_KEY, BackoffSensor
 from tests.unit.test_sensor_helpers import (
     T0,
@@ -27,8 +28,8 @@ from tests.unit.test_sensor_helpers import (
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     fake = FakeClock()
-    monkeypatch.setattr(sensor_base, "_wall_clock", fake.time)
-    monkeypatch.setattr(sensor_base, "_sleep", fake.sleep)
+    monkeypatch.setattr(poking, "wall_clock", fake.time)
+    monkeypatch.setattr(poking, "sleep", fake.sleep)
     return fake
 
 
@@ -959,9 +960,9 @@ def test_default_cap_bounds_detection_latency_after_a_base_class_swap() -> None:
     day2 = [policy.offset("x", k) for k in range(140, 150)]
     assert all(b - a <= 600 for a, b in zip(day2, day2[1:], strict=False))
     # Large intervals: never below poke_interval, never above an hour unless poke_interval is.
-    assert sensor_base.default_max_wait(600) == 3600
-    assert sensor_base.default_max_wait(7200) == 7200
-    assert sensor_base.default_max_wait(5) == 50
+    assert sensor_parameters.default_max_wait(600) == 3600
+    assert sensor_parameters.default_max_wait(7200) == 7200
+    assert sensor_parameters.default_max_wait(5) == 50
     # An explicit max_wait still wins.
     assert PathSensor(task_id="s2", path="/p", poke_interval=60, max_wait=86400).backoff_policy.cap == 86400
 
