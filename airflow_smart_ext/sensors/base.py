@@ -13,7 +13,7 @@ accepted values, the checks shared with ``.partial()``), ``poking`` (poke mode a
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import compat
@@ -25,14 +25,16 @@ from airflow_smart_ext.sensors.parameters import (
     DEFAULT_BACKOFF_FACTOR,
     DEFAULT_JITTER,
     DEFAULT_SPLAY,
+    PARAMETERS,
     CheckedPartial,
+    Parameter,
     backoff_policy_for,
-    check_deferrable_fallback,
-    check_start_from_trigger,
+    check_arguments,
     check_static_arguments,
     check_timeout_seconds,
     deferrable_value,
     rate_limit_value,
+    rule_parameters,
 )
 from airflow_smart_ext.sensors.start_plan import DEFERRAL_GRACE_SECONDS
 
@@ -113,6 +115,22 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         start_from_trigger: bool | None = None,
         **kwargs: Any,
     ) -> None:
+        # The table first (before Airflow's own checks): the same checks and messages as .partial()/.expand().
+        check_arguments(
+            PARAMETERS,
+            {
+                **kwargs,
+                "backoff_factor": backoff_factor,
+                "jitter": jitter,
+                "splay": splay,
+                "deferrable": deferrable,
+                "deferrable_fallback": deferrable_fallback,
+                "transient_errors": transient_errors,
+                "check_timeout": check_timeout,
+                "rate_limit": rate_limit,
+                "start_from_trigger": start_from_trigger,
+            },
+        )
         # Airflow's own exponential backoff never runs: our policy governs every interval. An explicit
         # exponential_backoff=False asks for Airflow's fixed interval: it changes our defaults accordingly.
         fixed_interval = kwargs.get("exponential_backoff") is False
@@ -123,7 +141,6 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             jitter = "none" if fixed_interval else DEFAULT_JITTER
         super().__init__(**kwargs)
         deferrable = deferrable_value(deferrable)
-        check_deferrable_fallback(deferrable_fallback)
         self.backoff_factor = backoff_factor
         self.jitter = jitter
         self.splay = splay
@@ -137,7 +154,6 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         self.consecutive_errors = 0
         self.backoff_policy = self._build_policy()
         self.deferrable_fallback_reason: str | None = None
-        check_start_from_trigger(start_from_trigger)
         self.start_from_trigger_requested = start_from_trigger
         #: Why this deferrable task starts on a worker (None: it starts in the triggerer, or not deferrable).
         self.worker_first_reason: str | None = None
@@ -186,8 +202,13 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         upstream task's XCom when the task runs).
         """
         known = {**dict(kwargs.get("default_args") or {}), **kwargs}
-        cls._check_static_arguments(known)
+        cls._check_static_arguments(known, unknown=rule_parameters() - set(known))
         return CheckedPartial(super().partial(**kwargs), cls, known)
+
+    @classmethod
+    def parameter_table(cls) -> tuple[Parameter, ...]:
+        """The rows of every parameter this class accepts (a subclass adds its own rows)."""
+        return PARAMETERS
 
     @classmethod
     def _check_own_arguments(cls, arguments: Mapping[str, Any]) -> None:
@@ -195,9 +216,9 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         ``partial``: mapped and unmapped sensors get identical validation."""
 
     @classmethod
-    def _check_static_arguments(cls, known: Mapping[str, Any]) -> None:
+    def _check_static_arguments(cls, known: Mapping[str, Any], unknown: Collection[str] = ()) -> None:
         """Every constructor check on the arguments known at DAG parse (XComArg values are skipped)."""
-        check_static_arguments(cls, known)
+        check_static_arguments(cls, known, unknown)
 
     # ------------------------------------------------------------------ execute (the modes)
     def execute(self, context: Any) -> Any:

@@ -54,13 +54,13 @@ def expected_times(
     [
         ({"backoff_factor": 0.5}, "backoff_factor must be a finite number >= 1"),
         ({"backoff_factor": "2"}, "backoff_factor must be a finite number >= 1"),
-        ({"jitter": "random"}, "jitter must be one of none, full, equal, decorrelated; got 'random'"),
+        ({"jitter": "random"}, "jitter must be one of none, full, equal, decorrelated, or None for the default; got 'random'"),
         ({"poke_interval": 10, "max_wait": 5}, "max_wait (5s) must be >= poke_interval (10s)"),
         ({"splay": -1}, "splay must be >= 0 seconds"),
-        ({"splay": "soon"}, "splay must be a number of seconds or a datetime.timedelta or None"),
+        ({"splay": "soon"}, "splay must be >= 0 seconds (a number or a datetime.timedelta), or None"),
         ({"poke_interval": 0}, "poke_interval must be > 0 seconds"),
-        ({"deferrable_fallback": "poke"}, "deferrable_fallback must be one of (None, 'reschedule')"),
-        ({"deferrable": "yes"}, "deferrable must be True or False"),
+        ({"deferrable_fallback": "poke"}, "deferrable_fallback must be one of None, 'reschedule'"),
+        ({"deferrable": "yes"}, "deferrable must be True or False, or None"),
         ({"jitter": "decorrelated", "backoff_factor": 1}, "factor=1 (fixed interval) cannot be combined"),
         (
             {"jitter": "decorrelated", "poke_interval": 0.01, "timeout": 7 * 86400},
@@ -77,7 +77,7 @@ def test_invalid_parameters_raise_at_construction_naming_the_parameter(kwargs: d
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"jitter": "bogus"}, "jitter must be one of none, full, equal, decorrelated; got 'bogus'"),
+        ({"jitter": "bogus"}, "jitter must be one of none, full, equal, decorrelated, or None for the default; got 'bogus'"),
         ({"poke_interval": 10, "max_wait": 5}, "max_wait (5s) must be >= poke_interval (10s)"),
         ({"default_args": {"backoff_factor": 0.5}}, "backoff_factor must be a finite number >= 1"),
     ],
@@ -879,12 +879,12 @@ class _LocalSensorFactory:
 
 
 BAD_FOR_BOTH = [
-    ({"deferrable": "yes"}, "deferrable must be True or False; got 'yes'"),
-    ({"deferrable_fallback": "poke"}, "deferrable_fallback must be one of (None, 'reschedule'); got 'poke'"),
+    ({"deferrable": "yes"}, "deferrable must be True or False, or None for [operators] default_deferrable; got 'yes'"),
+    ({"deferrable_fallback": "poke"}, "deferrable_fallback must be one of None, 'reschedule'; got 'poke'"),
     ({"transient_errors": ["no.such.Error"]}, "transient_errors: cannot import 'no.such.Error'"),
     ({"check_timeout": -5}, "check_timeout must be > 0 seconds"),
     ({"rate_limit": 0}, "rate_limit must be a number of checks per second > 0"),
-    ({"splay": 1e308}, "splay (1e+308s) must be <= timeout"),
+    ({"timeout": 60, "splay": 1e308}, "splay (1e+308s) must be <= timeout"),
     ({"backoff_factor": 1e308}, "backoff_factor must be a finite number >= 1 and <= 10"),
     # arguments that would change on the way to the triggerer are refused, not silently altered
     ({"deferrable": True, "min_size": {1: "a"}}, "constructor argument 'min_size'={1: 'a'} does not travel"),
