@@ -54,7 +54,10 @@ def expected_times(
     [
         ({"backoff_factor": 0.5}, "backoff_factor must be a finite number >= 1"),
         ({"backoff_factor": "2"}, "backoff_factor must be a finite number >= 1"),
-        ({"jitter": "random"}, "jitter must be one of none, full, equal, decorrelated, or None for the default; got 'random'"),
+        (
+            {"jitter": "random"},
+            "jitter must be one of none, full, equal, decorrelated, or None for the default; got 'random'",
+        ),
         ({"poke_interval": 10, "max_wait": 5}, "max_wait (5s) must be >= poke_interval (10s)"),
         ({"splay": -1}, "splay must be >= 0 seconds"),
         ({"splay": "soon"}, "splay must be >= 0 seconds (a number or a datetime.timedelta), or None"),
@@ -77,7 +80,10 @@ def test_invalid_parameters_raise_at_construction_naming_the_parameter(kwargs: d
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"jitter": "bogus"}, "jitter must be one of none, full, equal, decorrelated, or None for the default; got 'bogus'"),
+        (
+            {"jitter": "bogus"},
+            "jitter must be one of none, full, equal, decorrelated, or None for the default; got 'bogus'",
+        ),
         ({"poke_interval": 10, "max_wait": 5}, "max_wait (5s) must be >= poke_interval (10s)"),
         ({"default_args": {"backoff_factor": 0.5}}, "backoff_factor must be a finite number >= 1"),
     ],
@@ -879,7 +885,10 @@ class _LocalSensorFactory:
 
 
 BAD_FOR_BOTH = [
-    ({"deferrable": "yes"}, "deferrable must be True or False, or None for [operators] default_deferrable; got 'yes'"),
+    (
+        {"deferrable": "yes"},
+        "deferrable must be True or False, or None for [operators] default_deferrable; got 'yes'",
+    ),
     ({"deferrable_fallback": "poke"}, "deferrable_fallback must be one of None, 'reschedule'; got 'poke'"),
     ({"transient_errors": ["no.such.Error"]}, "transient_errors: cannot import 'no.such.Error'"),
     ({"check_timeout": -5}, "check_timeout must be > 0 seconds"),
