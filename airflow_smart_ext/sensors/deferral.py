@@ -108,10 +108,17 @@ def resume(
     started_at = event.get("started_at", started_at)
     deadline = event.get("deadline", deadline)
     seed = event.get("seed", seed)
-    if after is not None and event.get("check_index") is not None:
-        # Checks #after+1..#check_index ran in the triggerer (slots passed while down count too).
+    if event.get("checks") is not None:  # checks the trigger made (a lower bound after a triggerer restart)
+        pokes = int(worker_pokes) + int(event["checks"])
+        if event.get("checks_complete") is False:
+            sensor.log.info(
+                "The trigger was rebuilt (triggerer restart) or started late: checks made before it are not "
+                "counted; %d poke(s) is a lower bound.",
+                pokes,
+            )
+    elif after is not None and event.get("check_index") is not None:  # an event of an older version
         pokes = int(worker_pokes) + max(0, int(event["check_index"]) - int(after))
-    else:  # deferred by an older version: the event counts checks #0..#index of the schedule
+    else:
         pokes = max(int(worker_pokes), int(event.get("pokes", 0) or 0))
     started = float(started_at) if started_at is not None else poking.wall_clock()
     message = str(event.get("message") or "")

@@ -166,8 +166,8 @@ class BackoffStartTrigger(compat.BaseTrigger):
         try:
             async for event in schedule.run():
                 payload = dict(event.payload)
-                checks = int(payload.get("check_index", -1)) + 1
-                self._incr("pokes", max(0, checks))
+                checks = int(payload.get("checks", 0))  # checks made, not the schedule index
+                self._incr("pokes", checks)
                 if payload.get("status") == "success" and not self._needs_worker_for_success(payload):
                     success = self._success(payload, started_at, checks)
                     await log_lines.flushed()

@@ -630,7 +630,7 @@ def test_aligned_slots_passed_before_deferring_are_not_counted_as_checks(
     context = make_context()
     clock.now = T0 + 80
     sensor2.execute_complete(
-        context, make_event("success", check_index=4, pokes=5), started_at=T0 + 12, after=2, worker_pokes=1
+        context, make_event("success", check_index=4, checks=2), started_at=T0 + 12, after=2, worker_pokes=1
     )
     assert context["ti"].xcoms[STATS_XCOM_KEY]["pokes"] == 3
 
@@ -683,7 +683,8 @@ def test_redefer_never_resets_the_deadline(clock: FakeClock, monkeypatch: pytest
 def make_event(status: str, **extra: Any) -> dict[str, Any]:
     event = {
         "status": status,
-        "pokes": 5,
+        "checks": 4,
+        "checks_complete": True,
         "waited_seconds": 12.0,
         "xcom_value": None,
         "message": "m",
@@ -1020,3 +1021,63 @@ def test_a_template_field_not_named_after_its_constructor_argument_cannot_defer(
     assert fallback.mode == "reschedule" and "unrendered" in str(fallback.deferrable_fallback_reason)
     # Nothing to render: nothing is lost.
     assert RenamedFieldSensor(task_id="ok", path="/data/fixed", deferrable=True).deferrable is True
+
+
+# ------------------------------------------------------------------ counts are checks made (issue 23)
+@pytest.mark.parametrize(
+    ("worker_pokes", "after", "check_index", "checks", "expected"),
+    [
+        (1, 0, 4, 4, 5),  # no slot skipped: the same either way
+        (1, 0, 31, 11, 12),  # slots skipped while the triggerer was down: not counted (was 32)
+        (1, 20, 25, 4, 5),  # slots skipped before the deferral: not counted (was 6)
+        (0, -1, 9, 7, 7),  # zero-worker resume: every check ran in the triggerer (was 10)
+        (3, 5, 9, 2, 5),  # a re-deferral (silent_fail) carries the checks made so far
+    ],
+)
+def test_deferrable_pokes_count_checks_made_not_schedule_slots(
+    clock: FakeClock, worker_pokes: int, after: int, check_index: int, checks: int, expected: int
+) -> None:
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True)
+    context = make_context()
+    clock.now = T0 + 12
+    event = make_event("success", check_index=check_index, checks=checks)
+    sensor.execute_complete(context, event, started_at=T0, after=after, worker_pokes=worker_pokes)
+    assert context["ti"].xcoms[STATS_XCOM_KEY]["pokes"] == expected
+
+
+def test_timeout_message_counts_checks_made(clock: FakeClock) -> None:
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True)
+    clock.now = T0 + 12
+    with pytest.raises(compat.AirflowSensorTimeout, match=r"after 12 poke\(s\)"):
+        sensor.execute_complete(
+            make_context(),
+            make_event("timeout", check_index=31, checks=11),
+            started_at=T0,
+            after=0,
+            worker_pokes=1,
+        )
+
+
+def test_a_rebuilt_triggers_count_is_logged_as_a_lower_bound(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True)
+    lines: list[str] = []
+    monkeypatch.setattr(sensor.log, "info", lambda message, *args: lines.append(message % args))
+    event = make_event("success", checks=2, checks_complete=False)
+    sensor.execute_complete(make_context(), event, started_at=T0, after=0, worker_pokes=1)
+    assert any("3 poke(s) is a lower bound" in line for line in lines)
+
+
+def test_reschedule_mode_pokes_count_runs_that_poked(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow's reschedule count is the number of earlier runs of the try, each one poke (no splay wait)."""
+    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)
+    sensor = ScriptedSensor(task_id="task", results=[True], clock=clock, mode="reschedule", splay=0)
+    first = datetime.datetime.fromtimestamp(T0, tz=datetime.timezone.utc)
+    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (6, first))
+    clock.now = T0 + 10_000  # late: many schedule slots passed, none of them a check
+    context = make_context()
+    sensor.execute(context)
+    assert context["ti"].xcoms[STATS_XCOM_KEY]["pokes"] == 7
