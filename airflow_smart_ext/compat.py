@@ -688,3 +688,14 @@ __all__ += [
     "trigger_template_env",
     "trigger_try_started_at",
 ]
+
+
+# 3.x fails a deferred task whose Airflow trigger timeout passed with this ``__fail__`` error
+# (``TriggerFailureReason.TRIGGER_TIMEOUT``); 2.11 with ``_DEFERRAL_TIMEOUT_ERROR_2X``.
+_DEFERRAL_TIMEOUT_ERROR_3X = "Trigger timeout"
+
+
+def is_trigger_timeout(next_method: str, next_kwargs: dict[str, Any] | None) -> bool:
+    """Whether Airflow resumes a task only to fail it because its trigger timeout passed (any version)."""
+    expected = _DEFERRAL_TIMEOUT_ERROR_3X if AIRFLOW_V_3_0_PLUS else _DEFERRAL_TIMEOUT_ERROR_2X
+    return next_method == "__fail__" and (next_kwargs or {}).get("error") == expected

@@ -19,6 +19,28 @@ if TYPE_CHECKING:
     from airflow_smart_ext.sensors.base import BackoffSensor
 
 
+def execution_deadline(sensor: BackoffSensor, started_at: float) -> float | None:
+    """When ``execution_timeout`` ends this try (epoch seconds), or None without one."""
+    if not sensor.execution_timeout:
+        return None
+    return started_at + sensor.execution_timeout.total_seconds()
+
+
+def ends_at_execution_deadline(sensor: BackoffSensor) -> bool:
+    """Whether a deferral's deadline is the execution deadline rather than the sensor timeout."""
+    limit = sensor.execution_timeout
+    return limit is not None and limit.total_seconds() < sensor.timeout
+
+
+def execution_timed_out(sensor: BackoffSensor) -> None:
+    """What poke mode raises at ``execution_timeout``: AirflowTaskTimeout, retried while retries remain."""
+    assert sensor.execution_timeout is not None
+    raise compat.AirflowTaskTimeout(
+        f"Sensor reached its execution_timeout of {sensor.execution_timeout.total_seconds():g}s before its "
+        f"timeout of {sensor.timeout:g}s (as in poke mode: a task timeout, retried while retries remain)."
+    )
+
+
 def execute_deferrable(sensor: BackoffSensor, context: Any) -> Any:
     started_at = poking.wall_clock()
     deadline = started_at + sensor.timeout
@@ -52,8 +74,16 @@ def defer(
 ) -> Any:
     # Deferrable schedules start on the ``poke_interval`` grid: waits started seconds apart align.
     anchor = aligned_start(started_at, sensor.backoff_policy.initial)
-    nxt = poking.next_check(sensor, seed, anchor, deadline, after)
+    # execution_timeout ends the wait as in poke mode: the trigger's deadline is the earlier of the two, and
+    # a "timeout" at the execution deadline resumes into AirflowTaskTimeout (see resume).
+    ends_at = deadline
+    stop = execution_deadline(sensor, started_at)
+    if stop is not None and stop < deadline:
+        ends_at = stop
+    nxt = poking.next_check(sensor, seed, anchor, ends_at, after)
     if nxt is None:
+        if ends_at < deadline:
+            execution_timed_out(sensor)
         poking.timed_out(sensor, context, started_at, worker_pokes)
         return None
     now = poking.wall_clock()
@@ -68,7 +98,7 @@ def defer(
         policy=sensor.backoff_policy.to_dict(),
         seed=seed,
         started_at=anchor,
-        deadline=deadline,
+        deadline=ends_at,
         after=after,
         transient_errors=error_type_paths(sensor.transient_error_types),
         silent_fail=bool(getattr(sensor, "silent_fail", False)),
@@ -87,7 +117,7 @@ def defer(
             "worker_pokes": worker_pokes,
             "after": after,
         },
-        timeout=datetime.timedelta(seconds=max(0.0, deadline - now) + DEFERRAL_GRACE_SECONDS),
+        timeout=datetime.timedelta(seconds=max(0.0, ends_at - now) + DEFERRAL_GRACE_SECONDS),
     )
 
 
@@ -129,6 +159,11 @@ def resume(
         event.get("check_index"),
         message,
     )
+    execution_end = event.get("execution_deadline")
+    if execution_end is None and started_at is not None:
+        execution_end = execution_deadline(sensor, float(started_at))
+    if status == "timeout" and execution_end is not None and (deadline is None or execution_end < deadline):
+        execution_timed_out(sensor)  # the trigger ended at the execution deadline, before the timeout
     if status == "timeout":  # the deadline (or a check that said time is up): soft_fail decides
         poking.timed_out(sensor, context, started, pokes)
         return None

@@ -50,6 +50,7 @@ def plan_start(sensor: BackoffSensor) -> None:
         "fields": {name: path for name, (path, _value) in fields.items()},
         "policy": sensor.backoff_policy.to_dict(),
         "timeout": sensor.timeout,
+        "execution_timeout": sensor.execution_timeout.total_seconds() if sensor.execution_timeout else None,
         "backstop_seconds": backstop,
         "transient_errors": error_type_paths(sensor.transient_error_types),
         "silent_fail": bool(getattr(sensor, "silent_fail", False)),

@@ -1081,3 +1081,84 @@ def test_reschedule_mode_pokes_count_runs_that_poked(
     context = make_context()
     sensor.execute(context)
     assert context["ti"].xcoms[STATS_XCOM_KEY]["pokes"] == 7
+
+
+# ------------------------------------------------------------------ execution_timeout as in poke mode (issue 23)
+def _exec_sensor(**kwargs: Any) -> PathSensor:
+    arguments: dict[str, Any] = {
+        "task_id": "task",
+        "path": "/p",
+        "deferrable": True,
+        "poke_interval": 2,
+        "timeout": 40,
+        "execution_timeout": datetime.timedelta(seconds=8),
+        "start_from_trigger": False,
+        **kwargs,
+    }
+    return PathSensor(**arguments)
+
+
+def test_worker_first_deferral_ends_at_the_execution_deadline(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sensor = _exec_sensor()
+    monkeypatch.setattr(sensor, "poke", lambda context: False)
+    capture_defer(sensor, monkeypatch)
+    with pytest.raises(Deferred) as err:
+        sensor.execute(make_context())
+    _, trigger_kwargs = err.value.kwargs["trigger"].serialize()
+    assert trigger_kwargs["deadline"] == T0 + 8  # the execution deadline, not the timeout (T0 + 40)
+    assert err.value.kwargs["kwargs"]["deadline"] == T0 + 40  # the sensor's own deadline is kept
+    assert err.value.kwargs["timeout"] == datetime.timedelta(seconds=8 + DEFERRAL_GRACE_SECONDS)
+
+
+@pytest.mark.parametrize("soft_fail", [False, True])
+def test_a_timeout_at_the_execution_deadline_resumes_into_a_task_timeout(
+    clock: FakeClock, soft_fail: bool
+) -> None:
+    sensor = _exec_sensor(soft_fail=soft_fail)
+    clock.now = T0 + 8
+    event = make_event("timeout", checks=3)
+    with pytest.raises(
+        compat.AirflowTaskTimeout, match="execution_timeout of 8s"
+    ):  # retryable, as in poke mode
+        sensor.execute_complete(
+            make_context(), event, started_at=T0, deadline=T0 + 40, worker_pokes=1, after=0
+        )
+
+
+def test_zero_worker_timeout_event_at_the_execution_deadline_is_a_task_timeout(clock: FakeClock) -> None:
+    sensor = _exec_sensor(start_from_trigger=None)
+    event = make_event("timeout", checks=4, started_at=T0, deadline=T0 + 40, execution_deadline=T0 + 8)
+    with pytest.raises(compat.AirflowTaskTimeout):
+        sensor.execute_complete(make_context(), event, worker_pokes=0, after=-1)
+
+
+def test_a_timeout_at_the_sensor_deadline_stays_a_sensor_timeout(clock: FakeClock) -> None:
+    sensor = _exec_sensor(execution_timeout=datetime.timedelta(seconds=100))
+    event = make_event("timeout", checks=3)
+    with pytest.raises(compat.AirflowSensorTimeout):
+        sensor.execute_complete(
+            make_context(), event, started_at=T0, deadline=T0 + 40, worker_pokes=1, after=0
+        )
+
+
+@pytest.mark.parametrize(
+    ("execution_seconds", "expected"), [(8, "AirflowTaskTimeout"), (100, "AirflowSensorTimeout")]
+)
+def test_airflows_trigger_timeout_maps_by_which_deadline_it_backs_up(
+    execution_seconds: int, expected: str
+) -> None:
+    """Airflow's own trigger timeout (the backstop; on 3.x capped at the execution deadline for a zero-worker
+    start) ends the task as poke mode would at that deadline, on this Airflow version's signal."""
+    sensor = _exec_sensor(execution_timeout=datetime.timedelta(seconds=execution_seconds))
+    error = "Trigger timeout" if compat.AIRFLOW_V_3_0_PLUS else "Trigger/execution timeout"
+    with pytest.raises(getattr(compat, expected)):
+        sensor.resume_execution("__fail__", {"error": error}, make_context())
+
+
+def test_the_start_plan_ships_the_execution_timeout() -> None:
+    sensor = _exec_sensor(start_from_trigger=None)
+    if sensor.start_trigger_args is None:
+        pytest.skip(f"no zero-worker start on this Airflow: {sensor.worker_first_reason}")
+    assert sensor.start_trigger_args.trigger_kwargs["start"]["execution_timeout"] == 8
