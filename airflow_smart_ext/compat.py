@@ -699,3 +699,7 @@ def is_trigger_timeout(next_method: str, next_kwargs: dict[str, Any] | None) -> 
     """Whether Airflow resumes a task only to fail it because its trigger timeout passed (any version)."""
     expected = _DEFERRAL_TIMEOUT_ERROR_3X if AIRFLOW_V_3_0_PLUS else _DEFERRAL_TIMEOUT_ERROR_2X
     return next_method == "__fail__" and (next_kwargs or {}).get("error") == expected
+
+
+#: A sensor's ``timeout=None`` means ``[sensors] default_timeout`` on 3.x; 2.11's sensor refuses None.
+SENSOR_TIMEOUT_ACCEPTS_NONE = AIRFLOW_V_3_0_PLUS

@@ -143,8 +143,9 @@ PARAMETERS: tuple[Parameter, ...] = (
     ),
     Parameter(
         "timeout",
-        ">= 0 seconds (a number or a datetime.timedelta), or None for [sensors] default_timeout",
-        _duration(0, none=True),
+        ">= 0 seconds (a number or a datetime.timedelta)"
+        + (", or None for [sensors] default_timeout" if compat.SENSOR_TIMEOUT_ACCEPTS_NONE else ""),
+        _duration(0, none=compat.SENSOR_TIMEOUT_ACCEPTS_NONE),
     ),
     Parameter(
         "max_wait",
