@@ -186,6 +186,11 @@ PARAMETERS: tuple[Parameter, ...] = (
 )
 
 
+def _template(value: Any) -> bool:
+    """A template field's Jinja string: its rendered value is what the sensor uses (checked when it runs)."""
+    return isinstance(value, str) and shipping.has_template(value)
+
+
 def _non_empty_text(value: Any) -> bool:
     return isinstance(value, str) and value.strip() != ""
 
@@ -204,15 +209,19 @@ SQL_PARAMETERS: tuple[Parameter, ...] = (
     Parameter("sql", "a non-empty query (str, or a .sql/.hql file name)", _non_empty_text),
     Parameter(
         "parameters",
-        "a dict or a list/tuple of bound values, or None",
-        lambda value: value is None or isinstance(value, (dict, list, tuple)),
+        "a dict or a list/tuple of bound values, a Jinja template rendering to one, or None",
+        lambda value: value is None or isinstance(value, (dict, list, tuple)) or _template(value),
     ),
     *(
         Parameter(name, "None, a callable or a dotted path 'package.module.function'", _criterion(name))
         for name in ("success", "failure", "selector")
     ),
     Parameter("fail_on_empty", "True or False", _is_bool),
-    Parameter("hook_params", "a dict, or None", lambda value: value is None or isinstance(value, dict)),
+    Parameter(
+        "hook_params",
+        "a dict, a Jinja template rendering to one, or None",
+        lambda value: value is None or isinstance(value, dict) or _template(value),
+    ),
 )
 
 #: Rules across parameters (Airflow's own soft_fail/never_fail rule included).

@@ -47,12 +47,12 @@ EXAMPLES: dict[str, tuple[list[Any], list[Any]]] = {
     "start_from_trigger": ([None, True, False], ["yes", 1]),
     "conn_id": (["my_db", "{{ var.value.conn }}"], [None, 5, "", "  "]),
     "sql": (["select 1", "query.sql"], [None, "", 5]),
-    "parameters": ([None, {"a": 1}, [1, 2]], ["a=1", 5]),
+    "parameters": ([None, {"a": 1}, [1, 2], "{{ dag_run.conf['params'] }}"], ["a=1", 5]),
     "success": ([None, "builtins.bool", bool], [5, "no.such.criterion"]),
     "failure": ([None, "builtins.bool"], [5, "no.such.criterion"]),
     "selector": ([None, "builtins.len"], [5, "no_dots"]),
     "fail_on_empty": ([True, False], ["yes", None]),
-    "hook_params": ([None, {"a": 1}], [[1], "x"]),
+    "hook_params": ([None, {"a": 1}, "{{ params.hook }}"], [[1], "x"]),
 }
 
 #: rule names -> (accepted combinations, refused combinations)
