@@ -740,3 +740,18 @@ def make_partition_dagrun_info(
 _LAZY["Asset"] = ("airflow.sdk", "Asset") if AIRFLOW_V_3_0_PLUS else ("airflow.datasets", "Dataset")
 if TYPE_CHECKING:
     from airflow.sdk import Asset as Asset  # re-exported
+
+
+# 3.x fails a deferred task whose Airflow trigger timeout passed with this ``__fail__`` error
+# (``TriggerFailureReason.TRIGGER_TIMEOUT``); 2.11 with ``_DEFERRAL_TIMEOUT_ERROR_2X``.
+_DEFERRAL_TIMEOUT_ERROR_3X = "Trigger timeout"
+
+
+def is_trigger_timeout(next_method: str, next_kwargs: dict[str, Any] | None) -> bool:
+    """Whether Airflow resumes a task only to fail it because its trigger timeout passed (any version)."""
+    expected = _DEFERRAL_TIMEOUT_ERROR_3X if AIRFLOW_V_3_0_PLUS else _DEFERRAL_TIMEOUT_ERROR_2X
+    return next_method == "__fail__" and (next_kwargs or {}).get("error") == expected
+
+
+#: A sensor's ``timeout=None`` means ``[sensors] default_timeout`` on 3.x; 2.11's sensor refuses None.
+SENSOR_TIMEOUT_ACCEPTS_NONE = AIRFLOW_V_3_0_PLUS

@@ -19,9 +19,9 @@ from airflow_smart_ext.conditions.sql import (
     db_hook,
     evaluate_first_row,
     fetch_first_row,
-    resolve_criterion,
 )
 from airflow_smart_ext.sensors.base import BackoffSensor
+from airflow_smart_ext.sensors.parameters import SQL_PARAMETERS, Parameter, check_arguments
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
@@ -72,19 +72,25 @@ class BackoffSqlSensor(BackoffSensor):
         self.selector = selector
         self.fail_on_empty = fail_on_empty
         self.hook_params = hook_params
-        self._check_own_arguments(
-            {"success": success, "failure": failure, "selector": selector, "fail_on_empty": fail_on_empty}
+        check_arguments(
+            SQL_PARAMETERS,
+            {
+                "conn_id": conn_id,
+                "sql": sql,
+                "parameters": parameters,
+                "success": success,
+                "failure": failure,
+                "selector": selector,
+                "fail_on_empty": fail_on_empty,
+                "hook_params": hook_params,
+            },
+            rules=(),
         )
         super().__init__(**kwargs)
 
     @classmethod
-    def _check_own_arguments(cls, arguments: Mapping[str, Any]) -> None:
-        for name in CRITERIA:
-            resolve_criterion(arguments.get(name), name)  # parse-time error for a bad callable / dotted path
-        fail_on_empty = arguments.get("fail_on_empty", False)
-        if not isinstance(fail_on_empty, bool):
-            raise ValueError(f"fail_on_empty must be True or False; got {fail_on_empty!r}")
-        super()._check_own_arguments(arguments)
+    def parameter_table(cls) -> tuple[Parameter, ...]:
+        return (*SQL_PARAMETERS, *super().parameter_table())
 
     def _get_hook(self) -> DbApiHook:
         return db_hook(compat.SensorBaseHook.get_connection(self.conn_id), self.hook_params)

@@ -2,8 +2,11 @@
 
 Everything the trigger needs is in its kwargs (policy, seed, absolute ``started_at`` and ``deadline``, the
 check spec), so a rebuilt trigger (triggerer restart, HA reassignment) continues the same schedule from
-``(started_at, now)``: missed checks are skipped, the deadline is not reset, and the poke count in events
-is the schedule index, not an in-memory counter.
+``(started_at, now)``: missed checks are skipped and the deadline is not reset. The schedule is a pure
+function of the kwargs and the clock; the number of checks made is counted alongside (``checks`` in the
+event: checks this trigger instance received an answer to). A rebuilt trigger cannot know how many checks
+its predecessor made (Airflow keeps the kwargs of the deferral, not the trigger's memory): its event then
+says ``checks_complete: False`` and its count is a lower bound.
 """
 
 from __future__ import annotations
@@ -81,6 +84,12 @@ class BackoffTrigger(compat.BaseTrigger):
     :param rate_limit: checks per second on the check's connection (None: ``[smart_ext]
         max_checks_per_second_per_connection``; 0 there: no limit).
     """
+
+    #: Checks this instance made (an answer received, whatever it said); counted in ``run``.
+    _checks = 0
+    #: False when slots after ``after`` passed before this instance started: a predecessor (triggerer
+    #: restart) may have made checks this instance cannot count.
+    _checks_complete = True
 
     def __init__(
         self,
@@ -192,7 +201,8 @@ class BackoffTrigger(compat.BaseTrigger):
         return compat.TriggerEvent(
             {
                 "status": status,
-                "pokes": max(index, self.after) + 1,
+                "checks": self._checks,
+                "checks_complete": self._checks_complete,
                 "waited_seconds": round(max(0.0, checked_at - self.started_at), 3),
                 "xcom_value": outcome.xcom_value if outcome is not None and status == "success" else None,
                 "message": message,
@@ -206,7 +216,7 @@ class BackoffTrigger(compat.BaseTrigger):
             index,
             None,
             f"condition not met by the deadline {_iso(self.deadline)} "
-            f"({max(index, self.after) + 1} checks since {_iso(self.started_at)})",
+            f"({self._checks} checks by this trigger since {_iso(self.started_at)})",
             checked_at,
         )
 
@@ -235,6 +245,8 @@ class BackoffTrigger(compat.BaseTrigger):
         self._subscription = subscription = group.subscribe()
         try:
             scheduled = await self._next(self.after)
+            self._checks = 0
+            self._checks_complete = scheduled is not None and scheduled.index <= max(self.after, -1) + 1
             log_lines.emit(
                 self.log,
                 "info",
@@ -276,6 +288,7 @@ class BackoffTrigger(compat.BaseTrigger):
                     await self._before_event(run_started)
                     yield self._timeout_event(scheduled.index, self.deadline or scheduled.at)
                     return
+                self._checks += 1
                 outcome = self._ride_out(scheduled.index, result.outcome)
                 following = None
                 if not (outcome.is_terminal or scheduled.final):

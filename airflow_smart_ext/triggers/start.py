@@ -140,12 +140,17 @@ class BackoffStartTrigger(compat.BaseTrigger):
         check = self._check_spec(await compat.trigger_run_context(self, self._render_context))
         seed = condition_seed(sharing_key(check))
         deadline = started_at + float(start["timeout"])
+        # execution_timeout ends the wait as in poke mode: the schedule stops at the earlier deadline and the
+        # event says which one it was (the worker raises AirflowTaskTimeout for the execution deadline).
+        execution_deadline = None
+        if start.get("execution_timeout") is not None:
+            execution_deadline = started_at + float(start["execution_timeout"])
         schedule = _ScheduleFromStart(
             check=check,
             policy=start["policy"],
             seed=seed,
             started_at=aligned_start(started_at, float(start["policy"]["initial"])),
-            deadline=deadline,
+            deadline=deadline if execution_deadline is None else min(deadline, execution_deadline),
             after=-1,
             share=bool(start.get("share", True)),
             transient_errors=start.get("transient_errors"),
@@ -166,8 +171,8 @@ class BackoffStartTrigger(compat.BaseTrigger):
         try:
             async for event in schedule.run():
                 payload = dict(event.payload)
-                checks = int(payload.get("check_index", -1)) + 1
-                self._incr("pokes", max(0, checks))
+                checks = int(payload.get("checks", 0))  # checks made, not the schedule index
+                self._incr("pokes", checks)
                 if payload.get("status") == "success" and not self._needs_worker_for_success(payload):
                     success = self._success(payload, started_at, checks)
                     await log_lines.flushed()
@@ -184,7 +189,13 @@ class BackoffStartTrigger(compat.BaseTrigger):
                 )
                 await log_lines.flushed()
                 yield compat.TriggerEvent(
-                    {**payload, "started_at": started_at, "deadline": deadline, "seed": seed}
+                    {
+                        **payload,
+                        "started_at": started_at,
+                        "deadline": deadline,
+                        "execution_deadline": execution_deadline,
+                        "seed": seed,
+                    }
                 )
                 return
         finally:

@@ -11,7 +11,8 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed, task_seed
 from airflow_smart_ext.conditions import sharing_key
-from airflow_smart_ext.sensors import base as sensor_base
+from airflow_smart_ext.sensors import parameters as sensor_parameters
+from airflow_smart_ext.sensors import poking
 from airflow_smart_ext.sensors.base import DEFERRAL_GRACE_SECONDS, STATS_XCOM_KEY, BackoffSensor
 from tests.unit.test_sensor_helpers import (
     T0,
@@ -27,8 +28,8 @@ from tests.unit.test_sensor_helpers import (
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     fake = FakeClock()
-    monkeypatch.setattr(sensor_base, "_wall_clock", fake.time)
-    monkeypatch.setattr(sensor_base, "_sleep", fake.sleep)
+    monkeypatch.setattr(poking, "wall_clock", fake.time)
+    monkeypatch.setattr(poking, "sleep", fake.sleep)
     return fake
 
 
@@ -53,13 +54,16 @@ def expected_times(
     [
         ({"backoff_factor": 0.5}, "backoff_factor must be a finite number >= 1"),
         ({"backoff_factor": "2"}, "backoff_factor must be a finite number >= 1"),
-        ({"jitter": "random"}, "jitter must be one of none, full, equal, decorrelated; got 'random'"),
+        (
+            {"jitter": "random"},
+            "jitter must be one of none, full, equal, decorrelated, or None for the default; got 'random'",
+        ),
         ({"poke_interval": 10, "max_wait": 5}, "max_wait (5s) must be >= poke_interval (10s)"),
         ({"splay": -1}, "splay must be >= 0 seconds"),
-        ({"splay": "soon"}, "splay must be a number of seconds or a datetime.timedelta or None"),
+        ({"splay": "soon"}, "splay must be >= 0 seconds (a number or a datetime.timedelta), or None"),
         ({"poke_interval": 0}, "poke_interval must be > 0 seconds"),
-        ({"deferrable_fallback": "poke"}, "deferrable_fallback must be one of (None, 'reschedule')"),
-        ({"deferrable": "yes"}, "deferrable must be True or False"),
+        ({"deferrable_fallback": "poke"}, "deferrable_fallback must be one of None, 'reschedule'"),
+        ({"deferrable": "yes"}, "deferrable must be True or False, or None"),
         ({"jitter": "decorrelated", "backoff_factor": 1}, "factor=1 (fixed interval) cannot be combined"),
         (
             {"jitter": "decorrelated", "poke_interval": 0.01, "timeout": 7 * 86400},
@@ -76,7 +80,10 @@ def test_invalid_parameters_raise_at_construction_naming_the_parameter(kwargs: d
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"jitter": "bogus"}, "jitter must be one of none, full, equal, decorrelated; got 'bogus'"),
+        (
+            {"jitter": "bogus"},
+            "jitter must be one of none, full, equal, decorrelated, or None for the default; got 'bogus'",
+        ),
         ({"poke_interval": 10, "max_wait": 5}, "max_wait (5s) must be >= poke_interval (10s)"),
         ({"default_args": {"backoff_factor": 0.5}}, "backoff_factor must be a finite number >= 1"),
     ],
@@ -623,7 +630,7 @@ def test_aligned_slots_passed_before_deferring_are_not_counted_as_checks(
     context = make_context()
     clock.now = T0 + 80
     sensor2.execute_complete(
-        context, make_event("success", check_index=4, pokes=5), started_at=T0 + 12, after=2, worker_pokes=1
+        context, make_event("success", check_index=4, checks=2), started_at=T0 + 12, after=2, worker_pokes=1
     )
     assert context["ti"].xcoms[STATS_XCOM_KEY]["pokes"] == 3
 
@@ -676,7 +683,8 @@ def test_redefer_never_resets_the_deadline(clock: FakeClock, monkeypatch: pytest
 def make_event(status: str, **extra: Any) -> dict[str, Any]:
     event = {
         "status": status,
-        "pokes": 5,
+        "checks": 4,
+        "checks_complete": True,
         "waited_seconds": 12.0,
         "xcom_value": None,
         "message": "m",
@@ -878,12 +886,15 @@ class _LocalSensorFactory:
 
 
 BAD_FOR_BOTH = [
-    ({"deferrable": "yes"}, "deferrable must be True or False; got 'yes'"),
-    ({"deferrable_fallback": "poke"}, "deferrable_fallback must be one of (None, 'reschedule'); got 'poke'"),
+    (
+        {"deferrable": "yes"},
+        "deferrable must be True or False, or None for [operators] default_deferrable; got 'yes'",
+    ),
+    ({"deferrable_fallback": "poke"}, "deferrable_fallback must be one of None, 'reschedule'; got 'poke'"),
     ({"transient_errors": ["no.such.Error"]}, "transient_errors: cannot import 'no.such.Error'"),
     ({"check_timeout": -5}, "check_timeout must be > 0 seconds"),
     ({"rate_limit": 0}, "rate_limit must be a number of checks per second > 0"),
-    ({"splay": 1e308}, "splay (1e+308s) must be <= timeout"),
+    ({"timeout": 60, "splay": 1e308}, "splay (1e+308s) must be <= timeout"),
     ({"backoff_factor": 1e308}, "backoff_factor must be a finite number >= 1 and <= 10"),
     # arguments that would change on the way to the triggerer are refused, not silently altered
     ({"deferrable": True, "min_size": {1: "a"}}, "constructor argument 'min_size'={1: 'a'} does not travel"),
@@ -959,9 +970,9 @@ def test_default_cap_bounds_detection_latency_after_a_base_class_swap() -> None:
     day2 = [policy.offset("x", k) for k in range(140, 150)]
     assert all(b - a <= 600 for a, b in zip(day2, day2[1:], strict=False))
     # Large intervals: never below poke_interval, never above an hour unless poke_interval is.
-    assert sensor_base.default_max_wait(600) == 3600
-    assert sensor_base.default_max_wait(7200) == 7200
-    assert sensor_base.default_max_wait(5) == 50
+    assert sensor_parameters.default_max_wait(600) == 3600
+    assert sensor_parameters.default_max_wait(7200) == 7200
+    assert sensor_parameters.default_max_wait(5) == 50
     # An explicit max_wait still wins.
     assert PathSensor(task_id="s2", path="/p", poke_interval=60, max_wait=86400).backoff_policy.cap == 86400
 
@@ -1010,3 +1021,144 @@ def test_a_template_field_not_named_after_its_constructor_argument_cannot_defer(
     assert fallback.mode == "reschedule" and "unrendered" in str(fallback.deferrable_fallback_reason)
     # Nothing to render: nothing is lost.
     assert RenamedFieldSensor(task_id="ok", path="/data/fixed", deferrable=True).deferrable is True
+
+
+# ------------------------------------------------------------------ counts are checks made (issue 23)
+@pytest.mark.parametrize(
+    ("worker_pokes", "after", "check_index", "checks", "expected"),
+    [
+        (1, 0, 4, 4, 5),  # no slot skipped: the same either way
+        (1, 0, 31, 11, 12),  # slots skipped while the triggerer was down: not counted (was 32)
+        (1, 20, 25, 4, 5),  # slots skipped before the deferral: not counted (was 6)
+        (0, -1, 9, 7, 7),  # zero-worker resume: every check ran in the triggerer (was 10)
+        (3, 5, 9, 2, 5),  # a re-deferral (silent_fail) carries the checks made so far
+    ],
+)
+def test_deferrable_pokes_count_checks_made_not_schedule_slots(
+    clock: FakeClock, worker_pokes: int, after: int, check_index: int, checks: int, expected: int
+) -> None:
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True)
+    context = make_context()
+    clock.now = T0 + 12
+    event = make_event("success", check_index=check_index, checks=checks)
+    sensor.execute_complete(context, event, started_at=T0, after=after, worker_pokes=worker_pokes)
+    assert context["ti"].xcoms[STATS_XCOM_KEY]["pokes"] == expected
+
+
+def test_timeout_message_counts_checks_made(clock: FakeClock) -> None:
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True)
+    clock.now = T0 + 12
+    with pytest.raises(compat.AirflowSensorTimeout, match=r"after 12 poke\(s\)"):
+        sensor.execute_complete(
+            make_context(),
+            make_event("timeout", check_index=31, checks=11),
+            started_at=T0,
+            after=0,
+            worker_pokes=1,
+        )
+
+
+def test_a_rebuilt_triggers_count_is_logged_as_a_lower_bound(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True)
+    lines: list[str] = []
+    monkeypatch.setattr(sensor.log, "info", lambda message, *args: lines.append(message % args))
+    event = make_event("success", checks=2, checks_complete=False)
+    sensor.execute_complete(make_context(), event, started_at=T0, after=0, worker_pokes=1)
+    assert any("3 poke(s) is a lower bound" in line for line in lines)
+
+
+def test_reschedule_mode_pokes_count_runs_that_poked(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow's reschedule count is the number of earlier runs of the try, each one poke (no splay wait)."""
+    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)
+    sensor = ScriptedSensor(task_id="task", results=[True], clock=clock, mode="reschedule", splay=0)
+    first = datetime.datetime.fromtimestamp(T0, tz=datetime.timezone.utc)
+    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (6, first))
+    clock.now = T0 + 10_000  # late: many schedule slots passed, none of them a check
+    context = make_context()
+    sensor.execute(context)
+    assert context["ti"].xcoms[STATS_XCOM_KEY]["pokes"] == 7
+
+
+# ------------------------------------------------------------------ execution_timeout as in poke mode (issue 23)
+def _exec_sensor(**kwargs: Any) -> PathSensor:
+    arguments: dict[str, Any] = {
+        "task_id": "task",
+        "path": "/p",
+        "deferrable": True,
+        "poke_interval": 2,
+        "timeout": 40,
+        "execution_timeout": datetime.timedelta(seconds=8),
+        "start_from_trigger": False,
+        **kwargs,
+    }
+    return PathSensor(**arguments)
+
+
+def test_worker_first_deferral_ends_at_the_execution_deadline(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sensor = _exec_sensor()
+    monkeypatch.setattr(sensor, "poke", lambda context: False)
+    capture_defer(sensor, monkeypatch)
+    with pytest.raises(Deferred) as err:
+        sensor.execute(make_context())
+    _, trigger_kwargs = err.value.kwargs["trigger"].serialize()
+    assert trigger_kwargs["deadline"] == T0 + 8  # the execution deadline, not the timeout (T0 + 40)
+    assert err.value.kwargs["kwargs"]["deadline"] == T0 + 40  # the sensor's own deadline is kept
+    assert err.value.kwargs["timeout"] == datetime.timedelta(seconds=8 + DEFERRAL_GRACE_SECONDS)
+
+
+@pytest.mark.parametrize("soft_fail", [False, True])
+def test_a_timeout_at_the_execution_deadline_resumes_into_a_task_timeout(
+    clock: FakeClock, soft_fail: bool
+) -> None:
+    sensor = _exec_sensor(soft_fail=soft_fail)
+    clock.now = T0 + 8
+    event = make_event("timeout", checks=3)
+    with pytest.raises(
+        compat.AirflowTaskTimeout, match="execution_timeout of 8s"
+    ):  # retryable, as in poke mode
+        sensor.execute_complete(
+            make_context(), event, started_at=T0, deadline=T0 + 40, worker_pokes=1, after=0
+        )
+
+
+def test_zero_worker_timeout_event_at_the_execution_deadline_is_a_task_timeout(clock: FakeClock) -> None:
+    sensor = _exec_sensor(start_from_trigger=None)
+    event = make_event("timeout", checks=4, started_at=T0, deadline=T0 + 40, execution_deadline=T0 + 8)
+    with pytest.raises(compat.AirflowTaskTimeout):
+        sensor.execute_complete(make_context(), event, worker_pokes=0, after=-1)
+
+
+def test_a_timeout_at_the_sensor_deadline_stays_a_sensor_timeout(clock: FakeClock) -> None:
+    sensor = _exec_sensor(execution_timeout=datetime.timedelta(seconds=100))
+    event = make_event("timeout", checks=3)
+    with pytest.raises(compat.AirflowSensorTimeout):
+        sensor.execute_complete(
+            make_context(), event, started_at=T0, deadline=T0 + 40, worker_pokes=1, after=0
+        )
+
+
+@pytest.mark.parametrize(
+    ("execution_seconds", "expected"), [(8, "AirflowTaskTimeout"), (100, "AirflowSensorTimeout")]
+)
+def test_airflows_trigger_timeout_maps_by_which_deadline_it_backs_up(
+    execution_seconds: int, expected: str
+) -> None:
+    """Airflow's own trigger timeout (the backstop; on 3.x capped at the execution deadline for a zero-worker
+    start) ends the task as poke mode would at that deadline, on this Airflow version's signal."""
+    sensor = _exec_sensor(execution_timeout=datetime.timedelta(seconds=execution_seconds))
+    error = "Trigger timeout" if compat.AIRFLOW_V_3_0_PLUS else "Trigger/execution timeout"
+    with pytest.raises(getattr(compat, expected)):
+        sensor.resume_execution("__fail__", {"error": error}, make_context())
+
+
+def test_the_start_plan_ships_the_execution_timeout() -> None:
+    sensor = _exec_sensor(start_from_trigger=None)
+    if sensor.start_trigger_args is None:
+        pytest.skip(f"no zero-worker start on this Airflow: {sensor.worker_first_reason}")
+    assert sensor.start_trigger_args.trigger_kwargs["start"]["execution_timeout"] == 8

@@ -15,7 +15,7 @@ T0 = 1_800_000_000.0  # a fixed epoch start for fake clocks
 
 
 class FakeClock:
-    """Replaces ``_wall_clock``/``_sleep`` of ``airflow_smart_ext.sensors.base``; sleeping advances time."""
+    """Replaces ``wall_clock``/``sleep`` of ``airflow_smart_ext.sensors.poking``; sleeping advances time."""
 
     def __init__(self, now: float = T0) -> None:
         self.now = now

@@ -21,8 +21,7 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions.sql import FirstRowOutcome, evaluate_first_row
-from airflow_smart_ext.sensors import BackoffSqlSensor
-from airflow_smart_ext.sensors import base as sensor_base
+from airflow_smart_ext.sensors import BackoffSqlSensor, poking
 from airflow_smart_ext.sensors.base import STATS_XCOM_KEY
 from tests.unit.test_sensor_helpers import FakeClock, make_context
 
@@ -259,8 +258,8 @@ def test_row_appearing_later_is_detected(database: Database) -> None:
 @pytest.fixture
 def fake_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     clock = FakeClock()
-    monkeypatch.setattr(sensor_base, "_wall_clock", clock.time)
-    monkeypatch.setattr(sensor_base, "_sleep", clock.sleep)
+    monkeypatch.setattr(poking, "wall_clock", clock.time)
+    monkeypatch.setattr(poking, "sleep", clock.sleep)
     return clock
 
 

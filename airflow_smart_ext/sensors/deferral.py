@@ -1,0 +1,205 @@
+"""Deferrable mode, worker-first: check #0 on a worker, then ``BackoffTrigger`` waits in the triggerer; and the
+resume, shared with the zero-worker path, which ends the task exactly as poke mode would."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.backoff import aligned_start, condition_seed
+from airflow_smart_ext.conditions import Ending, sharing_key, task_ending
+from airflow_smart_ext.conditions.runtime import config_non_negative_float
+from airflow_smart_ext.errors import error_type_paths
+from airflow_smart_ext.sensors import poking
+from airflow_smart_ext.sensors.start_plan import DEFERRAL_GRACE_SECONDS
+
+if TYPE_CHECKING:
+    from airflow_smart_ext.sensors.base import BackoffSensor
+
+
+def execution_deadline(sensor: BackoffSensor, started_at: float) -> float | None:
+    """When ``execution_timeout`` ends this try (epoch seconds), or None without one."""
+    if not sensor.execution_timeout:
+        return None
+    return started_at + sensor.execution_timeout.total_seconds()
+
+
+def ends_at_execution_deadline(sensor: BackoffSensor) -> bool:
+    """Whether a deferral's deadline is the execution deadline rather than the sensor timeout."""
+    limit = sensor.execution_timeout
+    return limit is not None and limit.total_seconds() < sensor.timeout
+
+
+def execution_timed_out(sensor: BackoffSensor) -> None:
+    """What poke mode raises at ``execution_timeout``: AirflowTaskTimeout, retried while retries remain."""
+    assert sensor.execution_timeout is not None
+    raise compat.AirflowTaskTimeout(
+        f"Sensor reached its execution_timeout of {sensor.execution_timeout.total_seconds():g}s before its "
+        f"timeout of {sensor.timeout:g}s (as in poke mode: a task timeout, retried while retries remain)."
+    )
+
+
+def execute_deferrable(sensor: BackoffSensor, context: Any) -> Any:
+    started_at = poking.wall_clock()
+    deadline = started_at + sensor.timeout
+    # Identical waits get one schedule (seed of the condition, not of the task), so the triggerer's
+    # shared check serves all of them on the same cycle instead of one check per task.
+    seed = condition_seed(sharing_key(sensor.deferrable_check(context)))
+    if _rate_limited(sensor):
+        # The connection has a check budget, which only the triggerer can keep (it sees every pending
+        # check): check #0 runs there too, paced with the others, instead of on every worker at once.
+        return defer(sensor, context, seed, started_at, deadline, after=-1, worker_pokes=0)
+    # A cheap positive needs no deferral: check #0 runs on the worker.
+    done, xcom_value = poking.poke_once(sensor, context, 0, 1)
+    if done:
+        return poking.succeeded(sensor, context, started_at, 1, xcom_value, "deferrable")
+    return defer(sensor, context, seed, started_at, deadline, after=0, worker_pokes=1)
+
+
+def _rate_limited(sensor: BackoffSensor) -> bool:
+    return bool(sensor.rate_limit or config_non_negative_float("max_checks_per_second_per_connection", 0.0))
+
+
+def defer(
+    sensor: BackoffSensor,
+    context: Any,
+    seed: str,
+    started_at: float,
+    deadline: float,
+    *,
+    after: int,
+    worker_pokes: int,
+) -> Any:
+    # Deferrable schedules start on the ``poke_interval`` grid: waits started seconds apart align.
+    anchor = aligned_start(started_at, sensor.backoff_policy.initial)
+    # execution_timeout ends the wait as in poke mode: the trigger's deadline is the earlier of the two, and
+    # a "timeout" at the execution deadline resumes into AirflowTaskTimeout (see resume).
+    ends_at = deadline
+    stop = execution_deadline(sensor, started_at)
+    if stop is not None and stop < deadline:
+        ends_at = stop
+    nxt = poking.next_check(sensor, seed, anchor, ends_at, after)
+    if nxt is None:
+        if ends_at < deadline:
+            execution_timed_out(sensor)
+        poking.timed_out(sensor, context, started_at, worker_pokes)
+        return None
+    now = poking.wall_clock()
+    if worker_pokes:
+        poking.log_not_yet(sensor, worker_pokes, after, nxt, now)
+    # Slots of the schedule that passed before this deferral were no checks: the trigger starts after them.
+    after = max(after, nxt.index - 1)
+    from airflow_smart_ext.triggers import BackoffTrigger  # lazy: keep DAG parsing cheap
+
+    trigger = BackoffTrigger(
+        check=sensor.deferrable_check(context),
+        policy=sensor.backoff_policy.to_dict(),
+        seed=seed,
+        started_at=anchor,
+        deadline=ends_at,
+        after=after,
+        transient_errors=error_type_paths(sensor.transient_error_types),
+        silent_fail=bool(getattr(sensor, "silent_fail", False)),
+        check_timeout=sensor.check_timeout,
+        rate_limit=sensor.rate_limit,
+    )
+    # The deadline never moves: every (re)defer gets only the time left, plus a grace period so the
+    # trigger's own final check and "timeout" event arrive before Airflow's trigger timeout.
+    sensor.defer(
+        trigger=trigger,
+        method_name="execute_complete",
+        kwargs={
+            "started_at": started_at,
+            "deadline": deadline,
+            "seed": seed,
+            "worker_pokes": worker_pokes,
+            "after": after,
+        },
+        timeout=datetime.timedelta(seconds=max(0.0, ends_at - now) + DEFERRAL_GRACE_SECONDS),
+    )
+
+
+def resume(
+    sensor: BackoffSensor,
+    context: Any,
+    event: Mapping[str, Any] | None,
+    started_at: float | None,
+    deadline: float | None,
+    seed: str | None,
+    worker_pokes: int,
+    after: int | None,
+) -> Any:
+    """Resume after ``BackoffTrigger`` (or the zero-worker start trigger) fired; outcomes map as in poke mode."""
+    event = dict(event or {})
+    status = event.get("status")
+    # Resumed from the zero-worker path: the try's start, deadline and seed travel in the event.
+    started_at = event.get("started_at", started_at)
+    deadline = event.get("deadline", deadline)
+    seed = event.get("seed", seed)
+    if event.get("checks") is not None:  # checks the trigger made (a lower bound after a triggerer restart)
+        pokes = int(worker_pokes) + int(event["checks"])
+        if event.get("checks_complete") is False:
+            sensor.log.info(
+                "The trigger was rebuilt (triggerer restart) or started late: checks made before it are not "
+                "counted; %d poke(s) is a lower bound.",
+                pokes,
+            )
+    elif after is not None and event.get("check_index") is not None:  # an event of an older version
+        pokes = int(worker_pokes) + max(0, int(event["check_index"]) - int(after))
+    else:
+        pokes = max(int(worker_pokes), int(event.get("pokes", 0) or 0))
+    started = float(started_at) if started_at is not None else poking.wall_clock()
+    message = str(event.get("message") or "")
+    sensor.log.info(
+        "Trigger finished: status=%s after %d check(s) in the triggerer (last check #%s): %s",
+        status,
+        pokes - int(worker_pokes),
+        event.get("check_index"),
+        message,
+    )
+    execution_end = event.get("execution_deadline")
+    if execution_end is None and started_at is not None:
+        execution_end = execution_deadline(sensor, float(started_at))
+    if status == "timeout" and execution_end is not None and (deadline is None or execution_end < deadline):
+        execution_timed_out(sensor)  # the trigger ended at the execution deadline, before the timeout
+    if status == "timeout":  # the deadline (or a check that said time is up): soft_fail decides
+        poking.timed_out(sensor, context, started, pokes)
+        return None
+    if status not in ("success", "skip", "failure", "error"):
+        raise compat.AirflowException(f"Unexpected event from BackoffTrigger: {event!r}")
+    if status == "failure":
+        poking.incr(sensor, "failures", context)
+    ending = task_ending(
+        status,
+        soft_fail=sensor.soft_fail,
+        never_fail=getattr(sensor, "never_fail", False),
+        silent_fail=getattr(sensor, "silent_fail", False),
+    )
+    if ending is Ending.SUCCEED:
+        return poking.succeeded(sensor, context, started, pokes, event.get("xcom_value"), "deferrable")
+    if ending is Ending.NOT_YET and deadline is not None and seed is not None:
+        # silent_fail: a failing check is "not yet"; continue the same schedule and deadline.
+        sensor.log.error("Check failed in the triggerer; silent_fail=True: continuing. %s", message)
+        after = int(event.get("check_index", 0) or 0)
+        return defer(sensor, context, seed, started, float(deadline), after=after, worker_pokes=pokes)
+    if status == "skip":  # the poke raised AirflowSkipException in the triggerer, as in poke mode
+        raise compat.AirflowSkipException(message)
+    if status == "failure":
+        if ending is Ending.SKIP:
+            raise compat.AirflowSkipException(
+                f"Failure criteria met; skipping (soft_fail/never_fail): {message}"
+            )
+        raise compat.AirflowFailException(f"Failure criteria met: {message}")
+    if ending is Ending.SKIP:
+        raise compat.AirflowSkipException(f"Check failed; skipping (never_fail=True): {message}")
+    raise compat.AirflowException(f"Check failed in the triggerer: {message}")
+
+
+def deferral_timed_out(sensor: BackoffSensor) -> None:
+    """2.11 fails a timed-out deferral with a retryable TaskDeferralError; a sensor timeout is never retried."""
+    message = "Sensor has timed out: the deferral reached its timeout before the trigger reported."
+    if sensor.soft_fail:
+        raise compat.AirflowSkipException(message + " Skipping (soft_fail=True).")
+    raise compat.AirflowSensorTimeout(message)

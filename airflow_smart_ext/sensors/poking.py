@@ -1,0 +1,193 @@
+"""Poke mode, and what every mode shares: the schedule's clock, one poke with Airflow's exception semantics,
+and the endings (success, timeout) with their log lines, metrics and stats XCom."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.backoff import ScheduledCheck, task_seed
+from airflow_smart_ext.conditions import Ending, outcome_from_exception, task_ending
+from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
+from airflow_smart_ext.errors import classify
+
+if TYPE_CHECKING:
+    from airflow_smart_ext.compat import PokeReturnValue
+    from airflow_smart_ext.sensors.base import BackoffSensor
+
+METRIC_PREFIX = "smart_ext.sensor"
+
+
+def wall_clock() -> float:
+    """Epoch seconds; one indirection so tests can drive the clock."""
+    return time.time()
+
+
+def sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def utc(epoch_seconds: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(epoch_seconds, tz=datetime.timezone.utc)
+
+
+def task_schedule_seed(context: Mapping[str, Any]) -> str:
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return task_seed(
+        ti.dag_id,
+        ti.task_id,
+        ti.run_id,
+        -1 if map_index is None else int(map_index),
+        int(getattr(ti, "try_number", 1) or 1),
+    )
+
+
+def first_check_at(sensor: BackoffSensor, seed: str, started_at: float, deadline: float) -> float:
+    """When check #0 is due: the splayed start of the schedule (never after the deadline).
+
+    Not ``next_check(after=None)``: that is the first check due *from now*, i.e. check #1 once check
+    #0's small (or zero) splay offset has passed, which delayed the first poke by a whole interval.
+    """
+    return min(started_at + sensor.backoff_policy.offset(seed, 0), deadline)
+
+
+def next_check(
+    sensor: BackoffSensor, seed: str, started_at: float, deadline: float, after: int | None
+) -> ScheduledCheck | None:
+    return sensor.backoff_policy.next_check(seed, started_at, wall_clock(), deadline, after=after)
+
+
+def poke_once(sensor: BackoffSensor, context: Any, index: int, pokes: int) -> tuple[bool, Any]:
+    """One poke with Airflow's exception semantics (soft_fail / silent_fail / never_fail)."""
+    incr(sensor, "pokes", context)
+    try:
+        result: bool | PokeReturnValue = sensor.poke(context)
+    except compat.AirflowSkipException:
+        raise
+    except compat.CHECK_ERRORS as err:
+        outcome = outcome_from_exception(err)
+        error_class = classify(err, sensor.transient_error_types) if outcome.status == "error" else None
+        transient = error_class is not None and error_class.transient
+        ending = task_ending(
+            outcome.status,
+            soft_fail=sensor.soft_fail,
+            never_fail=getattr(sensor, "never_fail", False),
+            silent_fail=getattr(sensor, "silent_fail", False),
+            transient=transient,
+        )
+        if ending is Ending.NOT_YET:
+            sensor.consecutive_errors += 1
+            if transient and error_class is not None:
+                sensor.log.warning(
+                    "Poke #%d (check #%d) failed with a transient error (%s, %d in a row): %s; "
+                    "treating it as 'not yet'",
+                    pokes,
+                    index,
+                    error_class.reason,
+                    sensor.consecutive_errors,
+                    outcome.message,
+                )
+                incr(sensor, "transient_errors", context)
+            else:
+                sensor.log.exception(
+                    "Poke #%d (check #%d) failed (%d in a row); silent_fail=True: treating it as 'not yet'",
+                    pokes,
+                    index,
+                    sensor.consecutive_errors,
+                )
+            incr(sensor, "poke_errors", context)
+            return False, None
+        if ending is Ending.SKIP:
+            flag = "soft_fail" if sensor.soft_fail and outcome.status != "error" else "never_fail"
+            raise compat.AirflowSkipException(f"Skipping due to {flag} is set to True.") from err
+        raise  # the poke's own exception decides retries, as in Airflow
+    sensor.consecutive_errors = 0
+    if isinstance(result, compat.PokeReturnValue):
+        return bool(result.is_done), result.xcom_value
+    return bool(result), None
+
+
+def log_not_yet(sensor: BackoffSensor, pokes: int, index: int, nxt: ScheduledCheck, now: float) -> None:
+    sensor.log.info(
+        "Poke #%d (check #%d): condition not met; next check #%d in %.3fs at %s%s",
+        pokes,
+        index,
+        nxt.index,
+        max(0.0, nxt.at - now),
+        utc(nxt.at).isoformat(),
+        " (final check, at the timeout)" if nxt.final else "",
+    )
+
+
+def timed_out(sensor: BackoffSensor, context: Any, started_at: float, pokes: int) -> None:
+    waited = wall_clock() - started_at
+    incr(sensor, "timeouts", context)
+    message = (
+        f"Sensor has timed out after {pokes} poke(s) and {waited:.1f}s; the final check was at the "
+        f"timeout of {sensor.timeout:g}s."
+    )
+    if sensor.soft_fail:
+        raise compat.AirflowSkipException(message + " Skipping (soft_fail=True).")
+    raise compat.AirflowSensorTimeout(message)
+
+
+def succeeded(
+    sensor: BackoffSensor, context: Any, started_at: float, pokes: int, xcom_value: Any, mode: str
+) -> Any:
+    waited = max(0.0, wall_clock() - started_at)
+    sensor.log.info(
+        "Success criteria met after %d poke(s), %.3fs after the start (%s mode, %s).",
+        pokes,
+        waited,
+        mode,
+        sensor.backoff_policy.describe(),
+    )
+    incr(sensor, "successes", context)
+    if sensor.do_xcom_push:
+        context["ti"].xcom_push(
+            key=STATS_XCOM_KEY, value={"pokes": pokes, "waited_seconds": round(waited, 3), "mode": mode}
+        )
+    return xcom_value
+
+
+def incr(sensor: BackoffSensor, what: str, context: Any) -> None:
+    ti = context["ti"]
+    try:
+        compat.Stats.incr(
+            f"{METRIC_PREFIX}.{what}",
+            tags={"dag_id": ti.dag_id, "task_id": ti.task_id, "sensor": type(sensor).__name__},
+        )
+    except Exception:  # metrics must never fail a sensor
+        sensor.log.debug("Could not emit metric %s", what, exc_info=True)
+
+
+def execute_poke(sensor: BackoffSensor, context: Any, seed: str) -> Any:
+    """Poke mode: the whole wait on one worker, sleeping between the checks of the schedule."""
+    started_at = wall_clock()
+    deadline = started_at + sensor.timeout
+    index, pokes = 0, 1
+    sensor.log.info(
+        "Backoff schedule: %s; timeout %gs (poke mode)", sensor.backoff_policy.describe(), sensor.timeout
+    )
+    first_at = first_check_at(sensor, seed, started_at, deadline)
+    if first_at > wall_clock():
+        # The splay: sensors created together spread their first poke over [0, splay).
+        sensor.log.info("First poke splayed by %.3fs to %s", first_at - started_at, utc(first_at).isoformat())
+        sleep(first_at - wall_clock())
+    while True:
+        done, xcom_value = poke_once(sensor, context, index, pokes)
+        if done:
+            return succeeded(sensor, context, started_at, pokes, xcom_value, "poke")
+        nxt = next_check(sensor, seed, started_at, deadline, index)
+        if nxt is None:
+            timed_out(sensor, context, started_at, pokes)
+            return None  # unreachable: timed_out raises
+        now = wall_clock()
+        log_not_yet(sensor, pokes, index, nxt, now)
+        if nxt.at > now:
+            sleep(nxt.at - now)
+        index, pokes = nxt.index, pokes + 1

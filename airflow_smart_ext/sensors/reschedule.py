@@ -1,0 +1,79 @@
+"""Reschedule mode: one poke per worker run; between checks the task waits in the scheduler (up_for_reschedule)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.sensors import poking
+
+if TYPE_CHECKING:
+    from airflow_smart_ext.sensors.base import BackoffSensor
+
+# Reschedule mode waits for a splayed first poke only when the splay offset is at least this long: a
+# shorter wait is not worth a trip through the scheduler (poke mode always sleeps it).
+SPLAY_RESCHEDULE_MIN_SECONDS = 1.0
+
+
+def _epoch(value: datetime.datetime) -> float:
+    if value.tzinfo is None:  # Airflow stores UTC; a naive value here is UTC by convention
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    return value.timestamp()
+
+
+def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
+    # The exact number of earlier pokes of this try and the try's anchor, from Airflow's records
+    # (not re-estimated by replaying intervals as Airflow's own sensor does).
+    count, first_date = compat.sensor_reschedule_state(context)
+    started_at = _epoch(first_date) if first_date is not None else poking.wall_clock()
+    deadline = started_at + sensor.timeout
+    # Earlier pokes of this try were checks 0..count-1 in order; a late reschedule skips checks whose
+    # time has passed, which next_check(now=...) skips anyway, so `after=count` gives the same answer.
+    # A splay of at least SPLAY_RESCHEDULE_MIN_SECONDS costs the first run a reschedule without a poke;
+    # whether it did is a pure function of the seed, so later runs know which index they are at.
+    # Airflow 3 needs a reschedule at least RESCHEDULE_MIN_GAP_SECONDS ahead (executor race): a shorter
+    # splay is slept on the worker instead.
+    splay_wait = sensor.backoff_policy.offset(seed, 0) >= max(
+        SPLAY_RESCHEDULE_MIN_SECONDS, compat.RESCHEDULE_MIN_GAP_SECONDS
+    )
+    if count == 0:
+        sensor.log.info(
+            "Backoff schedule: %s; timeout %gs (reschedule mode)",
+            sensor.backoff_policy.describe(),
+            sensor.timeout,
+        )
+        first_at = poking.first_check_at(sensor, seed, started_at, deadline)
+        if first_at > poking.wall_clock():
+            sensor.log.info(
+                "First poke splayed by %.3fs to %s", first_at - started_at, poking.utc(first_at).isoformat()
+            )
+            if splay_wait:
+                run_at = max(first_at, poking.wall_clock() + compat.RESCHEDULE_MIN_GAP_SECONDS)
+                raise compat.AirflowRescheduleException(poking.utc(run_at))
+            poking.sleep(first_at - poking.wall_clock())  # too short for a reschedule: as poke mode does
+    index = count - 1 if splay_wait and count > 0 else count
+    pokes = index + 1
+    done, xcom_value = poking.poke_once(sensor, context, index, pokes)
+    if done:
+        return poking.succeeded(sensor, context, started_at, pokes, xcom_value, "reschedule")
+    if count == 0:
+        # Later runs anchor on the first reschedule's recorded start date: predict it now, so a slow
+        # first poke does not shift the schedule (and the deadline) between this run and the next.
+        started_at = compat.first_reschedule_anchor(context, poking.wall_clock())
+        deadline = started_at + sensor.timeout
+    nxt = poking.next_check(sensor, seed, started_at, deadline, index)
+    if nxt is None:
+        poking.timed_out(sensor, context, started_at, pokes)
+        return None
+    now = poking.wall_clock()
+    poking.log_not_yet(sensor, pokes, index, nxt, now)
+    run_at = max(nxt.at, now + compat.RESCHEDULE_MIN_GAP_SECONDS)
+    if run_at > nxt.at:
+        sensor.log.info(
+            "Check #%d runs %.3fs late: Airflow reschedules no sooner than %gs (executor race)",
+            nxt.index,
+            run_at - nxt.at,
+            compat.RESCHEDULE_MIN_GAP_SECONDS,
+        )
+    raise compat.AirflowRescheduleException(poking.utc(run_at))
