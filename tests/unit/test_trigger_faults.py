@@ -795,3 +795,23 @@ async def test_other_tasks_hung_checks_never_delay_a_healthy_wait(
     assert peak <= bound, (peak, bound)
     assert any(name == check_threads.METRIC_ABANDONED_RUNNING and value > 0 for name, value in gauges), gauges
     print(f"{scenario.id}: threads above baseline peak={peak} (bound {bound}); healthy on time")
+
+
+def test_a_detached_check_thread_gives_its_place_to_queued_work_and_ends_with_its_call() -> None:
+    pool = check_threads.CheckThreads(2, name="smart-ext-test-pool")
+    gate = threading.Event()
+    blocked = [pool.submit(lambda: gate.wait(30)) for _ in range(2)]  # both live threads busy
+    queued = pool.submit(lambda: "ran")
+    time.sleep(0.1)
+    assert not queued.done()  # no third live thread
+    assert pool.detach(blocked[0])
+    assert queued.result(timeout=5) == "ran"  # a new live thread took the detached one's place
+    assert not pool.detach(blocked[0])  # once
+    names = lambda: {t.name for t in threading.enumerate() if t.name.startswith("smart-ext-test-pool")}  # noqa: E731
+    assert len(names()) == 3
+    gate.set()
+    assert all(f.result(timeout=5) for f in blocked)
+    deadline = time.monotonic() + 5
+    while len(names()) > 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(names()) == 2  # the detached thread ended with its call; the live ones stay
