@@ -276,9 +276,9 @@ class CheckGroup:
             raw, error = (
                 None,
                 CheckTimeLimitExceeded(
-                    f"the check ran past its time limit of {limits.time_limit:g}s and was abandoned "
-                    f"(on {self.shared_check.concurrency_key}; this condition starts no other check until "
-                    "it ends)"
+                    f"the check did not report within its time limit of {limits.time_limit:g}s and was "
+                    f"given up (on {self.shared_check.concurrency_key}; a call still running is abandoned and "
+                    "this condition starts no other until it returns)"
                 ),
             )
             compat.Stats.incr(METRIC_TIME_LIMIT_EXCEEDED)
