@@ -755,3 +755,31 @@ def is_trigger_timeout(next_method: str, next_kwargs: dict[str, Any] | None) -> 
 
 #: A sensor's ``timeout=None`` means ``[sensors] default_timeout`` on 3.x; 2.11's sensor refuses None.
 SENSOR_TIMEOUT_ACCEPTS_NONE = AIRFLOW_V_3_0_PLUS
+
+
+# --- Sealing rendered secrets (issue 23): the secrets masker and Airflow's Fernet -------------------------
+# The worker's masker knows every connection password / extra / masked Variable the task rendered; the
+# triggerer holds the same [core] fernet_key. 3.x: the Task SDK's masker (the one the task runner and the
+# triggerer's log processors use) and crypto; 2.11: core's.
+if AIRFLOW_V_3_0_PLUS:
+    _LAZY.update(
+        {
+            "redact_secrets": ("airflow.sdk._shared.secrets_masker", "redact"),
+            "mask_secret": ("airflow.sdk.log", "mask_secret"),
+            "get_fernet": ("airflow.sdk.crypto", "get_fernet"),
+        }
+    )
+else:
+    _LAZY.update(
+        {
+            "redact_secrets": ("airflow.utils.log.secrets_masker", "redact"),
+            "mask_secret": ("airflow.utils.log.secrets_masker", "mask_secret"),
+            "get_fernet": ("airflow.models.crypto", "get_fernet"),
+        }
+    )
+if TYPE_CHECKING:
+    from airflow.sdk._shared.secrets_masker import redact as redact_secrets
+    from airflow.sdk.crypto import get_fernet
+    from airflow.sdk.log import mask_secret
+
+__all__ += ["get_fernet", "mask_secret", "redact_secrets"]

@@ -5,9 +5,9 @@ Blocking work (a sync ``poke``, a DB-API query) runs in a pool of our own with a
 (``[smart_ext] check_threads``), never on the triggerer's event loop and never through
 ``asgiref.sync_to_async`` (which funnels every call onto one thread). Checks with the same concurrency key
 (one connection, or one sensor class) share ``[smart_ext] max_concurrent_checks_per_connection`` slots, so
-1,000 triggers cannot open 1,000 connections at once. A slot belongs to the *thread*: a check that hangs
-past its time limit is abandoned by its waiters but keeps its slot until its thread really ends, so a hung
-connection can hold at most its own slots of the pool, never more.
+1,000 triggers cannot open 1,000 connections at once. A check that hangs past its time limit is abandoned:
+within a bounded budget its thread is detached and its slot released at once, so other tasks' hung checks
+never take a live check's slot or thread (``check_threads``).
 """
 
 from __future__ import annotations
@@ -23,14 +23,21 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from airflow_smart_ext import compat
+from airflow_smart_ext.conditions.check_threads import (
+    AbandonedChecks,
+    CheckThreads,
+    PreviousCheckStillRunning,
+)
 
 CONFIG_SECTION = "smart_ext"
 DEFAULT_MAX_CONCURRENT_CHECKS_PER_CONNECTION = 4
 DEFAULT_CHECK_THREADS = 32
+# Abandoned checks whose threads may run detached (beyond check_threads): per concurrency key, in all.
+DEFAULT_MAX_ABANDONED_PER_KEY = 8
+DEFAULT_MAX_ABANDONED = 32
 # A check's time limit when neither the sensor (check_timeout=) nor [smart_ext] check_time_limit sets one:
 # its poke_interval, within these bounds (a check may take a while; a hung one must not hold a wait forever).
 MIN_DEFAULT_CHECK_TIME_LIMIT = 60.0
@@ -79,53 +86,86 @@ def config_non_negative_float(key: str, default: float) -> float:
 
 # --- running blocking work off the event loop ---------------------------------------------------------
 
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
+_pool: CheckThreads | None = None
+_pool_lock = threading.Lock()
+ABANDONED = AbandonedChecks()
 # asyncio.Semaphore binds to the loop that first uses it: keep one set per running loop.
 _semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
     weakref.WeakKeyDictionary()
 )
+#: Which condition the check running in this task is for (the round sets its group's sharing key): a
+#: condition whose abandoned check still runs starts no second one.
+CHECK_OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "smart_ext_check_owner", default=None
+)
 
 
-def _check_executor() -> ThreadPoolExecutor:
+def _check_pool() -> CheckThreads:
     """A pool of our own: the loop's default executor is small (cpu + 4) and shared with everything else."""
-    global _executor
-    if _executor is not None:  # the hot path (every blocking check): no lock once created
-        return _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(
-                max_workers=config_positive_int("check_threads", DEFAULT_CHECK_THREADS),
-                thread_name_prefix="smart-ext-check",
-            )
-        return _executor
+    global _pool
+    if _pool is not None:  # the hot path (every blocking check): no lock once created
+        return _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = CheckThreads(config_positive_int("check_threads", DEFAULT_CHECK_THREADS))
+        return _pool
 
 
 async def run_blocking(func: Callable[..., T], *args: Any, key: str | None = None) -> T:
     """Run ``func(*args)`` in a check thread, keeping context variables (log context) like to_thread.
 
-    With ``key``: in one of that concurrency key's slots. The slot is released when the *thread* ends: a
-    waiter that gives up (time limit, cancelled trigger) leaves the slot taken while the thread still runs.
+    With ``key``: in one of that concurrency key's slots. A waiter that gives up (time limit, cancelled
+    trigger) abandons the call: within the abandoned-check budget its thread is detached and the slot
+    released at once (``check_threads``); over it, the slot is released when the thread ends.
     """
     loop = asyncio.get_running_loop()
     call = functools.partial(contextvars.copy_context().run, func, *args)
+    pool = _check_pool()
     if key is None:
-        return await loop.run_in_executor(_check_executor(), call)
+        return await asyncio.wrap_future(pool.submit(call), loop=loop)  # type: ignore[no-any-return]
+    owner = CHECK_OWNER.get()
+    if ABANDONED.running(owner):
+        raise PreviousCheckStillRunning(
+            f"the previous check of this condition was abandoned and is still running (on {key}); "
+            "not starting another until it ends"
+        )
     slots = connection_semaphore(key)
     await slots.acquire()
+    held = True
+
+    def release() -> None:  # on the loop only: once, when the call ends or when it is detached
+        nonlocal held
+        if held:
+            held = False
+            slots.release()
+
     try:
-        future = _check_executor().submit(call)
+        future = pool.submit(call)
     except BaseException:
-        slots.release()
+        release()
         raise
 
-    def release(_: Any) -> None:
+    def ended(_: Any) -> None:
         # RuntimeError: the loop closed (triggerer shutting down); nobody waits for the slot any more.
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(slots.release)
+            loop.call_soon_threadsafe(release)
 
-    future.add_done_callback(release)
-    return await asyncio.wrap_future(future, loop=loop)
+    future.add_done_callback(ended)
+    try:
+        return await asyncio.wrap_future(future, loop=loop)  # type: ignore[no-any-return]
+    except asyncio.CancelledError:
+        if not future.done():
+            record = ABANDONED.add(
+                key,
+                owner,
+                config_positive_int("max_abandoned_checks_per_connection", DEFAULT_MAX_ABANDONED_PER_KEY),
+                config_positive_int("max_abandoned_checks", DEFAULT_MAX_ABANDONED),
+                lambda: pool.detach(future),
+            )
+            if record.detached:
+                release()
+            future.add_done_callback(lambda _: ABANDONED.ended(record))
+        raise
 
 
 class CheckTimeLimitExceeded(TimeoutError):

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import compat, sealing
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions import (
     EVENT_STATUS,
@@ -106,6 +106,9 @@ class BackoffTrigger(compat.BaseTrigger):
         rate_limit: float | None = None,
     ) -> None:
         super().__init__()
+        # Built in the triggerer from sealed kwargs: open them (in memory only) and ship the sealed form on.
+        self._shipped_check = check if sealing.is_sealed(check) else None
+        check = sealing.unseal(check) if self._shipped_check is not None else check
         validate_check_spec(check)
         self.check = check
         self.policy = policy
@@ -133,10 +136,16 @@ class BackoffTrigger(compat.BaseTrigger):
         self._subscription: sharing.Subscription | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        # Rendered secrets never reach the trigger row in plaintext (Airflow 3 stores it unencrypted).
+        if self._shipped_check is None:
+            self._shipped_check = {
+                key: value if key == "type" else sealing.seal(value, f"{self.check['type']} check {key!r}")
+                for key, value in self.check.items()
+            }
         return (
             CLASSPATH,
             {
-                "check": self.check,
+                "check": self._shipped_check,
                 "policy": self.policy,
                 "seed": self.seed,
                 "started_at": self.started_at,
@@ -149,6 +158,9 @@ class BackoffTrigger(compat.BaseTrigger):
                 "rate_limit": self.rate_limit,
             },
         )
+
+    def __repr__(self) -> str:  # never the kwargs (Airflow's default would print the rendered arguments)
+        return f"<{CLASSPATH} check={compat.redact_secrets(self.check)!r}>"
 
     # -- schedule --
 

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import Interpreter, Outcome, SharedCheck
-from airflow_smart_ext.conditions.runtime import CHECK_TIME_LIMIT, CheckTimeLimitExceeded
+from airflow_smart_ext.conditions.runtime import CHECK_OWNER, CHECK_TIME_LIMIT, CheckTimeLimitExceeded
 
 log = logging.getLogger(__name__)
 
@@ -264,6 +264,7 @@ class CheckGroup:
 
         timer = call_later(limits.time_limit, expire) if limits.time_limit else None
         CHECK_TIME_LIMIT.set(limits.time_limit)  # this round's own task: nothing to reset
+        CHECK_OWNER.set(self.key)  # a condition whose abandoned check still runs starts no second one
         try:
             raw = await self.shared_check.run(context)
             error: BaseException | None = None
@@ -275,8 +276,9 @@ class CheckGroup:
             raw, error = (
                 None,
                 CheckTimeLimitExceeded(
-                    f"the check ran past its time limit of {limits.time_limit:g}s and was abandoned "
-                    f"(a blocked thread keeps its {self.shared_check.concurrency_key} slot until it ends)"
+                    f"the check did not report within its time limit of {limits.time_limit:g}s and was "
+                    f"given up (on {self.shared_check.concurrency_key}; a call still running is abandoned and "
+                    "this condition starts no other until it returns)"
                 ),
             )
             compat.Stats.incr(METRIC_TIME_LIMIT_EXCEEDED)

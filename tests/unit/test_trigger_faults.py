@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import importlib
 import logging
 import sqlite3
@@ -18,7 +19,7 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
-from airflow_smart_ext.conditions import runtime
+from airflow_smart_ext.conditions import check_threads, runtime
 from airflow_smart_ext.triggers import BackoffTrigger, log_lines, sharing
 from airflow_smart_ext.triggers import backoff as trigger_module
 from tests.unit import test_trigger
@@ -32,6 +33,7 @@ POKES: dict[str, list[float]] = defaultdict(list)
 OUTAGE_UNTIL: dict[str, float] = {}
 READY_AT: dict[str, float] = {}
 RELEASE = threading.Event()  # hung pokes block until the test ends
+RECOVERED = threading.Event()  # a "recovers" poke blocks until this is set, then its condition is true
 
 
 class OutageSensor(compat.BaseSensorOperator):
@@ -71,8 +73,14 @@ def _reset() -> Any:
     OUTAGE_UNTIL.clear()
     READY_AT.clear()
     RELEASE.clear()
+    RECOVERED.clear()
     yield
     RELEASE.set()
+    RECOVERED.set()
+    # Released hung threads end now; the next test starts with an empty abandoned-check budget.
+    deadline = time.monotonic() + 5
+    while runtime.ABANDONED.detached and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def check(cls: str, **kwargs: Any) -> dict[str, Any]:
@@ -542,10 +550,14 @@ async def test_hung_checks_on_one_connection_never_starve_another(monkeypatch: p
     assert len(POKES["ok"]) == len(expected)
     for seen, due in zip(POKES["ok"], expected, strict=True):
         assert due - 0.01 <= seen <= due + 1.0, (seen - start, due - start)  # (a shared, loaded CI machine)
-    # Only the hung connection's slots hold threads; the pool never grows past its fixed size.
-    slots = runtime.DEFAULT_MAX_CONCURRENT_CHECKS_PER_CONNECTION
-    assert sum(len(v) for k, v in POKES.items() if k != "ok") == slots
-    assert peak <= slots + 4  # the hung connection's slots plus the few threads the healthy checks reuse
+    # The hung connection holds its abandoned-check budget (detached threads) plus its own slots, no more:
+    # each hung condition runs one check (no second while it hangs), the other conditions find the slots taken.
+    hung_threads = (
+        runtime.DEFAULT_MAX_ABANDONED_PER_KEY + runtime.DEFAULT_MAX_CONCURRENT_CHECKS_PER_CONNECTION
+    )
+    assert sum(len(v) for k, v in POKES.items() if k != "ok") == hung_threads
+    assert all(len(v) == 1 for k, v in POKES.items() if k != "ok")
+    assert peak <= hung_threads + 4  # plus the few threads the healthy checks use
     print(f"hung checks: threads above baseline peak={peak}; healthy checks {len(POKES['ok'])}/8 on time")
 
 
@@ -616,3 +628,190 @@ def test_an_import_that_fails_just_before_another_thread_adds_the_dags_folder_is
     assert failed_first and sys.path.count(str(tmp_path)) == 1
     with pytest.raises(ModuleNotFoundError):  # a module that is nowhere still fails, after one retry
         runtime.import_object("zz_no_such_module_anywhere.is_done")
+
+
+# --- other tasks' hung checks never hurt a wait: one table of fault scenarios ---------------------------
+
+
+class ProbeSensor(compat.BaseSensorOperator):
+    """``behaviour``: "hang" (never returns until the test ends), "recovers" (its first poke hangs until
+    RECOVERED, then the condition is true), "never" or "ready". Without ``conn_id`` it is bounded by its class."""
+
+    def __init__(self, *, name: str, behaviour: str, **kwargs: Any) -> None:
+        conn_id = kwargs.pop("conn_id", None)
+        super().__init__(**kwargs)
+        self.name, self.behaviour = name, behaviour
+        if conn_id is not None:
+            self.conn_id = conn_id
+
+    def poke(self, context: Any) -> bool:
+        POKES[self.name].append(time.time())
+        if self.behaviour == "hang":
+            RELEASE.wait(120)
+            return False
+        if self.behaviour == "recovers":
+            RECOVERED.wait(120)
+            return True
+        return self.behaviour == "ready"
+
+
+class OtherProbeSensor(ProbeSensor):
+    """Another class: another concurrency key when no connection is named."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HungScenario:
+    id: str
+    hung: tuple[tuple[str, str | None, int], ...]  # (sensor class, conn_id or None, number of hung waits)
+    healthy: tuple[str, str | None, str]  # (sensor class, conn_id or None, behaviour "never" | "ready")
+    hung_behaviour: str = "hang"
+    hung_check_timeout: float = 0.15  # the hung waits' own check_timeout
+    cancel_hung_at: float | None = None  # the hung waits are cancelled (task cleared) then
+    recover_at: float | None = None  # RECOVERED is set then
+
+
+SLOTS = runtime.DEFAULT_MAX_CONCURRENT_CHECKS_PER_CONNECTION
+PER_KEY_BUDGET = runtime.DEFAULT_MAX_ABANDONED_PER_KEY
+HUNG_SCENARIOS = [
+    HungScenario("hung-same-class", (("ProbeSensor", None, 4),), ("ProbeSensor", None, "ready")),
+    HungScenario("hung-same-class-never-true", (("ProbeSensor", None, 4),), ("ProbeSensor", None, "never")),
+    HungScenario("hung-same-connection", (("ProbeSensor", "nfs", 4),), ("OtherProbeSensor", "nfs", "never")),
+    HungScenario("hung-different-class", (("OtherProbeSensor", None, 4),), ("ProbeSensor", None, "never")),
+    # The most a key may hang with every healthy wait of it still on time: its budget plus all slots but one.
+    HungScenario(
+        "n-hung-then-healthy",
+        (("ProbeSensor", None, PER_KEY_BUDGET + SLOTS - 1),),
+        ("ProbeSensor", None, "never"),
+    ),
+    HungScenario(
+        "hung-on-many-keys",
+        (("ProbeSensor", None, 6), ("OtherProbeSensor", None, 6), ("ProbeSensor", "nfs", 6)),
+        ("ProbeSensor", "healthy-db", "never"),
+    ),
+    HungScenario(
+        "hung-then-recovers",
+        (("ProbeSensor", None, 4),),
+        ("ProbeSensor", None, "never"),
+        hung_behaviour="recovers",
+        recover_at=1.0,
+    ),
+    HungScenario(
+        "cancelled-while-its-check-hangs",
+        (("ProbeSensor", None, 4),),
+        ("ProbeSensor", None, "never"),
+        hung_check_timeout=30,
+        cancel_hung_at=0.3,
+    ),
+]
+
+
+@pytest.mark.parametrize("scenario", HUNG_SCENARIOS, ids=lambda s: s.id)
+async def test_other_tasks_hung_checks_never_delay_a_healthy_wait(
+    scenario: HungScenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hung waits check first (at once) and are abandoned (time limit or cancellation) before the healthy
+    wait's first check at 0.5 s: every check of the healthy wait runs on its schedule, each hung condition
+    runs one check while it hangs, threads stay within the budget and Stats shows the abandoned checks."""
+    monkeypatch.setattr(compat, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
+    gauges: list[tuple[str, float]] = []
+    monkeypatch.setattr(compat.Stats, "gauge", lambda name, value, *a, **k: gauges.append((name, value)))
+    baseline = threading.active_count()
+    start = time.time()
+
+    def probe(cls: str, conn_id: str | None, name: str, behaviour: str) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"name": name, "behaviour": behaviour}
+        if conn_id is not None:
+            kwargs["conn_id"] = conn_id
+        return check(cls, **kwargs)
+
+    hung = [
+        BackoffTrigger(
+            check=probe(cls, conn_id, f"hung-{cls}-{conn_id}-{i}", scenario.hung_behaviour),
+            policy=BackoffPolicy(initial=0.1, factor=1, jitter="none", splay=0).to_dict(),
+            seed=f"h{i}",
+            started_at=start - 0.1,  # check #1 due at once
+            deadline=start + 30,
+            check_timeout=scenario.hung_check_timeout,
+        )
+        for cls, conn_id, count in scenario.hung
+        for i in range(count)
+    ]
+    hung_tasks = [asyncio.ensure_future(first_event(t)) for t in hung]
+    healthy_cls, healthy_conn, behaviour = scenario.healthy
+    healthy = BackoffTrigger(
+        check=probe(healthy_cls, healthy_conn, "healthy", behaviour),
+        policy=BackoffPolicy(initial=0.5, factor=1, jitter="none", splay=0).to_dict(),
+        seed="ok",
+        started_at=start,
+        deadline=start + 2,
+        check_timeout=0.4,
+    )
+    peak = 0
+
+    async def sample() -> None:
+        nonlocal peak
+        while True:
+            peak = max(peak, threading.active_count() - baseline)
+            await asyncio.sleep(0.02)
+
+    async def faults() -> None:
+        if scenario.cancel_hung_at is not None:
+            await asyncio.sleep(start + scenario.cancel_hung_at - time.time())
+            for task in hung_tasks:
+                task.cancel()
+        if scenario.recover_at is not None:
+            await asyncio.sleep(start + scenario.recover_at - time.time())
+            RECOVERED.set()
+
+    side = [asyncio.ensure_future(sample()), asyncio.ensure_future(faults())]
+    try:
+        payload = await asyncio.wait_for(first_event(healthy), 20)
+        recovered = (
+            await asyncio.wait_for(asyncio.gather(*hung_tasks), 10) if scenario.recover_at is not None else []
+        )
+    finally:
+        for task in [*side, *hung_tasks]:
+            task.cancel()
+        RELEASE.set()
+        await asyncio.gather(*side, *hung_tasks, return_exceptions=True)
+
+    expected = [start + 0.5] if behaviour == "ready" else [start + 0.5 * k for k in range(1, 5)]
+    assert payload["status"] == ("success" if behaviour == "ready" else "timeout")
+    assert len(POKES["healthy"]) == len(expected), POKES["healthy"]
+    for seen, due in zip(POKES["healthy"], expected, strict=True):
+        assert due - 0.01 <= seen <= due + 0.5, (seen - start, due - start)
+    hung_pokes = {name: len(times) for name, times in POKES.items() if name.startswith("hung-")}
+    if scenario.recover_at is not None:
+        # No second check while the first hung; once it returned, the next check found the condition true.
+        assert all(event["status"] == "success" for event in recovered)
+        assert set(hung_pokes.values()) == {2}, hung_pokes
+    else:
+        assert set(hung_pokes.values()) == {1}, hung_pokes  # one check per hung condition, never a second
+    # Threads: per key at most its abandoned budget plus its slots, plus the few the healthy checks use.
+    per_key: dict[tuple[str, str | None], int] = defaultdict(int)
+    for cls, conn_id, count in scenario.hung:
+        per_key[(cls if conn_id is None else "", conn_id)] += count
+    bound = sum(min(count, PER_KEY_BUDGET + SLOTS) for count in per_key.values()) + 4
+    assert peak <= bound, (peak, bound)
+    assert any(name == check_threads.METRIC_ABANDONED_RUNNING and value > 0 for name, value in gauges), gauges
+    print(f"{scenario.id}: threads above baseline peak={peak} (bound {bound}); healthy on time")
+
+
+def test_a_detached_check_thread_gives_its_place_to_queued_work_and_ends_with_its_call() -> None:
+    pool = check_threads.CheckThreads(2, name="smart-ext-test-pool")
+    gate = threading.Event()
+    blocked = [pool.submit(lambda: gate.wait(30)) for _ in range(2)]  # both live threads busy
+    queued = pool.submit(lambda: "ran")
+    time.sleep(0.1)
+    assert not queued.done()  # no third live thread
+    assert pool.detach(blocked[0])
+    assert queued.result(timeout=5) == "ran"  # a new live thread took the detached one's place
+    assert not pool.detach(blocked[0])  # once
+    names = lambda: {t.name for t in threading.enumerate() if t.name.startswith("smart-ext-test-pool")}  # noqa: E731
+    assert len(names()) == 3
+    gate.set()
+    assert all(f.result(timeout=5) for f in blocked)
+    deadline = time.monotonic() + 5
+    while len(names()) > 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(names()) == 2  # the detached thread ended with its call; the live ones stay

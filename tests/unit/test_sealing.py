@@ -1,0 +1,149 @@
+"""Rendered secrets are sealed before a BackoffTrigger is stored, opened in the triggerer (issue 23)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from cryptography.fernet import Fernet
+
+from airflow_smart_ext import compat, sealing
+from airflow_smart_ext.backoff import BackoffPolicy
+from airflow_smart_ext.conditions import sharing_key
+from airflow_smart_ext.triggers import BackoffTrigger
+
+SECRET = "pw-9f3c1e7a-not-in-any-row"  # registered with the masker, as a rendered connection password is
+TOKEN = "tok-55aa10bb"  # not registered, but under a name the masker hides (``token``)
+
+
+class KeyedFernet:
+    """Airflow's Fernet wrapper shape (``is_encrypted``) around a real key."""
+
+    is_encrypted = True
+
+    def __init__(self, key: bytes) -> None:
+        self._fernet = Fernet(key)
+
+    def encrypt(self, msg: bytes) -> bytes:
+        return self._fernet.encrypt(msg)
+
+    def decrypt(self, msg: bytes | str, ttl: int | None = None) -> bytes:
+        return self._fernet.decrypt(msg, ttl)
+
+
+class NoKey:
+    is_encrypted = False
+
+    def encrypt(self, msg: bytes) -> bytes:
+        return msg
+
+    def decrypt(self, msg: bytes | str, ttl: int | None = None) -> bytes:
+        return msg if isinstance(msg, bytes) else msg.encode()
+
+
+@pytest.fixture
+def fernet(monkeypatch: pytest.MonkeyPatch) -> KeyedFernet:
+    keyed = KeyedFernet(Fernet.generate_key())
+    monkeypatch.setattr(compat, "get_fernet", lambda: keyed)
+    compat.mask_secret(SECRET)
+    return keyed
+
+
+def sensor_check(**kwargs: Any) -> dict[str, Any]:
+    return {
+        "type": "sensor",
+        "classpath": "tests.unit.test_trigger.MarkerSensor",
+        "kwargs": kwargs,
+        "context": {"dag_id": "d", "task_id": "wait", "run_id": "r", "ds": "2026-01-02"},
+    }
+
+
+def trigger(check: dict[str, Any]) -> BackoffTrigger:
+    return BackoffTrigger(
+        check=check,
+        policy=BackoffPolicy(initial=1, factor=1, jitter="none", splay=0).to_dict(),
+        seed="s",
+        started_at=1.0,
+        deadline=100.0,
+    )
+
+
+# Where a secret may sit in a sensor's rendered arguments: one row per case.
+SECRET_PLACES = [
+    ("registered-value", {"path": SECRET}),
+    ("inside-a-longer-string", {"url": f"https://user:{SECRET}@host/x"}),
+    ("sensitive-name", {"token": TOKEN}),
+    ("nested-list", {"headers": [["Authorization", f"Bearer {SECRET}"]]}),
+    ("under-a-sensitive-dict", {"password": {"primary": TOKEN, "n": 3}}),
+]
+
+
+@pytest.mark.parametrize(("case", "kwargs"), SECRET_PLACES, ids=[case for case, _ in SECRET_PLACES])
+def test_a_rendered_secret_is_sealed_in_the_kwargs_and_opened_in_the_triggerer(
+    case: str, kwargs: dict[str, Any], fernet: KeyedFernet
+) -> None:
+    plain = sensor_check(name=case, **kwargs)
+    classpath, shipped = trigger(plain).serialize()
+    stored = json.dumps(shipped)
+    assert SECRET not in stored and TOKEN not in stored
+    assert sealing.SEALED in stored
+    rebuilt = BackoffTrigger(**json.loads(stored))  # as the triggerer builds it from the row
+    assert rebuilt.check == plain
+    # Identical waits still share: the key is computed from the opened values (in memory, never stored).
+    _, again = trigger(plain).serialize()
+    assert json.dumps(again) != stored  # Fernet tokens are randomised ...
+    assert sharing_key(BackoffTrigger(**again).check) == sharing_key(plain)  # ... the identity is not
+    assert rebuilt.serialize()[1]["check"] == shipped["check"]  # re-serialized in the triggerer: still sealed
+    assert SECRET not in repr(rebuilt) and TOKEN not in repr(rebuilt) and SECRET not in repr(trigger(plain))
+
+
+def test_a_check_without_secrets_is_shipped_unchanged(fernet: KeyedFernet) -> None:
+    plain = sensor_check(name="plain", path="/data/ready.flag", conn_id="fs_default")
+    assert trigger(plain).serialize()[1]["check"] == plain
+
+
+def test_without_a_fernet_key_a_secret_is_refused_at_defer_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compat, "get_fernet", NoKey)
+    compat.mask_secret(SECRET)
+    with pytest.raises(sealing.SecretNotSealable) as err:
+        trigger(sensor_check(name="x", path=SECRET)).serialize()
+    message = str(err.value)
+    assert "check 'kwargs'['path']" in message and "[core] fernet_key" in message and "conn_id" in message
+    assert SECRET not in message
+
+
+def test_an_envelope_sealed_with_another_key_fails_clearly(
+    fernet: KeyedFernet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, shipped = trigger(sensor_check(name="x", path=SECRET)).serialize()
+    other = KeyedFernet(Fernet.generate_key())
+    monkeypatch.setattr(compat, "get_fernet", lambda: other)
+    with pytest.raises(sealing.SealedValueUnreadable, match="fernet_key"):
+        BackoffTrigger(**shipped)
+
+
+def test_an_opened_secret_is_masked_in_the_triggerers_logs(fernet: KeyedFernet) -> None:
+    late = "pw-opened-only-in-the-triggerer"
+    _, shipped = trigger(sensor_check(name="x", token=late)).serialize()
+    BackoffTrigger(**shipped)  # opening registers the value with this process's masker
+    assert late not in str(compat.redact_secrets(f"poke failed: auth {late} rejected"))
+
+
+def test_the_real_fernet_of_this_airflow_seals_and_opens(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", Fernet.generate_key().decode())
+    cache_clear = getattr(compat.get_fernet, "cache_clear", None)
+    if cache_clear is not None:  # 3.x caches it per process
+        cache_clear()
+    else:  # 2.11 keeps it in a module global
+        import airflow.models.crypto
+
+        monkeypatch.setattr(airflow.models.crypto, "_fernet", None)
+    compat.mask_secret(SECRET)
+    try:
+        sealed = sealing.seal({"path": SECRET}, "check")
+        assert SECRET not in json.dumps(sealed)
+        assert sealing.unseal(sealed) == {"path": SECRET}
+    finally:
+        if cache_clear is not None:
+            cache_clear()
