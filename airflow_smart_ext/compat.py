@@ -19,6 +19,7 @@ _AIRFLOW_BASE_VERSION = Version(Version(_AIRFLOW_VERSION_STRING).base_version)
 
 AIRFLOW_V_3_0_PLUS = Version("3.0.0") <= _AIRFLOW_BASE_VERSION
 AIRFLOW_V_3_1_PLUS = Version("3.1.0") <= _AIRFLOW_BASE_VERSION
+AIRFLOW_V_3_2_PLUS = Version("3.2.0") <= _AIRFLOW_BASE_VERSION
 AIRFLOW_V_3_3_PLUS = Version("3.3.0") <= _AIRFLOW_BASE_VERSION
 
 # Airflow 3 (seen on 3.3.2 with LocalExecutor): a sensor rescheduled to run again within ~1-2 s can be
@@ -112,6 +113,15 @@ if AIRFLOW_V_3_0_PLUS:
             **{name: ("airflow.sdk.exceptions", name) for name in _EXCEPTIONS},
         }
     )
+    if not AIRFLOW_V_3_2_PLUS:  # 3.0/3.1: the SDK lacks these yet; their task runner catches the core ones
+        _LAZY.update(
+            {
+                "SensorBaseHook": ("airflow.hooks.base", "BaseHook"),
+                "airflow_conf": ("airflow.configuration", "conf"),
+                "Stats": ("airflow.stats", "Stats"),
+                **{name: ("airflow.exceptions", name) for name in _EXCEPTIONS},
+            }
+        )
 else:
     _LAZY.update(
         {

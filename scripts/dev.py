@@ -4,6 +4,8 @@
     python3 scripts/dev.py demo [--airflow 3.3|2.11.2] [--keep-ui]   # the main job: example DAGs in a real Airflow
     python3 scripts/dev.py test [--airflow 3.3|2.11.2] [--postgres-dsn DSN]   # ruff + mypy + the whole pytest suite
         [--sequential]      # with a DSN: the PostgreSQL pass after the SQLite pass instead of alongside it
+        [--unit-only]       # only the unit tier (tests/unit), no static checks: CI's extra Airflow minors
+        [--lowest]          # unit tier, every direct dependency at its declared floor (Airflow too, not --airflow)
         [-- PYTEST_ARGS]    # extra pytest arguments, for both passes
 
 Each creates (or reuses) its own virtualenv ``.venv-<airflow>`` in the project, installs Airflow and this
@@ -69,12 +71,20 @@ def wait_to_end(proc: subprocess.Popen[bytes]) -> int:
     return code
 
 
+LOWEST = "lowest"  # the venv whose direct dependencies are all at the floors pyproject.toml declares
+
+
 def ensure_venv(version: str) -> Path:
-    """Create/refresh ``.venv-<version>`` and return its python. Reinstalls only when inputs change."""
-    requirement = airflow_requirement(version)
+    """Create/refresh ``.venv-<version>`` and return its python. Reinstalls only when inputs change.
+
+    ``version == LOWEST``: uv's ``--resolution lowest-direct`` installs every direct dependency of the
+    package (Airflow included) at its declared floor, so the floors are tested, not just written down
+    (tests/unit/test_dependency_floors.py checks what it installed against pyproject.toml)."""
+    lowest = version == LOWEST
+    requirement = "" if lowest else airflow_requirement(version)
     venv = ROOT / f".venv-{version}"
     python = venv / "bin" / "python"
-    extras = ".[dev,postgres]"
+    extras = ".[test,postgres]" if lowest else ".[dev,postgres]"  # the floors of the tooling don't matter
     stamp_text = "\n".join(
         [requirement, extras, sys.version, hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()]
     )
@@ -82,10 +92,12 @@ def ensure_venv(version: str) -> Path:
     if python.exists() and stamp.exists() and stamp.read_text() == stamp_text:
         say(f"reusing {venv.name} ({requirement})")
         return python
+    if lowest and venv.exists():  # uv keeps installed versions that satisfy: a stale venv would hide a floor
+        shutil.rmtree(venv)
     if not python.exists():
         run([sys.executable, "-m", "venv", str(venv)])
     started = time.monotonic()
-    packages = [requirement, "-e", extras]
+    packages = ["-e", extras] if lowest else [requirement, "-e", extras]
     uv = None if os.environ.get("SMART_EXT_USE_PIP") == "1" else shutil.which("uv")
     if uv is None and os.environ.get("SMART_EXT_USE_PIP") != "1":
         # uv resolves Airflow's ~200 dependencies in seconds; pip takes about a minute. Either works.
@@ -94,7 +106,10 @@ def ensure_venv(version: str) -> Path:
         else:
             say("could not install uv into the venv; using pip")
     if uv:
-        run([uv, "pip", "install", "-q", "--python", str(python), *packages], cwd=ROOT)
+        resolution = ["--resolution", "lowest-direct"] if lowest else []
+        run([uv, "pip", "install", "-q", "--python", str(python), *resolution, *packages], cwd=ROOT)
+    elif lowest:
+        raise SystemExit("--lowest needs uv (pip cannot resolve to the lowest versions)")
     else:
         run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"], cwd=ROOT)
         run([str(python), "-m", "pip", "install", "-q", *packages], cwd=ROOT)
@@ -103,12 +118,24 @@ def ensure_venv(version: str) -> Path:
     return python
 
 
+def pytest_result(code: int) -> str:
+    if code == 0:
+        return "ok"
+    if code == 5:  # a pass that selected nothing proves nothing: it fails, and says why
+        return "FAILED (pytest exit 5: no tests ran)"
+    return f"FAILED (exit {code})"
+
+
 def cmd_test(args: argparse.Namespace) -> int:
-    python = ensure_venv(args.airflow)
+    version = LOWEST if args.lowest else args.airflow
+    python = ensure_venv(version)
     bin_dir = python.parent
     env = dict(os.environ)
     env.pop("SMART_EXT_TEST_PG_DSN", None)  # the first pass is SQLite; Postgres gets its own pass below
+    env.pop("SMART_EXT_LOWEST_LEG", None)
     pytest = [str(python), "-m", "pytest", "-p", "no:cacheprovider"]
+    if args.unit_only or args.lowest:  # the floors are proven on the unit tier (the venv has no tooling)
+        return cmd_unit_only(version, [*pytest, "tests/unit", *args.pytest_args], env)
     checks: list[tuple[str, list[str]]] = [
         ("ruff check", [str(bin_dir / "ruff"), "check", "."]),
         ("ruff format", [str(bin_dir / "ruff"), "format", "--check", "."]),
@@ -154,8 +181,23 @@ def cmd_test(args: argparse.Namespace) -> int:
         timings += run_side_by_side(passes, f"airflow-{args.airflow}")
     say(f"summary for Airflow {args.airflow}:")
     for name, code, seconds in timings:
-        say(f"  {name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {seconds:.0f}s")
+        say(f"  {name}: {pytest_result(code)} in {seconds:.0f}s")
     return 1 if any(code != 0 for _name, code, _seconds in timings) else 0
+
+
+def cmd_unit_only(version: str, argv: list[str], env: dict[str, str]) -> int:
+    """The unit tier alone: CI runs it on the Airflow minors the real-Airflow tier skips, and at the floors.
+    The static checks are not repeated here (the main leg runs them once)."""
+    if version == LOWEST:
+        env = {**env, "SMART_EXT_LOWEST_LEG": "1"}  # test_dependency_floors: installed == declared floors
+    name = (
+        f"pytest (unit tier, {'lowest declared dependencies' if version == LOWEST else f'Airflow {version}'})"
+    )
+    say(f"== {name}")
+    started = time.monotonic()
+    code = run_to_end(argv, env)
+    say(f"summary: {name}: {pytest_result(code)} in {time.monotonic() - started:.0f}s")
+    return 0 if code == 0 else 1
 
 
 def run_side_by_side(
@@ -228,6 +270,14 @@ def main() -> int:
         "--sequential",
         action="store_true",
         help="run the PostgreSQL pass after the SQLite pass instead of alongside it",
+    )
+    sub.choices["test"].add_argument(
+        "--unit-only", action="store_true", help="only the unit tier (tests/unit), without the static checks"
+    )
+    sub.choices["test"].add_argument(
+        "--lowest",
+        action="store_true",
+        help="in .venv-lowest: every direct dependency at its declared floor (Airflow too; needs uv)",
     )
     sub.choices["test"].add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     sub.choices["demo"].add_argument(
