@@ -26,7 +26,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def airflow_env(request: pytest.FixtureRequest) -> Iterator[AirflowEnv]:
     """The session's real Airflow (see tests/integration/harness.py for the API)."""
-    env = AirflowEnv()
+    # 20 worker slots: the differential matrix holds ~17 poke-mode sensors at once (one DAG run per mode) while
+    # the other modes still need slots (the LocalExecutor forks its workers up front: memory, not CPU). Its
+    # ~130 task processes parse their DAG file at once on 2 cores: allow 120 s instead of 30 s for that.
+    env = AirflowEnv(parallelism=20, extra_env={"AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120"})
     request.config.stash[_ENV_KEY] = env
     try:
         env.start()

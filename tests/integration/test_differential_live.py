@@ -1,0 +1,144 @@
+"""Every mode ends a wait as poke mode does (issue 23): the differential matrix in a real Airflow.
+
+Every scenario of ``tests/integration/dags/df_scenarios.py`` runs in every mode (poke, reschedule,
+deferrable worker-first, zero-worker) as a task of one DAG run per (group, mode): phase 1 runs the
+``main`` and ``dagrun`` groups of all four modes at once (the clear action runs per mode as soon as that
+mode's first check is counted); phase 2 runs the ``kill`` group while the triggerer is SIGKILLed and
+restarted. Then every task instance's ending is recorded (differential.record) and each (scenario, mode)
+is compared with poke mode: a difference fails unless ``differential.ALLOWED_DIFFERENCES`` allows it. A
+failure prints the scenario's recorded tuples for every mode (``*`` marks the unexplained fields).
+
+Runs in the PostgreSQL pass only: 2.11 on SQLite has the SequentialExecutor (one task at a time), so the
+fifteen poke-mode sensors of one DAG run would wait one after the other; PostgreSQL gives both versions the
+LocalExecutor and the matrix the same shape on both (3.3's SQLite pass would only repeat it).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from tests.integration import differential as df
+from tests.integration.harness import PG_DSN_ENV, TERMINAL_RUN_STATES, AirflowEnv
+from tests.integration.test_sensors_live import add_connection_fields
+
+pytestmark = pytest.mark.skipif(
+    not os.environ.get(PG_DSN_ENV),
+    reason="the differential matrix runs in the PostgreSQL pass (2.11 on SQLite runs one task at a time)",
+)
+
+RUN_TIMEOUT = 300.0
+REPORT_ENV = "SMART_EXT_MATRIX_REPORT"  # optional: also write the rendered matrix to this file
+
+
+def _trigger_all(env: AirflowEnv, dag_ids: list[str]) -> dict[str, str]:
+    for dag_id in dag_ids:
+        env.wait_for_dag(dag_id)
+    with ThreadPoolExecutor(max_workers=len(dag_ids)) as pool:  # 2.11 triggers by CLI (~3 s each)
+        list(pool.map(env.unpause, dag_ids))
+        return dict(zip(dag_ids, pool.map(env.trigger, dag_ids), strict=True))
+
+
+def _wait_all(env: AirflowEnv, runs: dict[str, str]) -> None:
+    deadline = time.monotonic() + RUN_TIMEOUT
+    for dag_id, run_id in runs.items():
+        env.wait_run(dag_id, run_id, timeout=max(1.0, deadline - time.monotonic()))
+
+
+def _wait_checks(env: AirflowEnv, key: str, count: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while df.checks_made(env, key) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{key}: fewer than {count} checks within {timeout}s")
+        env._raise_if_component_died()
+        time.sleep(0.2)
+
+
+def _clear(env: AirflowEnv, dag_id: str, run_id: str, task_id: str) -> None:
+    """Clear one task instance the way a user does (3.x REST, 2.11 CLI), whatever its state."""
+    if env.is_airflow3:
+        body = {"dry_run": False, "only_failed": False, "task_ids": [task_id], "dag_run_id": run_id}
+        env.api("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances", body)
+        return
+    logical = env.dag_run(dag_id, run_id)["logical_date"].isoformat()
+    env.airflow_cli("tasks", "clear", dag_id, "-t", f"^{task_id}$", "-s", logical, "-e", logical, "-y")
+
+
+def _clear_after_first_check(env: AirflowEnv, scenario: Any, mode: str, run_id: str) -> None:
+    _wait_checks(env, f"{mode}.{scenario.name}", 1)
+    _clear(env, f"df_{scenario.group}_{mode}", run_id, scenario.name)
+
+
+def _run_phase(env: AirflowEnv, phase: int) -> dict[str, str]:
+    groups = [g for g, spec in df.GROUPS.items() if spec["phase"] == phase]
+    runs = _trigger_all(env, [f"df_{g}_{m}" for g in groups for m in df.MODES])
+    actions = [s for s in df.SCENARIOS if s.group in groups and s.action]
+    threads = []
+    for scenario in (s for s in actions if s.action == "clear"):
+        for mode in df.MODES:
+            run_id = runs[f"df_{scenario.group}_{mode}"]
+            thread = threading.Thread(target=_clear_after_first_check, args=(env, scenario, mode, run_id))
+            thread.start()
+            threads.append(thread)
+    for scenario in (s for s in actions if s.action == "kill_triggerer"):
+        for mode in ("deferrable", "zero_worker"):
+            _wait_checks(env, f"{mode}.{scenario.name}", 2)
+        env.stop_component("triggerer", crash=True)
+        env.start_component("triggerer")
+    for thread in threads:
+        thread.join(timeout=RUN_TIMEOUT)
+    _wait_all(env, runs)
+    return runs
+
+
+@pytest.fixture(scope="module")
+def matrix(airflow_env: AirflowEnv) -> df.Matrix:
+    env = airflow_env
+    database = env.home / "df_condition.db"
+    with sqlite3.connect(database) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS df_status (status TEXT)")
+        conn.execute("DELETE FROM df_status")
+        conn.execute("INSERT INTO df_status VALUES ('error')")
+    add_connection_fields(env, "df_sqlite", "sqlite", host=str(database))
+    df.checks_dir(env).mkdir(parents=True, exist_ok=True)
+    for stale in df.checks_dir(env).iterdir():
+        stale.unlink()
+    started = time.monotonic()
+    runs: dict[str, str] = {}
+    for phase in sorted({spec["phase"] for spec in df.GROUPS.values()}):
+        runs.update(_run_phase(env, phase))
+    recorded = {
+        (s.name, i, mode): df.record(env, mode, s, runs[f"df_{s.group}_{mode}"], i)
+        for s in df.SCENARIOS
+        for i in s.cells
+        for mode in df.MODES
+    }
+    text = f"Airflow {env.airflow_version}: matrix ran {time.monotonic() - started:.0f}s\n" + df.render(
+        recorded
+    )
+    print(text)
+    if os.environ.get(REPORT_ENV):
+        with open(os.environ[REPORT_ENV], "w") as out:
+            out.write(text + "\n")
+    assert all(env.dag_run(d, r)["state"] in TERMINAL_RUN_STATES for d, r in runs.items())
+    return recorded
+
+
+@pytest.mark.parametrize("mode", [m for m in df.MODES if m != df.ORACLE])
+@pytest.mark.parametrize("scenario", df.SCENARIOS, ids=lambda s: s.name)
+def test_every_mode_ends_as_poke_mode(matrix: df.Matrix, scenario: Any, mode: str) -> None:
+    unexplained = [d for d in df.differences(matrix, scenario, mode) if not d[4]]
+    assert not unexplained, (
+        f"{scenario.name} in {mode} mode ends differently from poke mode: "
+        + "; ".join(
+            f"{df.cell_key('', i)}{field}: poke {want!r} vs {got!r}" for i, field, want, got, _ in unexplained
+        )
+        + "\n"
+        + df.render(matrix, [scenario])
+    )
