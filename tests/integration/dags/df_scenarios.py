@@ -25,7 +25,7 @@ COMMON: dict[str, Any] = {"poke_interval": 1, "max_wait": 2, "timeout": 10, "ret
 #: DAG groups: each mode runs one DAG run per group. ``phase`` 1 groups run together (all modes at once);
 #: phase 2 groups afterwards (their actions touch the whole Airflow, e.g. kill the triggerer).
 GROUPS: dict[str, dict[str, Any]] = {
-    "dagrun": {"phase": 1, "dag_kwargs": {"dagrun_timeout": 15}},  # first: its poke task must get a slot
+    "dagrun": {"phase": 1, "dag_kwargs": {"dagrun_timeout": 25}},
     "main": {"phase": 1, "dag_kwargs": {}},
     "kill": {"phase": 2, "dag_kwargs": {}},
 }
@@ -64,7 +64,8 @@ SCENARIOS: list[Scenario] = [
     Scenario("timeout_never_fail", "F", {"timeout": 8, "never_fail": True}),
     Scenario("timeout_silent_fail", "F", {"timeout": 8, "silent_fail": True}),
     Scenario("execution_timeout", "F", {"timeout": 30, "execution_timeout": 6, "retries": 1}),
-    Scenario("dagrun_timeout", "F", {"timeout": 40}, group="dagrun"),
+    # priority_weight: queued before the other scenarios, so the wait starts well before the run times out.
+    Scenario("dagrun_timeout", "F", {"timeout": 60, "priority_weight": 100}, group="dagrun"),
     Scenario("transient_3_then_true", "EEET"),
     Scenario("permanent_error", "P", {"retries": 1}),
     Scenario("skip", "S"),
