@@ -134,9 +134,30 @@ def matrix(airflow_env: AirflowEnv) -> df.Matrix:
     return recorded
 
 
+@pytest.fixture(scope="module")
+def infra(airflow_env: AirflowEnv, matrix: df.Matrix) -> dict[tuple[str, str], int]:
+    """(scenario, mode) -> task processes the executor lost before they ran (not a mode difference)."""
+    lost = {(s.name, m): df.infra_failures(airflow_env, m, s) for s in df.SCENARIOS for m in df.MODES}
+    text = "task processes lost before they ran: " + repr({k: v for k, v in lost.items() if v})
+    print(text)
+    if os.environ.get(REPORT_ENV):
+        with open(os.environ[REPORT_ENV], "a") as out:
+            out.write(text + "\n")
+    return lost
+
+
 @pytest.mark.parametrize("mode", [m for m in df.MODES if m != df.ORACLE])
 @pytest.mark.parametrize("scenario", df.SCENARIOS, ids=lambda s: s.name)
-def test_every_mode_ends_as_poke_mode(matrix: df.Matrix, scenario: Any, mode: str) -> None:
+def test_every_mode_ends_as_poke_mode(
+    matrix: df.Matrix, infra: dict[tuple[str, str], int], scenario: Any, mode: str
+) -> None:
+    lost = {m: infra[(scenario.name, m)] for m in (df.ORACLE, mode) if infra[(scenario.name, m)]}
+    assert not lost, (
+        f"{scenario.name}: the executor lost task processes before they ran ({lost}; scheduler: 'finished "
+        "with state ..., but the task instance's state attribute is queued'): the machine was overloaded or "
+        "hit the 3.3.2 executor race, so this cell proves nothing either way\n"
+        + df.render(matrix, [scenario])
+    )
     unexplained = [d for d in df.differences(matrix, scenario, mode) if not d[4]]
     assert not unexplained, (
         f"{scenario.name} in {mode} mode ends differently from poke mode: "
