@@ -26,10 +26,15 @@ import pytest
 from tests.integration import differential as df
 from tests.integration.harness import PG_DSN_ENV, TERMINAL_RUN_STATES, AirflowEnv
 
-pytestmark = pytest.mark.skipif(
-    not os.environ.get(PG_DSN_ENV),
-    reason="the differential matrix runs in the PostgreSQL pass (2.11 on SQLite runs one task at a time)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not os.environ.get(PG_DSN_ENV),
+        reason="the differential matrix runs in the PostgreSQL pass (2.11 on SQLite runs one task at a time)",
+    ),
+    # The first test also runs the whole matrix (the module fixture): ~6 min on an idle 2-core machine,
+    # three times that when other Airflows share it.
+    pytest.mark.timeout(1800),
+]
 
 RUN_TIMEOUT = 600.0
 REPORT_ENV = "SMART_EXT_MATRIX_REPORT"  # optional: also write the rendered matrix to this file
