@@ -42,7 +42,7 @@ def record_check(key: str) -> int:
 
 class ScriptedSensor(BackoffSensor):
     """Check n follows ``script[n]`` (the last step repeats): ``F`` not yet, ``T`` true, ``X`` true with
-    the XCom ``{"key": key}`` (``PokeReturnValue``), ``E`` a transient error (connection reset), ``P`` a
+    the XCom ``{"scenario": <key without the mode>}`` (``PokeReturnValue``), ``E`` a transient error (connection reset), ``P`` a
     permanent error, ``S`` ``AirflowSkipException``, ``H`` block ``HANG_SECONDS`` then not yet."""
 
     def __init__(self, *, key: str, script: str, **kwargs: Any) -> None:
@@ -54,8 +54,8 @@ class ScriptedSensor(BackoffSensor):
         step = self.script[min(record_check(self.key), len(self.script) - 1)]
         if step == "T":
             return True
-        if step == "X":
-            return PokeReturnValue(True, xcom_value={"key": self.key})
+        if step == "X":  # the same value in every mode: the key without its "<mode>." prefix
+            return PokeReturnValue(True, xcom_value={"scenario": self.key.split(".", 1)[-1]})
         if step == "E":
             raise ConnectionResetError(f"{self.key}: scripted transient error")
         if step == "P":
