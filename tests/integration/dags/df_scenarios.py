@@ -20,7 +20,9 @@ MODES: dict[str, dict[str, Any]] = {
 ORACLE = "poke"
 
 #: Defaults of every scenario's sensor (a row's ``kwargs`` override them). Seconds.
-COMMON: dict[str, Any] = {"poke_interval": 1, "max_wait": 2, "timeout": 10, "retries": 0, "retry_delay": 1}
+#: ``timeout`` 30: a wait that succeeds must not meet its deadline on a loaded machine (reschedule mode starts
+#: a task process per check); the scenarios that time out set their own.
+COMMON: dict[str, Any] = {"poke_interval": 1, "max_wait": 2, "timeout": 30, "retries": 0, "retry_delay": 1}
 
 #: DAG groups: each mode runs one DAG run per group. ``phase`` 1 groups run together (all modes at once);
 #: phase 2 groups afterwards (their actions touch the whole Airflow, e.g. kill the triggerer).
