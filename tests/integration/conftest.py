@@ -26,7 +26,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def airflow_env(request: pytest.FixtureRequest) -> Iterator[AirflowEnv]:
     """The session's real Airflow (see tests/integration/harness.py for the API)."""
-    env = AirflowEnv()
+    # 10 worker slots (default 4): the differential matrix starts ~130 task processes, ~17 of them poke-mode
+    # sensors holding a slot for their whole wait; more slots only overload 2 cores (task processes then fail
+    # at start-up talking to the one api-server worker). Tasks beyond them wait in `scheduled`, which changes
+    # no sensor's outcome (the deadline counts from the start of the try). Parsing a DAG file under that
+    # load can pass Airflow's 30 s import timeout: allow 120 s.
+    env = AirflowEnv(parallelism=10, extra_env={"AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120"})
     request.config.stash[_ENV_KEY] = env
     try:
         env.start()

@@ -1,0 +1,10 @@
+"""Differential matrix (issue 23): the poke mode's DAGs, one per scenario group (see df_build)."""
+
+from __future__ import annotations
+
+from airflow import DAG
+from df_build import GROUPS, add_sensors, dag_arguments
+
+for group in GROUPS:
+    with DAG(**dag_arguments(group, "poke")):
+        add_sensors(group, "poke")

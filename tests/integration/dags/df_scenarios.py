@@ -1,0 +1,86 @@
+"""The differential matrix's scenario table (issue 23): one row per scenario, every mode runs every row.
+
+Plain data, no Airflow: imported by name (``df_scenarios``) by the DAG file ``df_matrix_dags.py`` and by
+path from ``tests/integration/differential.py`` (the recorder and the allowed differences). Adding a
+scenario is adding one row; ``df_matrix_dags.py`` builds its task in every mode's DAG.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Every mode a wait can run in; ``poke`` is the oracle. Keyword arguments added to every sensor.
+MODES: dict[str, dict[str, Any]] = {
+    "poke": {"mode": "poke"},
+    "reschedule": {"mode": "reschedule"},
+    "deferrable": {"deferrable": True, "start_from_trigger": False},  # worker-first: check #0 on a worker
+    "zero_worker": {"deferrable": True},  # start_from_trigger default: in the triggerer where allowed
+}
+ORACLE = "poke"
+
+#: Defaults of every scenario's sensor (a row's ``kwargs`` override them). Seconds.
+#: ``timeout`` 30: a wait that succeeds must not meet its deadline on a loaded machine (reschedule mode starts
+#: a task process per check); the scenarios that time out set their own.
+COMMON: dict[str, Any] = {"poke_interval": 1, "max_wait": 2, "timeout": 30, "retries": 0, "retry_delay": 1}
+
+#: DAG groups: each mode runs one DAG run per group. ``phase`` 1 groups run together (all modes at once);
+#: phase 2 groups afterwards (their actions touch the whole Airflow, e.g. kill the triggerer).
+GROUPS: dict[str, dict[str, Any]] = {
+    "dagrun": {"phase": 1, "dag_kwargs": {"dagrun_timeout": 25}},
+    "main": {"phase": 1, "dag_kwargs": {}},
+    "kill": {"phase": 2, "dag_kwargs": {}},
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One way a wait can end.
+
+    ``script``: the condition's answer per check (df_sensors.ScriptedSensor; the last step repeats).
+    ``mapped``: one script per map index (a mapped sensor). ``sensor="sql"``: BackoffSqlSensor on the
+    ``df_status`` table (status ``error`` from the start) with a failure criterion. ``action``: what the
+    test does mid-wait (``clear``: clear the task after its first check; ``kill_triggerer``: SIGKILL the
+    triggerer after two checks of the deferrable modes and restart it).
+    """
+
+    name: str
+    script: str = "T"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    group: str = "main"
+    sensor: str = "scripted"
+    mapped: tuple[str, ...] = ()
+    action: str | None = None
+
+    @property
+    def cells(self) -> list[int]:
+        """Map indexes of this scenario's task instances (-1: not mapped)."""
+        return list(range(len(self.mapped))) if self.mapped else [-1]
+
+
+SCENARIOS: list[Scenario] = [
+    Scenario("true_at_once", "T"),
+    Scenario("true_after_3", "FFFT"),
+    Scenario("timeout", "F", {"timeout": 8}),
+    Scenario("timeout_soft_fail", "F", {"timeout": 8, "soft_fail": True}),
+    Scenario("timeout_never_fail", "F", {"timeout": 8, "never_fail": True}),
+    Scenario("timeout_silent_fail", "F", {"timeout": 8, "silent_fail": True}),
+    Scenario("execution_timeout", "F", {"timeout": 30, "execution_timeout": 6, "retries": 1}),
+    # priority_weight: queued before the other scenarios, so the wait starts well before the run times out.
+    Scenario("dagrun_timeout", "F", {"timeout": 60, "priority_weight": 100}, group="dagrun"),
+    Scenario("transient_3_then_true", "EEET"),
+    Scenario("permanent_error", "P", {"retries": 1}),
+    Scenario("skip", "S"),
+    Scenario("poke_return_value", "FX"),
+    Scenario("sql_failure", sensor="sql", kwargs={"retries": 1}),
+    Scenario("hung_check", "HT", {"check_timeout": 3, "timeout": 20}),
+    # One check at once (no splay, no jitter), the next 12 s later: the clear lands between the two.
+    Scenario(
+        "clear_mid_wait",
+        "FT",
+        {"poke_interval": 12, "max_wait": 12, "jitter": "none", "splay": 0, "timeout": 40},
+        action="clear",
+    ),
+    Scenario("kill_triggerer", "FFFFFT", {"timeout": 60}, group="kill", action="kill_triggerer"),
+    Scenario("mapped", mapped=("T", "FFX")),
+]

@@ -1,0 +1,231 @@
+"""The differential matrix (issue 23): how each mode ended each scenario, compared with poke mode.
+
+* The scenarios (one table, one row each) live in ``tests/integration/dags/df_scenarios.py``, a module the
+  DAG file imports by name; this module loads the same file by path (one table, two readers).
+* ``record`` reads what Airflow recorded for one task instance into an ``Ending``: final state, tries, the
+  exception classes in each try's log, the ``backoff_sensor_stats`` and ``return_value`` XComs, the number of
+  checks the condition received (counted at the condition, df_sensors.record_check) and whether the task
+  instance ended with ``end_date`` before ``start_date``.
+* ``ALLOWED_DIFFERENCES``: the only differences from poke mode the promise allows, each with its reason.
+  docs/sensors.md "Every mode ends a wait as poke mode does" renders this table (a unit test keeps the two
+  equal); a difference listed here must be intended, never a known bug.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tests.integration.harness import AirflowEnv
+
+_DAGS_DIR = Path(__file__).resolve().parent / "dags"
+_spec = importlib.util.spec_from_file_location("df_scenarios", _DAGS_DIR / "df_scenarios.py")
+assert _spec is not None and _spec.loader is not None
+df_scenarios = importlib.util.module_from_spec(_spec)
+sys.modules["df_scenarios"] = df_scenarios  # dataclasses resolve annotations through sys.modules
+_spec.loader.exec_module(df_scenarios)
+
+MODES: list[str] = list(df_scenarios.MODES)
+ORACLE: str = df_scenarios.ORACLE
+SCENARIOS: list[Any] = list(df_scenarios.SCENARIOS)
+GROUPS: dict[str, dict[str, Any]] = dict(df_scenarios.GROUPS)
+STATS_XCOM_KEY = "backoff_sensor_stats"
+DOCS_SENSORS = Path(__file__).resolve().parents[2] / "docs" / "sensors.md"
+DOCS_SECTION = "## Every mode ends a wait as poke mode does"
+
+# Exception classes that end a try (3.x JSON logs and 2.11 tracebacks both name the class).
+_ERROR_RE = re.compile(
+    r"\b(Airflow(?:SensorTimeout|TaskTimeout|SkipException|FailException|Exception|TaskTerminated)"
+    r"|TaskDeferralError|TaskDeferralTimeout|ScriptedPermanentError)\b"
+)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How one task instance's wait ended (the tuple compared across modes)."""
+
+    state: str | None
+    tries: int
+    errors: tuple[tuple[str, ...], ...]  # per try: exception classes named in its log, sorted
+    stats_pokes: Any  # backoff_sensor_stats["pokes"] (None: no stats XCom)
+    stats_mode: Any  # backoff_sensor_stats["mode"]
+    return_value: Any
+    checks: int  # checks the condition received, counted at the condition
+    negative_duration: bool  # end_date < start_date
+
+
+FIELDS: list[str] = [f.name for f in fields(Ending)]
+
+# The scheduler's line when a task process died before the task ran (an overloaded machine, or the 3.3.2
+# executor race of AIRFLOW-NOTES): not how the mode ended the wait, so reported apart from the tuple.
+_INFRA_RE = r"TaskInstance: {dag_id}\.{task_id} \S+(?: map_index=\d+)? \[queued\][^\n]*finished with state \w+, but the task instance's state attribute is queued"
+
+
+def infra_failures(env: AirflowEnv, mode: str, scenario: Any) -> int:
+    """How many of this cell's task processes the executor lost before they ran (scheduler log)."""
+    pattern = _INFRA_RE.format(
+        dag_id=re.escape(f"df_{scenario.group}_{mode}"), task_id=re.escape(scenario.name)
+    )
+    return len(re.findall(pattern, env.component_log("scheduler")))
+
+
+@dataclass(frozen=True)
+class AllowedDifference:
+    """A field that may differ from poke mode in these modes (``*``: every scenario), and why."""
+
+    field: str
+    modes: tuple[str, ...]
+    scenarios: tuple[str, ...]  # ("*",) = all
+    reason: str
+
+    def covers(self, field: str, mode: str, scenario: str) -> bool:
+        return (
+            field == self.field
+            and mode in self.modes
+            and ("*" in self.scenarios or scenario in self.scenarios)
+        )
+
+
+ALLOWED_DIFFERENCES: list[AllowedDifference] = [
+    AllowedDifference(
+        "stats_mode",
+        ("reschedule", "deferrable", "zero_worker"),
+        ("*",),
+        "The stats XCom names the mode that waited (`poke`, `reschedule`, `deferrable`): that is its "
+        "purpose, not an ending.",
+    ),
+    AllowedDifference(
+        "checks",
+        ("reschedule", "deferrable", "zero_worker"),
+        (
+            "timeout",
+            "timeout_soft_fail",
+            "timeout_never_fail",
+            "timeout_silent_fail",
+            "execution_timeout",
+        ),
+        "A wait ended by a deadline made as many checks as its schedule fitted before it: the triggerer "
+        "follows the condition's shared grid (the condition's seed, the start moved onto the poke_interval "
+        "grid), reschedule mode keeps at least 3 s between checks on Airflow 3, and a mode that starts a "
+        "process per check spends part of the window starting it. The ending itself (state, tries, "
+        "exception) must still agree.",
+    ),
+]
+
+
+def cell_key(key: str, map_index: int) -> str:
+    return key if map_index < 0 else f"{key}.{map_index}"
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, memoryview):
+        value = value.tobytes()
+    if isinstance(value, bytes):
+        value = value.decode()
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _xcom(env: AirflowEnv, dag_id: str, run_id: str, task_id: str, map_index: int, key: str) -> Any:
+    rows = env.query(
+        "SELECT value FROM xcom WHERE dag_id = %s AND run_id = %s AND task_id = %s AND map_index = %s "
+        "AND key = %s",
+        (dag_id, run_id, task_id, map_index, key),
+    )
+    return _json(rows[0][0]) if rows else None
+
+
+def checks_dir(env: AirflowEnv) -> Path:
+    return env.home / "df_checks"
+
+
+def checks_made(env: AirflowEnv, key: str) -> int:
+    path = checks_dir(env) / key
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def record(env: AirflowEnv, mode: str, scenario: Any, run_id: str, map_index: int) -> Ending:
+    dag_id = f"df_{scenario.group}_{mode}"
+    rows = env.query_dicts(
+        "SELECT state, try_number, start_date, end_date FROM task_instance WHERE dag_id = %s AND run_id = %s "
+        "AND task_id = %s AND map_index = %s",
+        (dag_id, run_id, scenario.name, map_index),
+    )
+    row = rows[0] if rows else {"state": "missing", "try_number": 0, "start_date": None, "end_date": None}
+    tries = int(row["try_number"] or 0)
+    errors = tuple(
+        tuple(sorted(set(_ERROR_RE.findall(env.task_log(dag_id, run_id, scenario.name, n, map_index)))))
+        for n in range(1, tries + 1)
+    )
+    stats = _xcom(env, dag_id, run_id, scenario.name, map_index, STATS_XCOM_KEY)
+    stats = stats if isinstance(stats, dict) else {}
+    start, end = row["start_date"], row["end_date"]
+    return Ending(
+        state=row["state"],
+        tries=tries,
+        errors=errors,
+        stats_pokes=stats.get("pokes"),
+        stats_mode=stats.get("mode"),
+        return_value=_xcom(env, dag_id, run_id, scenario.name, map_index, "return_value"),
+        checks=checks_made(env, cell_key(f"{mode}.{scenario.name}", map_index)),
+        negative_duration=bool(start and end and end < start),
+    )
+
+
+Matrix = dict[tuple[str, int, str], Ending]  # (scenario, map index, mode) -> Ending
+
+
+def differences(matrix: Matrix, scenario: Any, mode: str) -> list[tuple[int, str, Any, Any, bool]]:
+    """(map index, field, oracle value, this mode's value, allowed?) for every field that differs."""
+    out = []
+    for map_index in scenario.cells:
+        oracle = asdict(matrix[(scenario.name, map_index, ORACLE)])
+        seen = asdict(matrix[(scenario.name, map_index, mode)])
+        for name in FIELDS:
+            if oracle[name] != seen[name]:
+                allowed = any(a.covers(name, mode, scenario.name) for a in ALLOWED_DIFFERENCES)
+                out.append((map_index, name, oracle[name], seen[name], allowed))
+    return out
+
+
+def render(matrix: Matrix, scenarios: list[Any] | None = None) -> str:
+    """A readable table: one line per (scenario cell, mode); ``*`` marks a field that differs from poke
+    mode without an allowed difference covering it."""
+    lines = [" | ".join(["scenario", "mode", *FIELDS])]
+    for scenario in scenarios or SCENARIOS:
+        for map_index in scenario.cells:
+            oracle = asdict(matrix[(scenario.name, map_index, ORACLE)])
+            for mode in MODES:
+                ending = asdict(matrix[(scenario.name, map_index, mode)])
+                cells = []
+                for name in FIELDS:
+                    bad = ending[name] != oracle[name] and not any(
+                        a.covers(name, mode, scenario.name) for a in ALLOWED_DIFFERENCES
+                    )
+                    cells.append(("*" if bad else "") + repr(ending[name]))
+                lines.append(" | ".join([cell_key(scenario.name, map_index), mode, *cells]))
+    return "\n".join(lines)
+
+
+def docs_rows() -> list[tuple[str, ...]]:
+    """The allowed-differences table as docs/sensors.md must show it: (field, modes, scenarios, reason)."""
+    return [
+        (f"`{a.field}`", ", ".join(a.modes), ", ".join(a.scenarios), a.reason) for a in ALLOWED_DIFFERENCES
+    ]
+
+
+def docs_table_in(text: str) -> list[tuple[str, ...]]:
+    """The rows of the first Markdown table under ``DOCS_SECTION`` (header and rule dropped)."""
+    section = text.split(DOCS_SECTION, 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    return [tuple(cell.strip() for cell in row.strip("|").split(" | ")) for row in rows[2:]]
