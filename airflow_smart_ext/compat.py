@@ -774,8 +774,13 @@ SENSOR_TIMEOUT_ACCEPTS_NONE = AIRFLOW_V_3_0_PLUS
 if AIRFLOW_V_3_0_PLUS:
     _LAZY.update(
         {
-            # execution_time.secrets_masker: on every 3.x (3.1+ re-exports the shared masker from it)
-            "redact_secrets": ("airflow.sdk.execution_time.secrets_masker", "redact"),
+            # 3.1+: the SDK's shared masker; 3.0 has only execution_time's (a deprecated shim from 3.1 on)
+            "redact_secrets": (
+                "airflow.sdk._shared.secrets_masker"
+                if AIRFLOW_V_3_1_PLUS
+                else "airflow.sdk.execution_time.secrets_masker",
+                "redact",
+            ),
             "mask_secret": ("airflow.sdk.log", "mask_secret"),
             # the SDK's crypto exists from 3.2; 3.0/3.1 keep core's (same [core] fernet_key)
             "get_fernet": (
@@ -793,8 +798,8 @@ else:
         }
     )
 if TYPE_CHECKING:
+    from airflow.sdk._shared.secrets_masker import redact as redact_secrets
     from airflow.sdk.crypto import get_fernet
-    from airflow.sdk.execution_time.secrets_masker import redact as redact_secrets
     from airflow.sdk.log import mask_secret
 
 __all__ += ["get_fernet", "mask_secret", "redact_secrets"]

@@ -162,7 +162,12 @@ def resume(
     execution_end = event.get("execution_deadline")
     if execution_end is None and started_at is not None:
         execution_end = execution_deadline(sensor, float(started_at))
-    if status == "timeout" and execution_end is not None and (deadline is None or execution_end < deadline):
+    if (
+        status == "timeout"
+        and event.get("deadline_reached")
+        and execution_end is not None
+        and (deadline is None or execution_end < deadline)
+    ):
         execution_timed_out(sensor)  # the trigger ended at the execution deadline, before the timeout
     if status == "timeout":  # the deadline (or a check that said time is up): soft_fail decides
         poking.timed_out(sensor, context, started, pokes)

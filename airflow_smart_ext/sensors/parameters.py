@@ -239,8 +239,10 @@ RULES: tuple[Rule, ...] = (
         "starts at poke_interval",
     ),
     Rule(
+        # Only a splay the user gave: the default (one poke_interval) may exceed a short timeout, and the
+        # first check is never later than the deadline anyway.
         ("splay", "timeout"),
-        lambda splay, deadline: splay <= deadline,
+        lambda splay, deadline: splay is None or splay <= deadline,
         "splay ({splay:g}s) must be <= timeout ({timeout:g}s): a larger splay would leave only the final "
         "check at the deadline",
     ),
@@ -268,7 +270,7 @@ def effective_values(arguments: Mapping[str, Any]) -> dict[str, Any]:
         _seconds(given("poke_interval")) if given("poke_interval") is not None else DEFAULT_POKE_INTERVAL
     )
     deadline = _seconds(given("timeout")) if given("timeout") is not None else default_timeout()
-    splay = _seconds(given("splay")) if given("splay") is not None else initial
+    splay = _seconds(given("splay")) if given("splay") is not None else None  # None: one poke_interval
     return {
         "soft_fail": given("soft_fail"),
         "never_fail": given("never_fail"),
@@ -371,7 +373,7 @@ def backoff_policy_for(
             factor=float(values["backoff_factor"]),
             cap=cap,
             jitter=values["jitter"],
-            splay=values["splay"],
+            splay=values["splay"] if values["splay"] is not None else initial,
         )
     except ValueError as err:  # backstop: the policy's own message names its parameter
         raise ValueError(f"Task {task_id!r}: invalid backoff settings: {err}") from err

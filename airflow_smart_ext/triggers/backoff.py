@@ -28,6 +28,7 @@ from airflow_smart_ext.conditions import (
     task_ending,
     validate_check_spec,
 )
+from airflow_smart_ext.conditions.check_threads import PreviousCheckStillRunning
 from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import classify, resolve_error_types
 from airflow_smart_ext.triggers import gc_tuning, log_lines, sharing
@@ -108,8 +109,17 @@ class BackoffTrigger(compat.BaseTrigger):
         super().__init__()
         # Built in the triggerer from sealed kwargs: open them (in memory only) and ship the sealed form on.
         self._shipped_check = check if sealing.is_sealed(check) else None
-        check = sealing.unseal(check) if self._shipped_check is not None else check
-        validate_check_spec(check)
+        #: Why the sealed check could not be opened: reported by ``run`` as this wait's error event. Airflow
+        #: fails only a TypeError from a trigger's constructor as one trigger; any other error stops the
+        #: whole triggerer process (and every wait in it), again each time the row is picked up.
+        self._unreadable: str | None = None
+        if self._shipped_check is not None:
+            try:
+                check = sealing.unseal(check)
+            except sealing.SealedValueUnreadable as err:
+                self._unreadable = str(err)
+        if self._unreadable is None:
+            validate_check_spec(check)
         self.check = check
         self.policy = policy
         self.seed = seed
@@ -217,13 +227,15 @@ class BackoffTrigger(compat.BaseTrigger):
                 "checks_complete": self._checks_complete,
                 "waited_seconds": round(max(0.0, checked_at - self.started_at), 3),
                 "xcom_value": outcome.xcom_value if outcome is not None and status == "success" else None,
-                "message": message,
+                # A check's error text may quote an opened secret (a URL with a token): the event is stored
+                # in the task instance's next_kwargs, unencrypted on Airflow 3.
+                "message": compat.redact_secrets(message),
                 "check_index": index,
             }
         )
 
     def _timeout_event(self, index: int, checked_at: float) -> Any:
-        return self._event(
+        event = self._event(
             "timeout",
             index,
             None,
@@ -231,6 +243,10 @@ class BackoffTrigger(compat.BaseTrigger):
             f"({self._checks} checks by this trigger since {_iso(self.started_at)})",
             checked_at,
         )
+        # This trigger's own deadline, not a check that raised a timeout: only this one can be the try's
+        # execution deadline (AirflowTaskTimeout, as poke mode raises there).
+        event.payload["deadline_reached"] = True
+        return event
 
     async def _before_event(self, run_started: float) -> None:
         """Wait until the event may be yielded: the minimum delay has passed and our log lines are written.
@@ -248,6 +264,11 @@ class BackoffTrigger(compat.BaseTrigger):
 
     async def run(self) -> AsyncIterator[Any]:
         run_started = sharing.now()
+        if self._unreadable is not None:
+            self.log.error("BackoffTrigger: %s", self._unreadable)
+            await self._before_event(run_started)
+            yield self._event("error", self.after, None, self._unreadable, run_started)
+            return
         gc_tuning.start()
         interpret = await make_interpreter(self.check)
         window_config = sharing_window_config()  # once per run, not per check
@@ -300,7 +321,8 @@ class BackoffTrigger(compat.BaseTrigger):
                     await self._before_event(run_started)
                     yield self._timeout_event(scheduled.index, self.deadline or scheduled.at)
                     return
-                self._checks += 1
+                if not isinstance(result.outcome.error, PreviousCheckStillRunning):
+                    self._checks += 1  # a check the condition received (not one refused before it started)
                 outcome = self._ride_out(scheduled.index, result.outcome)
                 following = None
                 if not (outcome.is_terminal or scheduled.final):

@@ -113,14 +113,21 @@ def test_without_a_fernet_key_a_secret_is_refused_at_defer_time(monkeypatch: pyt
     assert SECRET not in message
 
 
-def test_an_envelope_sealed_with_another_key_fails_clearly(
+async def test_an_envelope_sealed_with_another_key_fails_that_wait_not_the_triggerer(
     fernet: KeyedFernet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Airflow fails only a TypeError from a trigger's constructor as one trigger (any other error stops the
+    whole triggerer process): the constructor never raises; the wait ends with an error event instead."""
     _, shipped = trigger(sensor_check(name="x", path=SECRET)).serialize()
     other = KeyedFernet(Fernet.generate_key())
     monkeypatch.setattr(compat, "get_fernet", lambda: other)
-    with pytest.raises(sealing.SealedValueUnreadable, match="fernet_key"):
-        BackoffTrigger(**shipped)
+    monkeypatch.setattr(compat, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
+    rebuilt = BackoffTrigger(**shipped)
+    assert SECRET not in repr(rebuilt) and rebuilt.serialize()[1]["check"] == shipped["check"]
+    events = [event async for event in rebuilt.run()]
+    assert len(events) == 1
+    assert events[0].payload["status"] == "error"
+    assert "fernet_key" in events[0].payload["message"]
 
 
 def test_an_opened_secret_is_masked_in_the_triggerers_logs(fernet: KeyedFernet) -> None:

@@ -1118,7 +1118,7 @@ def test_a_timeout_at_the_execution_deadline_resumes_into_a_task_timeout(
 ) -> None:
     sensor = _exec_sensor(soft_fail=soft_fail)
     clock.now = T0 + 8
-    event = make_event("timeout", checks=3)
+    event = make_event("timeout", checks=3, deadline_reached=True)
     with pytest.raises(
         compat.AirflowTaskTimeout, match="execution_timeout of 8s"
     ):  # retryable, as in poke mode
@@ -1129,9 +1129,25 @@ def test_a_timeout_at_the_execution_deadline_resumes_into_a_task_timeout(
 
 def test_zero_worker_timeout_event_at_the_execution_deadline_is_a_task_timeout(clock: FakeClock) -> None:
     sensor = _exec_sensor(start_from_trigger=None)
-    event = make_event("timeout", checks=4, started_at=T0, deadline=T0 + 40, execution_deadline=T0 + 8)
+    event = make_event(
+        "timeout", checks=4, started_at=T0, deadline=T0 + 40, execution_deadline=T0 + 8, deadline_reached=True
+    )
     with pytest.raises(compat.AirflowTaskTimeout):
         sensor.execute_complete(make_context(), event, worker_pokes=0, after=-1)
+
+
+def test_a_check_that_raised_a_sensor_timeout_stays_one_before_the_execution_deadline(
+    clock: FakeClock,
+) -> None:
+    """A poke that raises AirflowSensorTimeout ends the wait as in poke mode (never retried), even with an
+    execution_timeout shorter than the timeout: only the trigger's own deadline event is a task timeout."""
+    sensor = _exec_sensor()
+    clock.now = T0 + 3
+    event = make_event("timeout", checks=2, message="AirflowSensorTimeout: the poke said so")
+    with pytest.raises(compat.AirflowSensorTimeout):
+        sensor.execute_complete(
+            make_context(), event, started_at=T0, deadline=T0 + 40, worker_pokes=1, after=0
+        )
 
 
 def test_a_timeout_at_the_sensor_deadline_stays_a_sensor_timeout(clock: FakeClock) -> None:

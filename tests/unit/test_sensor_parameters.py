@@ -65,7 +65,11 @@ RULE_EXAMPLES: dict[tuple[str, ...], tuple[list[dict[str, Any]], list[dict[str, 
         [{"max_wait": 10, "poke_interval": 10}],
         [{"max_wait": 5, "poke_interval": 10}, {"max_wait": SECONDS, "poke_interval": 10}],
     ),
-    ("splay", "timeout"): ([{"splay": 60, "timeout": 60}], [{"splay": 61, "timeout": 60}]),
+    # the default splay (one poke_interval) is never held against a shorter timeout: only a given one
+    ("splay", "timeout"): (
+        [{"splay": 60, "timeout": 60}, {"poke_interval": 60, "timeout": 10}, {"timeout": 10}],
+        [{"splay": 61, "timeout": 60}],
+    ),
     ("jitter", "timeout", "poke_interval"): (
         [{"jitter": "decorrelated", "timeout": 86400, "poke_interval": 60}],
         [{"jitter": "decorrelated", "timeout": 7 * 86400, "poke_interval": 0.01}],
