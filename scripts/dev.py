@@ -42,8 +42,9 @@ def airflow_requirement(version: str) -> str:
 
 
 # Caps a release's own metadata lacks: the newest versions break its api-server, so every real-Airflow test
-# (and bench) failed there. 3.0: PyJWT >= 2.11 rejects the list ``iss`` 3.0 puts in its tokens (3.1 fixed
-# it); 3.2: fastapi >= 0.137 rejects its callable ``Field(discriminator=...)`` (3.3 caps fastapi < 0.137).
+# (and bench) failed there. 3.0: PyJWT 2.15 rejects the list ``iss`` 3.0 puts in its tokens (2.10.1 takes it;
+# 3.1 fixed it); 3.2: fastapi 0.165 rejects its callable ``Field(discriminator=...)`` (0.136 takes it; 3.3
+# caps fastapi < 0.137).
 SERVER_STACK_CAPS = {"3.0": ["pyjwt<2.11", "fastapi<0.118"], "3.2": ["fastapi<0.137"]}
 
 
