@@ -41,6 +41,17 @@ def airflow_requirement(version: str) -> str:
     return f"apache-airflow=={version}" if version.count(".") == 2 else f"apache-airflow=={version}.*"
 
 
+# Caps a release's own metadata lacks: the newest versions break its api-server, so every real-Airflow test
+# (and bench) failed there. 3.0: PyJWT 2.15 rejects the list ``iss`` 3.0 puts in its tokens (2.10.1 takes it;
+# 3.1 fixed it); 3.2: fastapi 0.165 rejects its callable ``Field(discriminator=...)`` (0.136 takes it; 3.3
+# caps fastapi < 0.137).
+SERVER_STACK_CAPS = {"3.0": ["pyjwt<2.11", "fastapi<0.118"], "3.2": ["fastapi<0.137"]}
+
+
+def server_stack_caps(version: str) -> list[str]:
+    return SERVER_STACK_CAPS.get(".".join(version.split(".")[:2]), [])
+
+
 def say(message: str) -> None:
     print(f"[dev] {message}", flush=True)
 
@@ -81,7 +92,7 @@ def ensure_venv(version: str) -> Path:
     package (Airflow included) at its declared floor, so the floors are tested, not just written down
     (tests/unit/test_dependency_floors.py checks what it installed against pyproject.toml)."""
     lowest = version == LOWEST
-    requirement = "" if lowest else airflow_requirement(version)
+    requirement = "" if lowest else " ".join([airflow_requirement(version), *server_stack_caps(version)])
     venv = ROOT / f".venv-{version}"
     python = venv / "bin" / "python"
     extras = ".[test,postgres]" if lowest else ".[dev,postgres]"  # the floors of the tooling don't matter
@@ -97,7 +108,7 @@ def ensure_venv(version: str) -> Path:
     if not python.exists():
         run([sys.executable, "-m", "venv", str(venv)])
     started = time.monotonic()
-    packages = ["-e", extras] if lowest else [requirement, "-e", extras]
+    packages = ["-e", extras] if lowest else [*requirement.split(), "-e", extras]
     uv = None if os.environ.get("SMART_EXT_USE_PIP") == "1" else shutil.which("uv")
     if uv is None and os.environ.get("SMART_EXT_USE_PIP") != "1":
         # uv resolves Airflow's ~200 dependencies in seconds; pip takes about a minute. Either works.

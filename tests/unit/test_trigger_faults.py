@@ -546,10 +546,15 @@ async def test_hung_checks_on_one_connection_never_starve_another(monkeypatch: p
         RELEASE.set()
         await asyncio.gather(*tasks, return_exceptions=True)
     assert payload["status"] == "timeout"  # it never came true; what matters is when it was checked
-    expected = [start + 0.5 * k for k in range(1, 9)]  # checks #1..#8 (#0 was the worker's): every 0.5 s
-    assert len(POKES["ok"]) == len(expected)
-    for seen, due in zip(POKES["ok"], expected, strict=True):
-        assert due - 0.01 <= seen <= due + 1.0, (seen - start, due - start)  # (a shared, loaded CI machine)
+    # Checks #1..#8 (#0 was the worker's) are due every 0.5 s, #8 at the deadline; each may be up to 1.0 s
+    # late on a shared, loaded CI machine. A check that ends after the next one is due skips it (missed checks
+    # are skipped by design), so a loaded run may see fewer than 8; starving would show as a long gap.
+    seen = [at - start for at in POKES["ok"]]
+    assert 0 < len(seen) <= 8 and seen == sorted(seen), seen
+    assert all(at >= 0.5 * (n + 1) - 0.01 for n, at in enumerate(seen)), seen  # never before its slot
+    gaps = [later - earlier for earlier, later in zip([0.0, *seen[:-1]], seen, strict=True)]
+    assert max(gaps) <= 1.5, seen  # a slot's interval plus 1.0 s late at most
+    assert 4 - 0.01 <= seen[-1] <= 4 + 1.0, seen  # the final check at the deadline
     # The hung connection holds its abandoned-check budget (detached threads) plus its own slots, no more:
     # each hung condition runs one check (no second while it hangs), the other conditions find the slots taken.
     hung_threads = (
@@ -558,7 +563,7 @@ async def test_hung_checks_on_one_connection_never_starve_another(monkeypatch: p
     assert sum(len(v) for k, v in POKES.items() if k != "ok") == hung_threads
     assert all(len(v) == 1 for k, v in POKES.items() if k != "ok")
     assert peak <= hung_threads + 4  # plus the few threads the healthy checks use
-    print(f"hung checks: threads above baseline peak={peak}; healthy checks {len(POKES['ok'])}/8 on time")
+    print(f"hung checks: threads above baseline peak={peak}; healthy checks {len(seen)}/8 on time")
 
 
 async def test_the_trigger_reports_its_timeout_at_the_deadline_while_its_check_hangs(
