@@ -546,21 +546,25 @@ async def test_hung_checks_on_one_connection_never_starve_another(monkeypatch: p
         RELEASE.set()
         await asyncio.gather(*tasks, return_exceptions=True)
     assert payload["status"] == "timeout"  # it never came true; what matters is when it was checked
-    # Checks #1..#8 (#0 was the worker's) are due every 0.5 s, #8 at the deadline; each may be up to 1.0 s
-    # late on a shared, loaded CI machine. A check that ends after the next one is due skips it (missed checks
-    # are skipped by design), so a loaded run may see fewer than 8; starving would show as a long gap.
+    # Checks #1..#8 (#0 was the worker's) are due every 0.5 s, #8 at the deadline. Starved (the bug), the
+    # healthy wait gets no check at all. On a loaded machine its own first check (building the sensor in a
+    # check thread) can outlast its 0.4 s time limit, and the slots it covers are skipped by design (missed
+    # checks are skipped; no second check of a condition while one runs): seen on 2.11 under load, the first
+    # check at 2.0-3.1 s, then every 0.5 s. So: checks made, none before its slot, every check after the
+    # first on schedule, and the final check at the deadline.
     seen = [at - start for at in POKES["ok"]]
-    assert 0 < len(seen) <= 8 and seen == sorted(seen), seen
+    assert 2 <= len(seen) <= 8 and seen == sorted(seen), seen
     assert all(at >= 0.5 * (n + 1) - 0.01 for n, at in enumerate(seen)), seen  # never before its slot
-    gaps = [later - earlier for earlier, later in zip([0.0, *seen[:-1]], seen, strict=True)]
-    assert max(gaps) <= 1.5, seen  # a slot's interval plus 1.0 s late at most
+    gaps = [later - earlier for earlier, later in zip(seen, seen[1:], strict=False)]
+    assert max(gaps) <= 1.5, seen  # once its first check reported, a slot's interval plus 1.0 s late at most
     assert 4 - 0.01 <= seen[-1] <= 4 + 1.0, seen  # the final check at the deadline
     # The hung connection holds its abandoned-check budget (detached threads) plus its own slots, no more:
     # each hung condition runs one check (no second while it hangs), the other conditions find the slots taken.
     hung_threads = (
         runtime.DEFAULT_MAX_ABANDONED_PER_KEY + runtime.DEFAULT_MAX_CONCURRENT_CHECKS_PER_CONNECTION
     )
-    assert sum(len(v) for k, v in POKES.items() if k != "ok") == hung_threads
+    # (fewer when a loaded machine starts some hung conditions' checks only after the window)
+    assert 0 < sum(len(v) for k, v in POKES.items() if k != "ok") <= hung_threads
     assert all(len(v) == 1 for k, v in POKES.items() if k != "ok")
     assert peak <= hung_threads + 4  # plus the few threads the healthy checks use
     print(f"hung checks: threads above baseline peak={peak}; healthy checks {len(seen)}/8 on time")
