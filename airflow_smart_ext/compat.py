@@ -720,7 +720,7 @@ PARTITIONS_MIN_AIRFLOW = "3.2.0"
 PARTITIONS_SUPPORTED = Version(PARTITIONS_MIN_AIRFLOW) <= _AIRFLOW_BASE_VERSION
 
 try:  # 3.3 (ValueError subclass; the REST API answers 400 with its message); 3.2: a plain ValueError
-    from airflow.exceptions import InvalidPartitionKeyError
+    from airflow.exceptions import InvalidPartitionKeyError  # type: ignore[attr-defined,unused-ignore]
 except ImportError:
     InvalidPartitionKeyError = ValueError  # type: ignore[assignment,misc]
 
@@ -741,9 +741,14 @@ def make_partition_dagrun_info(
 ) -> DagRunInfo:
     """A partitioned run (no data interval, as ``CronPartitionTimetable`` makes them), built without keyword
     construction (3.2.x: see :func:`make_dagrun_info`)."""
+    fields: dict[str, Any] = {
+        "data_interval": None,
+        "partition_date": partition_date,
+        "partition_key": partition_key,
+    }
     return DagRunInfo.exact(run_after)._replace(
-        data_interval=None, partition_date=partition_date, partition_key=partition_key
-    )
+        **fields
+    )  # partition fields: 3.2+ (mypy may read 2.11's stubs)
 
 
 # Assets (3.x) are Datasets on 2.11: DAG files that schedule on one import this name (the partition example).

@@ -454,9 +454,10 @@ class LocalDayTimetable(Timetable):
             )
         last_start = last_end = None
         if last_dagrun_info is not None:
-            if last_dagrun_info.partition_date is not None:
+            partition_date = getattr(last_dagrun_info, "partition_date", None)  # 3.2+ field
+            if partition_date is not None:
                 # a partitioned run stores no data interval: rebuild its day D's slot from the partition date
-                last_day = self._engine.local_date(to_stdlib(last_dagrun_info.partition_date))
+                last_day = self._engine.local_date(to_stdlib(partition_date))
                 last_start, last_end = self._engine.slot(last_day)[1:3]
             elif last_dagrun_info.data_interval is not None:  # a run from before the DAG was partitioned
                 last_start = to_stdlib(last_dagrun_info.data_interval.start)
