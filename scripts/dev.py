@@ -6,6 +6,7 @@
         [--sequential]      # with a DSN: the PostgreSQL pass after the SQLite pass instead of alongside it
         [--unit-only]       # only the unit tier (tests/unit), no static checks: CI's extra Airflow minors
         [--lowest]          # unit tier, every direct dependency at its declared floor (Airflow too, not --airflow)
+        [--then-unit-tier-on 3.0 3.1 lowest ...]   # after the SQLite pass: the unit tier on these too (CI)
         [-- PYTEST_ARGS]    # extra pytest arguments, for both passes
 
 Each creates (or reuses) its own virtualenv ``.venv-<airflow>`` in the project, installs Airflow and this
@@ -17,6 +18,7 @@ forces plain pip. Standard library only: this file runs before any dependency ex
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import os
 import re
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,14 +142,15 @@ def pytest_result(code: int) -> str:
 
 def cmd_test(args: argparse.Namespace) -> int:
     version = LOWEST if args.lowest else args.airflow
-    python = ensure_venv(version)
-    bin_dir = python.parent
     env = dict(os.environ)
     env.pop("SMART_EXT_TEST_PG_DSN", None)  # the first pass is SQLite; Postgres gets its own pass below
     env.pop("SMART_EXT_LOWEST_LEG", None)
-    pytest = [str(python), "-m", "pytest", "-p", "no:cacheprovider"]
+    env.pop("SMART_EXT_SQLITE_SLICE", None)
     if args.unit_only or args.lowest:  # the floors are proven on the unit tier (the venv has no tooling)
-        return cmd_unit_only(version, [*pytest, "tests/unit", *args.pytest_args], env)
+        return 0 if run_unit_tier(version, args.pytest_args, env)[1] == 0 else 1
+    python = ensure_venv(version)
+    bin_dir = python.parent
+    pytest = [str(python), "-m", "pytest", "-p", "no:cacheprovider"]
     checks: list[tuple[str, list[str]]] = [
         ("ruff check", [str(bin_dir / "ruff"), "check", "."]),
         ("ruff format", [str(bin_dir / "ruff"), "format", "--check", "."]),
@@ -163,10 +167,15 @@ def cmd_test(args: argparse.Namespace) -> int:
             ],
         ),
     ]
-    passes: list[tuple[str, list[str], dict[str, str]]] = [
-        ("pytest (unit + integration, SQLite)", [*pytest, *args.pytest_args], env)
-    ]
     dsn = args.postgres_dsn or os.environ.get("SMART_EXT_TEST_PG_DSN", "")
+    sqlite_env = dict(env)
+    sqlite_name = "pytest (unit + integration, SQLite)"
+    if dsn and version.startswith("2."):  # SequentialExecutor: the PostgreSQL pass runs the whole tier
+        sqlite_env["SMART_EXT_SQLITE_SLICE"] = "1"
+        sqlite_name = "pytest (unit + the integration tier's SQLite slice, SQLite)"
+    passes: list[tuple[str, list[str], dict[str, str]]] = [
+        (sqlite_name, [*pytest, *args.pytest_args], sqlite_env)
+    ]
     if dsn:
         passes.append(
             (
@@ -182,42 +191,55 @@ def cmd_test(args: argparse.Namespace) -> int:
         say(f"== {name}")
         started = time.monotonic()
         timings.append((name, run_to_end(argv, env), time.monotonic() - started))
+    # CI's extra unit legs run in the SQLite pass's slot once that pass ends (the PostgreSQL pass, longer,
+    # still runs alongside): two processes at a time, as in every leg, and no minutes added to the leg.
+    unit_legs: list[Callable[[], tuple[str, int, float]]] = [
+        functools.partial(run_unit_tier, v, [], env) for v in args.then_unit_tier_on
+    ]
     if args.sequential or len(passes) == 1:
         for name, argv, step_env in passes:
             say(f"== {name}")
             started = time.monotonic()
             code = run_to_end(argv, step_env)
             timings.append((name, code, time.monotonic() - started))
+        timings += [leg() for leg in unit_legs]
     else:
-        timings += run_side_by_side(passes, f"airflow-{args.airflow}")
+        timings += run_side_by_side(passes, f"airflow-{args.airflow}", unit_legs)
     say(f"summary for Airflow {args.airflow}:")
     for name, code, seconds in timings:
         say(f"  {name}: {pytest_result(code)} in {seconds:.0f}s")
     return 1 if any(code != 0 for _name, code, _seconds in timings) else 0
 
 
-def cmd_unit_only(version: str, argv: list[str], env: dict[str, str]) -> int:
-    """The unit tier alone: CI runs it on the Airflow minors the real-Airflow tier skips, and at the floors.
-    The static checks are not repeated here (the main leg runs them once)."""
+def run_unit_tier(version: str, pytest_args: list[str], env: dict[str, str]) -> tuple[str, int, float]:
+    """The unit tier alone in ``.venv-<version>``: CI runs it on the Airflow minors the real-Airflow tier
+    skips, and at the floors. The static checks are not repeated here (the main leg runs them once)."""
+    started = time.monotonic()
+    python = ensure_venv(version)
     if version == LOWEST:
         env = {**env, "SMART_EXT_LOWEST_LEG": "1"}  # test_dependency_floors: installed == declared floors
     name = (
         f"pytest (unit tier, {'lowest declared dependencies' if version == LOWEST else f'Airflow {version}'})"
     )
     say(f"== {name}")
-    started = time.monotonic()
-    code = run_to_end(argv, env)
-    say(f"summary: {name}: {pytest_result(code)} in {time.monotonic() - started:.0f}s")
-    return 0 if code == 0 else 1
+    code = run_to_end(
+        [str(python), "-m", "pytest", "-p", "no:cacheprovider", "tests/unit", *pytest_args], env
+    )
+    seconds = time.monotonic() - started
+    say(f"summary: {name}: {pytest_result(code)} in {seconds:.0f}s")
+    return name, code, seconds
 
 
 def run_side_by_side(
-    passes: list[tuple[str, list[str], dict[str, str]]], log_prefix: str
+    passes: list[tuple[str, list[str], dict[str, str]]],
+    log_prefix: str,
+    then: list[Callable[[], tuple[str, int, float]]],
 ) -> list[tuple[str, int, float]]:
-    """Run the pytest passes at the same time: the first streams to the terminal, the others write a log file
-    each, printed whole once the first pass has ended. Each pass has its own Airflow (own AIRFLOW_HOME,
-    database and free ports), and a real Airflow mostly waits on timers, so two fit on two cores and the
-    wall time is the longest pass instead of the sum (``--sequential`` runs them one after the other)."""
+    """Run the pytest passes at the same time: the first streams to the terminal (followed by the steps in
+    ``then``), the others write a log file each, printed whole once the first pass and ``then`` have ended.
+    Each pass has its own Airflow (own AIRFLOW_HOME, database and free ports), and a real Airflow mostly
+    waits on timers, so two fit on two cores and the wall time is the longest pass instead of the sum
+    (``--sequential`` runs them one after the other)."""
     log_dir = ROOT / ".test-logs"
     log_dir.mkdir(exist_ok=True)
     started = time.monotonic()
@@ -245,6 +267,7 @@ def run_side_by_side(
             wait_to_end(proc)
         raise
     results = [(name, code, time.monotonic() - started)]
+    results += [step() for step in then]
     for name, proc, log_path, waiter in background:
         waiter.join()
         results.append((name, proc.returncode, ended[name] - started))
@@ -289,6 +312,13 @@ def main() -> int:
         "--lowest",
         action="store_true",
         help="in .venv-lowest: every direct dependency at its declared floor (Airflow too; needs uv)",
+    )
+    sub.choices["test"].add_argument(
+        "--then-unit-tier-on",
+        nargs="+",
+        default=[],
+        metavar="VERSION",
+        help="after the SQLite pass, the unit tier on these Airflow versions too ('lowest': the floors)",
     )
     sub.choices["test"].add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     sub.choices["demo"].add_argument(
