@@ -1184,3 +1184,12 @@ def test_the_start_plan_ships_the_execution_timeout() -> None:
     if sensor.start_trigger_args is None:
         pytest.skip(f"no zero-worker start on this Airflow: {sensor.worker_first_reason}")
     assert sensor.start_trigger_args.trigger_kwargs["start"]["execution_timeout"] == 8
+
+
+def test_a_skip_in_the_triggerer_keeps_the_pokes_own_text() -> None:
+    # The worker raises the skip again from this message: as in poke mode, the log shows the poke's text,
+    # not "AirflowSkipException: ..." (the differential matrix reads the exception classes a log names).
+    from airflow_smart_ext.conditions.outcomes import outcome_from_exception
+
+    outcome = outcome_from_exception(compat.AirflowSkipException("scripted skip"))
+    assert (outcome.status, outcome.message) == ("skip", "scripted skip")
