@@ -227,16 +227,9 @@ def use_connection(hook: Any, connection: Any) -> None:
 
 
 # 2.11's scheduler fails a deferred task whose trigger timed out with this ``__fail__`` error, which
-# BaseOperator turns into a *retryable* TaskDeferralError; 3.x raises TaskDeferralTimeout instead and its
-# BaseSensorOperator already maps that to AirflowSensorTimeout.
+# BaseOperator turns into a *retryable* TaskDeferralError; 3.x's BaseSensorOperator maps its TaskDeferralTimeout
+# to AirflowSensorTimeout but then skips it with never_fail (poke mode fails a timeout with never_fail).
 _DEFERRAL_TIMEOUT_ERROR_2X = "Trigger/execution timeout"
-
-
-def is_deferral_timeout(next_method: str, next_kwargs: dict[str, Any] | None) -> bool:
-    """Whether a resumed task is being failed because its deferral timed out (2.11 signal)."""
-    if AIRFLOW_V_3_0_PLUS:
-        return False  # 3.x signals this with TaskDeferralTimeout inside resume_execution
-    return next_method == "__fail__" and (next_kwargs or {}).get("error") == _DEFERRAL_TIMEOUT_ERROR_2X
 
 
 def sensor_reschedule_state(context: Any) -> tuple[int, datetime.datetime | None]:
@@ -424,7 +417,6 @@ __all__ = [
     "Stats",
     "airflow_conf",
     "first_reschedule_anchor",
-    "is_deferral_timeout",
     "sensor_reschedule_state",
     "AIRFLOW_V_3_0_PLUS",
     "AIRFLOW_V_3_1_PLUS",

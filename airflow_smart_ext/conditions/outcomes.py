@@ -53,9 +53,10 @@ EVENT_STATUS = {
 
 def outcome_from_exception(err: BaseException) -> Outcome:
     """Map what a check raises to its outcome (as poke mode treats it)."""
-    message = f"{type(err).__name__}: {err}"
     if isinstance(err, compat.AirflowSkipException):
-        return Outcome("skip", message=message)
+        # The worker raises the skip again with this text: the poke's own, as poke mode's log shows it.
+        return Outcome("skip", message=str(err))
+    message = f"{type(err).__name__}: {err}"
     if isinstance(err, compat.SENSOR_TIMEOUT_ERRORS):
         return Outcome("timeout", message=message, error=err)
     if isinstance(err, compat.AirflowFailException):

@@ -249,10 +249,11 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         return deferral.resume(self, context, event, started_at, deadline, seed, worker_pokes, after)
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
-        if compat.is_trigger_timeout(next_method, next_kwargs) and deferral.ends_at_execution_deadline(self):
-            # Airflow's backstop fired at the execution deadline: end as poke mode does (retryable).
-            deferral.execution_timed_out(self)
-        if compat.is_deferral_timeout(next_method, next_kwargs):
+        if compat.is_trigger_timeout(next_method, next_kwargs):
+            # Airflow's backstop fired: end as poke mode does at the deadline it backs up, on every version
+            # (the execution deadline: retryable; else a sensor timeout that only soft_fail skips).
+            if deferral.ends_at_execution_deadline(self):
+                deferral.execution_timed_out(self)
             deferral.deferral_timed_out(self)
         if next_method == "execute_complete":
             # Our own resume: execute_complete already maps every outcome exactly as poke mode does.

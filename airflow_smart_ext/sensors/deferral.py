@@ -203,7 +203,8 @@ def resume(
 
 
 def deferral_timed_out(sensor: BackoffSensor) -> None:
-    """2.11 fails a timed-out deferral with a retryable TaskDeferralError; a sensor timeout is never retried."""
+    """Airflow's trigger timeout ends the wait as poke mode's timeout: never retried (2.11 would raise a
+    retryable TaskDeferralError), skipped only with soft_fail (3.x's sensor would skip with never_fail too)."""
     message = "Sensor has timed out: the deferral reached its timeout before the trigger reported."
     if sensor.soft_fail:
         raise compat.AirflowSkipException(message + " Skipping (soft_fail=True).")

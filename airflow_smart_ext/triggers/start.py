@@ -203,10 +203,15 @@ class BackoffStartTrigger(compat.BaseTrigger):
 
     def _needs_worker_for_success(self, payload: dict[str, Any]) -> bool:
         """A success only a worker can end correctly: success callbacks Airflow would not run after a
-        ``TaskSuccessEvent`` (3.x), or an XCom that needs a worker (split outputs, a mapped downstream task)."""
+        ``TaskSuccessEvent`` (3.x), a later try (its task instance still holds the previous try's
+        ``end_date``), or an XCom that needs a worker (split outputs, a mapped downstream task)."""
         reason = None
         if self.start.get("success_callbacks") and not compat.trigger_end_runs_success_callbacks():
             reason = "on_success_callback: this Airflow runs it only when a worker ends the task"
+        elif int(getattr(self.task_instance, "try_number", 1) or 1) > 1:
+            # A clear or a retry stamped end_date; the scheduler's start in the triggerer keeps it and a
+            # trigger's end would too (end_date before start_date); a worker's end stamps a new one.
+            reason = "a later try: only a worker's end replaces the previous try's end_date"
         elif (
             payload.get("xcom_value") is not None
             and self.start.get("do_xcom_push", True)

@@ -57,6 +57,9 @@ class Ending:
     stats_mode: Any  # backoff_sensor_stats["mode"]
     return_value: Any
     checks: int  # checks the condition received, counted at the condition
+    checks_after_run: (
+        int  # checks made over RUN_END_GRACE_SECONDS after the DAG run ended (a wait outliving it)
+    )
     negative_duration: bool  # end_date < start_date
 
 
@@ -109,12 +112,25 @@ ALLOWED_DIFFERENCES: list[AllowedDifference] = [
             "timeout_never_fail",
             "timeout_silent_fail",
             "execution_timeout",
+            "dagrun_timeout",
         ),
         "A wait ended by a deadline made as many checks as its schedule fitted before it: the triggerer "
         "follows the condition's shared grid (the condition's seed, the start moved onto the poke_interval "
         "grid), reschedule mode keeps at least 3 s between checks on Airflow 3, and a mode that starts a "
-        "process per check spends part of the window starting it. The ending itself (state, tries, "
-        "exception) must still agree.",
+        "process per check spends part of the window starting it. `dagrun_timeout` counts from the start "
+        "of the run, not of the wait: a zero-worker wait starts with the run, a task process may start "
+        "seconds later (under load after the run timed out: Airflow stops it at its next heartbeat). The "
+        "ending itself (state, tries, exception) must still agree, and `checks_after_run` bounds the checks "
+        "made after the run ended.",
+    ),
+    AllowedDifference(
+        "stats_pokes",
+        ("deferrable", "zero_worker"),
+        ("kill_triggerer",),
+        "Airflow rebuilds a trigger from its kwargs only (a triggerer restart), so the checks its killed "
+        "predecessor made are not known to it: `pokes` is then a lower bound, and the task log says so "
+        '("checks made before it are not counted"). The checks the condition received, counted at the '
+        "condition, must still agree.",
     ),
 ]
 
@@ -154,6 +170,21 @@ def checks_made(env: AirflowEnv, key: str) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+#: How long after its DAG run ended a wait may still check: Airflow stops a running task at its next
+#: heartbeat and a trigger at the triggerer's next loop (both a few seconds); a wait that keeps checking to
+#: its own deadline (the run's timeout 35 s before it) exceeds this by far.
+RUN_END_GRACE_SECONDS = 10.0
+
+
+def checks_after(env: AirflowEnv, key: str, moment: Any) -> int:
+    """Checks of ``key`` made more than ``RUN_END_GRACE_SECONDS`` after ``moment`` (a datetime, or None)."""
+    path = checks_dir(env) / key
+    if moment is None or not path.exists():
+        return 0
+    limit = moment.timestamp() + RUN_END_GRACE_SECONDS
+    return sum(1 for line in path.read_text().splitlines() if json.loads(line)["at"] > limit)
+
+
 def record(env: AirflowEnv, mode: str, scenario: Any, run_id: str, map_index: int) -> Ending:
     dag_id = f"df_{scenario.group}_{mode}"
     rows = env.query_dicts(
@@ -170,6 +201,8 @@ def record(env: AirflowEnv, mode: str, scenario: Any, run_id: str, map_index: in
     stats = _xcom(env, dag_id, run_id, scenario.name, map_index, STATS_XCOM_KEY)
     stats = stats if isinstance(stats, dict) else {}
     start, end = row["start_date"], row["end_date"]
+    run = env.query_dicts("SELECT end_date FROM dag_run WHERE dag_id = %s AND run_id = %s", (dag_id, run_id))
+    key = cell_key(f"{mode}.{scenario.name}", map_index)
     return Ending(
         state=row["state"],
         tries=tries,
@@ -177,7 +210,8 @@ def record(env: AirflowEnv, mode: str, scenario: Any, run_id: str, map_index: in
         stats_pokes=stats.get("pokes"),
         stats_mode=stats.get("mode"),
         return_value=_xcom(env, dag_id, run_id, scenario.name, map_index, "return_value"),
-        checks=checks_made(env, cell_key(f"{mode}.{scenario.name}", map_index)),
+        checks=checks_made(env, key),
+        checks_after_run=checks_after(env, key, run[0]["end_date"] if run else None),
         negative_duration=bool(start and end and end < start),
     )
 

@@ -748,18 +748,24 @@ def test_resume_execution_maps_outcomes_like_poke_mode(
         assert not isinstance(err.value, compat.AirflowSkipException)
 
 
-def test_deferral_timeout_signal_becomes_a_sensor_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
-    # 2.11 fails a timed-out deferral with next_method="__fail__"; 3.x raises TaskDeferralTimeout instead.
-    assert compat.is_deferral_timeout("__fail__", {"error": "Trigger/execution timeout"}) is (
-        not compat.AIRFLOW_V_3_0_PLUS
-    )
-    monkeypatch.setattr(compat, "is_deferral_timeout", lambda method, kwargs: True)
-    sensor = PathSensor(task_id="task", path="/p", deferrable=True)
-    with pytest.raises(compat.AirflowSensorTimeout):
-        sensor.resume_execution("__fail__", {"error": "Trigger/execution timeout"}, make_context())
-    sensor = PathSensor(task_id="task2", path="/p", deferrable=True, soft_fail=True)
-    with pytest.raises(compat.AirflowSkipException):
-        sensor.resume_execution("__fail__", {"error": "Trigger/execution timeout"}, make_context())
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ({}, compat.AirflowSensorTimeout),
+        ({"soft_fail": True}, compat.AirflowSkipException),
+        # poke mode fails a timeout with never_fail; 3.x's own sensor wrapper would skip it
+        ({"never_fail": True}, compat.AirflowSensorTimeout),
+    ],
+    ids=["plain", "soft_fail", "never_fail"],
+)
+def test_airflows_trigger_timeout_ends_as_poke_modes_timeout(flags: dict, expected: type) -> None:
+    """Airflow's backstop (its trigger timeout; on this version's own ``__fail__`` signal) ends the wait as
+    poke mode's timeout: never a retryable error, skipped with soft_fail only."""
+    error = "Trigger timeout" if compat.AIRFLOW_V_3_0_PLUS else "Trigger/execution timeout"
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True, **flags)
+    with pytest.raises(compat.AirflowException) as raised:
+        sensor.resume_execution("__fail__", {"error": error}, make_context())
+    assert type(raised.value) is expected
 
 
 # ------------------------------------------------------------------ shippability (DAG parse)
@@ -1178,3 +1184,12 @@ def test_the_start_plan_ships_the_execution_timeout() -> None:
     if sensor.start_trigger_args is None:
         pytest.skip(f"no zero-worker start on this Airflow: {sensor.worker_first_reason}")
     assert sensor.start_trigger_args.trigger_kwargs["start"]["execution_timeout"] == 8
+
+
+def test_a_skip_in_the_triggerer_keeps_the_pokes_own_text() -> None:
+    # The worker raises the skip again from this message: as in poke mode, the log shows the poke's text,
+    # not "AirflowSkipException: ..." (the differential matrix reads the exception classes a log names).
+    from airflow_smart_ext.conditions.outcomes import outcome_from_exception
+
+    outcome = outcome_from_exception(compat.AirflowSkipException("scripted skip"))
+    assert (outcome.status, outcome.message) == ("skip", "scripted skip")

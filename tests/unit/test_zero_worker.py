@@ -262,3 +262,16 @@ async def test_success_callbacks_end_on_a_worker_where_airflow_drops_them(vclock
     READY_AT["cb"] = START
     event = await _first_event(_trigger("cb", START, success_callbacks=True))
     assert isinstance(event, compat.TaskSuccessEvent) is compat.trigger_end_runs_success_callbacks()
+
+
+@pytest.mark.parametrize("try_number", [1, 2, 3])
+async def test_a_later_try_ends_its_success_on_a_worker(vclock: Any, try_number: int) -> None:  # noqa: F811
+    # A clear or a retry stamped the task instance's end_date; a try the scheduler starts in the triggerer
+    # keeps it, and so would a TaskSuccessEvent (end_date before start_date): only try 1 ends here.
+    READY_AT[f"try{try_number}"] = START
+    trigger = _trigger(f"try{try_number}", START)
+    trigger.task_instance.try_number = try_number
+    event = await _first_event(trigger)
+    assert isinstance(event, compat.TaskSuccessEvent) is (try_number == 1)
+    if try_number > 1:
+        assert event.payload["status"] == "success"
