@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +63,34 @@ def outcome_from_exception(err: BaseException) -> Outcome:
     if isinstance(err, compat.AirflowFailException):
         return Outcome("failure", message=message, error=err)
     return Outcome("error", message=message, error=err)
+
+
+def error_class_path(err: BaseException) -> str:
+    """``module:qualname`` of a check's exception: the event names it so the worker can raise the same class."""
+    return f"{type(err).__module__}:{type(err).__qualname__}"
+
+
+def rebuild_error(class_path: Any, message: str) -> Exception | None:
+    """The check's exception class raised again with its message (as poke mode raises it, so retry
+    policies and callbacks see the same class), or None when that cannot be done faithfully.
+
+    Only a class already imported in this process is used (never an import named by event data), only an
+    ``Exception`` subclass, and only when it can be built from the message alone.
+    """
+    if not isinstance(class_path, str) or ":" not in class_path:
+        return None
+    module_name, _, qualname = class_path.partition(":")
+    target: Any = sys.modules.get(module_name)
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    if not (isinstance(target, type) and issubclass(target, Exception)):
+        return None
+    prefix = f"{target.__name__}: "
+    text = message[len(prefix) :] if message.startswith(prefix) else message
+    try:
+        return target(text)
+    except Exception:  # a constructor that needs more than a message: the caller's generic error instead
+        return None
 
 
 def outcome_from_result(result: Any) -> Outcome:

@@ -252,8 +252,8 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         if compat.is_trigger_timeout(next_method, next_kwargs):
             # Airflow's backstop fired: end as poke mode does at the deadline it backs up, on every version
             # (the execution deadline: retryable; else a sensor timeout that only soft_fail skips).
-            if deferral.ends_at_execution_deadline(self):
-                deferral.execution_timed_out(self)
+            if poking.ends_at_execution_deadline(self):
+                poking.execution_timed_out(self)
             deferral.deferral_timed_out(self)
         if next_method == "execute_complete":
             # Our own resume: execute_complete already maps every outcome exactly as poke mode does.

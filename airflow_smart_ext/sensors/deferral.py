@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import aligned_start, condition_seed
 from airflow_smart_ext.conditions import Ending, sharing_key, task_ending
+from airflow_smart_ext.conditions.outcomes import rebuild_error
 from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import error_type_paths
 from airflow_smart_ext.sensors import poking
@@ -17,28 +18,6 @@ from airflow_smart_ext.sensors.start_plan import DEFERRAL_GRACE_SECONDS
 
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.base import BackoffSensor
-
-
-def execution_deadline(sensor: BackoffSensor, started_at: float) -> float | None:
-    """When ``execution_timeout`` ends this try (epoch seconds), or None without one."""
-    if not sensor.execution_timeout:
-        return None
-    return started_at + sensor.execution_timeout.total_seconds()
-
-
-def ends_at_execution_deadline(sensor: BackoffSensor) -> bool:
-    """Whether a deferral's deadline is the execution deadline rather than the sensor timeout."""
-    limit = sensor.execution_timeout
-    return limit is not None and limit.total_seconds() < sensor.timeout
-
-
-def execution_timed_out(sensor: BackoffSensor) -> None:
-    """What poke mode raises at ``execution_timeout``: AirflowTaskTimeout, retried while retries remain."""
-    assert sensor.execution_timeout is not None
-    raise compat.AirflowTaskTimeout(
-        f"Sensor reached its execution_timeout of {sensor.execution_timeout.total_seconds():g}s before its "
-        f"timeout of {sensor.timeout:g}s (as in poke mode: a task timeout, retried while retries remain)."
-    )
 
 
 def execute_deferrable(sensor: BackoffSensor, context: Any) -> Any:
@@ -77,13 +56,13 @@ def defer(
     # execution_timeout ends the wait as in poke mode: the trigger's deadline is the earlier of the two, and
     # a "timeout" at the execution deadline resumes into AirflowTaskTimeout (see resume).
     ends_at = deadline
-    stop = execution_deadline(sensor, started_at)
+    stop = poking.execution_deadline(sensor, started_at)
     if stop is not None and stop < deadline:
         ends_at = stop
     nxt = poking.next_check(sensor, seed, anchor, ends_at, after)
     if nxt is None:
         if ends_at < deadline:
-            execution_timed_out(sensor)
+            poking.execution_timed_out(sensor)
         poking.timed_out(sensor, context, started_at, worker_pokes)
         return None
     now = poking.wall_clock()
@@ -161,14 +140,14 @@ def resume(
     )
     execution_end = event.get("execution_deadline")
     if execution_end is None and started_at is not None:
-        execution_end = execution_deadline(sensor, float(started_at))
+        execution_end = poking.execution_deadline(sensor, float(started_at))
     if (
         status == "timeout"
         and event.get("deadline_reached")
         and execution_end is not None
         and (deadline is None or execution_end < deadline)
     ):
-        execution_timed_out(sensor)  # the trigger ended at the execution deadline, before the timeout
+        poking.execution_timed_out(sensor)  # the trigger ended at the execution deadline, before the timeout
     if status == "timeout":  # the deadline (or a check that said time is up): soft_fail decides
         poking.timed_out(sensor, context, started, pokes)
         return None
@@ -199,6 +178,10 @@ def resume(
         raise compat.AirflowFailException(f"Failure criteria met: {message}")
     if ending is Ending.SKIP:
         raise compat.AirflowSkipException(f"Check failed; skipping (never_fail=True): {message}")
+    rebuilt = rebuild_error(event.get("error_class"), message)
+    if rebuilt is not None:  # the check's own class, as poke mode raises it (retry policies read the class)
+        sensor.log.error("The check raised in the triggerer: %s", message)
+        raise rebuilt
     raise compat.AirflowException(f"Check failed in the triggerer: {message}")
 
 

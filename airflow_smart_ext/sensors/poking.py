@@ -55,6 +55,28 @@ def first_check_at(sensor: BackoffSensor, seed: str, started_at: float, deadline
     return min(started_at + sensor.backoff_policy.offset(seed, 0), deadline)
 
 
+def execution_deadline(sensor: BackoffSensor, started_at: float) -> float | None:
+    """When ``execution_timeout`` ends this try (epoch seconds), or None without one."""
+    if not sensor.execution_timeout:
+        return None
+    return started_at + sensor.execution_timeout.total_seconds()
+
+
+def ends_at_execution_deadline(sensor: BackoffSensor) -> bool:
+    """Whether a try's wait ends at the execution deadline rather than at the sensor timeout."""
+    limit = sensor.execution_timeout
+    return limit is not None and limit.total_seconds() < sensor.timeout
+
+
+def execution_timed_out(sensor: BackoffSensor) -> None:
+    """What poke mode raises at ``execution_timeout``: AirflowTaskTimeout, retried while retries remain."""
+    assert sensor.execution_timeout is not None
+    raise compat.AirflowTaskTimeout(
+        f"Sensor reached its execution_timeout of {sensor.execution_timeout.total_seconds():g}s before its "
+        f"timeout of {sensor.timeout:g}s (as in poke mode: a task timeout, retried while retries remain)."
+    )
+
+
 def next_check(
     sensor: BackoffSensor, seed: str, started_at: float, deadline: float, after: int | None
 ) -> ScheduledCheck | None:

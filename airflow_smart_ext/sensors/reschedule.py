@@ -52,6 +52,11 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
                 run_at = max(first_at, poking.wall_clock() + compat.RESCHEDULE_MIN_GAP_SECONDS)
                 raise compat.AirflowRescheduleException(poking.utc(run_at))
             poking.sleep(first_at - poking.wall_clock())  # too short for a reschedule: as poke mode does
+    stop = poking.execution_deadline(sensor, started_at)
+    if count > 0 and stop is not None and stop < deadline and poking.wall_clock() >= stop:
+        # Brought back at or after the execution deadline (Airflow's minimum reschedule gap, a late
+        # scheduler): poke mode's process would have been stopped by then, so no check is made.
+        poking.execution_timed_out(sensor)
     index = count - 1 if splay_wait and count > 0 else count
     pokes = index + 1
     done, xcom_value = poking.poke_once(sensor, context, index, pokes)
@@ -62,8 +67,16 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
         # first poke does not shift the schedule (and the deadline) between this run and the next.
         started_at = compat.first_reschedule_anchor(context, poking.wall_clock())
         deadline = started_at + sensor.timeout
-    nxt = poking.next_check(sensor, seed, started_at, deadline, index)
+    # execution_timeout ends the try as in poke mode (one process there, one per check here): the schedule
+    # stops at the earlier deadline, and reaching the execution deadline is a retryable AirflowTaskTimeout.
+    ends_at = deadline
+    stop = poking.execution_deadline(sensor, started_at)  # from the anchor the next runs will see
+    if stop is not None and stop < deadline:
+        ends_at = stop
+    nxt = poking.next_check(sensor, seed, started_at, ends_at, index)
     if nxt is None:
+        if ends_at < deadline:
+            poking.execution_timed_out(sensor)
         poking.timed_out(sensor, context, started_at, pokes)
         return None
     now = poking.wall_clock()

@@ -29,6 +29,7 @@ from airflow_smart_ext.conditions import (
     validate_check_spec,
 )
 from airflow_smart_ext.conditions.check_threads import PreviousCheckStillRunning
+from airflow_smart_ext.conditions.outcomes import error_class_path
 from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import classify, resolve_error_types
 from airflow_smart_ext.triggers import gc_tuning, log_lines, sharing
@@ -231,6 +232,8 @@ class BackoffTrigger(compat.BaseTrigger):
                 # in the task instance's next_kwargs, unencrypted on Airflow 3.
                 "message": compat.redact_secrets(message),
                 "check_index": index,
+                # so the worker raises the check's own class, as poke mode does (retry policies read it)
+                "error_class": error_class_path(outcome.error) if outcome and outcome.error else None,
             }
         )
 

@@ -10,7 +10,8 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed, task_seed
-from airflow_smart_ext.conditions import sharing_key
+from airflow_smart_ext.conditions import outcome_from_exception, sharing_key
+from airflow_smart_ext.conditions.outcomes import error_class_path
 from airflow_smart_ext.sensors import parameters as sensor_parameters
 from airflow_smart_ext.sensors import poking
 from airflow_smart_ext.sensors.base import DEFERRAL_GRACE_SECONDS, STATS_XCOM_KEY, BackoffSensor
@@ -515,6 +516,30 @@ def test_reschedule_mode_times_out_at_the_deadline_measured_from_the_first_resch
     assert sensor.poke_times[-1] == T0 + 200 and len(sensor.poke_times) == len(dates) + 1
 
 
+@pytest.mark.parametrize("soft_fail", [False, True])
+def test_reschedule_mode_ends_at_the_execution_deadline_with_a_task_timeout(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch, soft_fail: bool
+) -> None:
+    # Poke mode is one process that Airflow stops at execution_timeout with a retryable AirflowTaskTimeout;
+    # reschedule mode is one process per check, so it keeps that deadline itself, from the try's first start.
+    sensor = ScriptedSensor(
+        task_id="task",
+        clock=clock,
+        poke_interval=2,
+        mode="reschedule",
+        timeout=40,
+        execution_timeout=datetime.timedelta(seconds=8),
+        soft_fail=soft_fail,
+    )
+    dates: list[datetime.datetime] = []
+    with pytest.raises(compat.AirflowTaskTimeout, match="execution_timeout of 8s"):
+        run_reschedule_mode(sensor, clock, monkeypatch, 50, dates)
+    # No check after the execution deadline, even when Airflow's minimum reschedule gap brings the task
+    # back later than the last check the schedule placed there.
+    assert dates and all(at <= T0 + 8 for at in sensor.poke_times)
+    assert len(sensor.poke_times) >= 3
+
+
 def test_first_reschedule_anchor_predicts_the_row_airflow_writes() -> None:
     ti = FakeTI()
     ti.start_date = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)  # type: ignore[attr-defined]
@@ -725,6 +750,46 @@ def test_execute_complete_maps_outcomes_like_poke_mode(
         sensor.execute_complete(make_context(), make_event(status), started_at=T0, deadline=T0 + 100)
     if expected is compat.AirflowException:
         assert not isinstance(err.value, (compat.AirflowFailException, compat.AirflowSensorTimeout))
+
+
+class VendorError(Exception):
+    """A library's error a poke may raise (the worker has its module imported, as the DAG's sensor does)."""
+
+
+class NeedsTwoArguments(Exception):
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(f"{code} {text}")
+
+
+@pytest.mark.parametrize(
+    ("raised", "expected_class", "expected_text"),
+    [
+        (VendorError("disk gone"), VendorError, "disk gone"),  # the check's own class, as poke mode raises it
+        (NeedsTwoArguments(503, "busy"), compat.AirflowException, "NeedsTwoArguments: 503 busy"),
+        (KeyError("k"), KeyError, "k"),
+    ],
+)
+def test_a_check_error_from_the_triggerer_is_raised_with_its_own_class(
+    clock: FakeClock, raised: Exception, expected_class: type, expected_text: str
+) -> None:
+    outcome = outcome_from_exception(raised)
+    event = make_event("error", message=outcome.message, error_class=error_class_path(raised))
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True)
+    with pytest.raises(expected_class) as err:
+        sensor.execute_complete(make_context(), event, started_at=T0, deadline=T0 + 100)
+    assert type(err.value) is expected_class and expected_text in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "class_path", [None, "no_such_module_imported:Error", "builtins:print", "builtins:SystemExit", "x"]
+)
+def test_an_error_class_not_safely_rebuildable_falls_back_to_airflow_exception(
+    clock: FakeClock, class_path: Any
+) -> None:
+    event = make_event("error", message="Boom: text", error_class=class_path)
+    sensor = PathSensor(task_id="task", path="/p", deferrable=True)
+    with pytest.raises(compat.AirflowException, match="Check failed in the triggerer: Boom: text"):
+        sensor.execute_complete(make_context(), event, started_at=T0, deadline=T0 + 100)
 
 
 @pytest.mark.parametrize(

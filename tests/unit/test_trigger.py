@@ -323,6 +323,7 @@ async def test_serialize_rebuild_run_succeeds_with_xcom(vclock: VirtualClock) ->
         "xcom_value": {"name": "a", "ds": "2026-01-02"},
         "message": "condition met",
         "check_index": expected.index,
+        "error_class": None,
     }
     json.dumps(payload)
 
@@ -406,6 +407,7 @@ async def test_raising_check_gives_error_event_to_the_subscribers_of_that_round(
     )
     assert [e["status"] for e in events] == ["error", "error"]
     assert all("RuntimeError: database on fire" in e["message"] for e in events)
+    assert all(e["error_class"] == "builtins:RuntimeError" for e in events)  # the worker raises that class
     assert len(POKES["boom"]) == 1  # one shared round, reported to both
 
 
