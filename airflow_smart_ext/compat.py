@@ -61,10 +61,11 @@ def make_dagrun_info(start: DateTime, end: DateTime, run_after: DateTime) -> Dag
 def encode_timetable(timetable: Timetable) -> dict[str, Any]:
     """Airflow's own timetable serializer (what the dag-processor stores), for tests and docs.
 
-    3.x: ``airflow.serialization.encoders``; 2.11: ``airflow.serialization.serialized_objects``.
-    Imported lazily: the serializers are heavy and only tests/docs call this.
+    3.2+: ``airflow.serialization.encoders``; 2.11, 3.0 and 3.1: ``airflow.serialization.serialized_objects``
+    (``encoders``/``decoders`` arrived in 3.2). Imported lazily: the serializers are heavy and only tests/docs
+    call this.
     """
-    if AIRFLOW_V_3_0_PLUS:
+    if AIRFLOW_V_3_2_PLUS:
         from airflow.serialization.encoders import encode_timetable as _encode
     else:
         from airflow.serialization.serialized_objects import encode_timetable as _encode
@@ -73,7 +74,7 @@ def encode_timetable(timetable: Timetable) -> dict[str, Any]:
 
 def decode_timetable(data: dict[str, Any]) -> Timetable:
     """Inverse of :func:`encode_timetable` (needs the timetable's plugin to be registered)."""
-    if AIRFLOW_V_3_0_PLUS:
+    if AIRFLOW_V_3_2_PLUS:
         from airflow.serialization.decoders import decode_timetable as _decode
     else:
         from airflow.serialization.serialized_objects import decode_timetable as _decode
@@ -760,8 +761,9 @@ def is_trigger_timeout(next_method: str, next_kwargs: dict[str, Any] | None) -> 
     return next_method == "__fail__" and (next_kwargs or {}).get("error") == expected
 
 
-#: A sensor's ``timeout=None`` means ``[sensors] default_timeout`` on 3.x; 2.11's sensor refuses None.
-SENSOR_TIMEOUT_ACCEPTS_NONE = AIRFLOW_V_3_0_PLUS
+#: A sensor's ``timeout=None`` means ``[sensors] default_timeout`` on 3.3+ (the SDK sensor's default became
+#: None there); the sensors of 2.11 and 3.0-3.2 refuse None with a bare "must be timedelta" error.
+SENSOR_TIMEOUT_ACCEPTS_NONE = AIRFLOW_V_3_3_PLUS
 
 
 # --- Sealing rendered secrets (issue 23): the secrets masker and Airflow's Fernet -------------------------

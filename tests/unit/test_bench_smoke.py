@@ -20,8 +20,26 @@ if str(BENCH_DIR) not in sys.path:
 import run_all  # noqa: E402
 from benchlib import Result  # noqa: E402
 
+from airflow_smart_ext import compat  # noqa: E402
+
 IN_PROCESS = ["bench_timetables", "bench_poke", "bench_herd"]
-FRESH_PROCESS = ["bench_import.py", "bench_triggerer.py", "bench_sharing.py", "bench_worker_slots.py"]
+# bench_worker_slots drives a real Airflow through tests/integration/harness.py, whose REST calls carry no
+# token (simple_auth_manager_all_admins); Airflow 3.1's api-server refuses those (401 "Not authenticated":
+# it wants a JWT even then). The real-Airflow tier runs on 3.3 and 2.11.2 only, so 3.1 does not run it.
+_HARNESS_REST_REFUSED = compat.AIRFLOW_V_3_1_PLUS and not compat.AIRFLOW_V_3_2_PLUS
+FRESH_PROCESS = [
+    "bench_import.py",
+    "bench_triggerer.py",
+    "bench_sharing.py",
+    pytest.param(
+        "bench_worker_slots.py",
+        marks=pytest.mark.skipif(
+            _HARNESS_REST_REFUSED,
+            reason="Airflow 3.1's api-server refuses the harness's token-less REST calls (401) though "
+            "simple_auth_manager_all_admins is set; the real-Airflow harness runs on 3.3 and 2.11.2",
+        ),
+    ),
+]
 
 
 def test_run_all_lists_every_script() -> None:

@@ -13,7 +13,8 @@ from typing import Any
 
 import pendulum
 import pytest
-from airflow.serialization.serialized_objects import decode_timetable, encode_timetable
+
+from airflow_smart_ext.compat import decode_timetable, encode_timetable
 
 FIXTURE = json.loads(
     (Path(__file__).parent / "fixtures" / "serialized_timetables_previous_release.json").read_text()
