@@ -59,28 +59,3 @@ def test_installed_version_agrees_with_declared_floor(group: str, requirement: R
         assert requirement.specifier.contains(installed, prereleases=True), (
             f"[{group}] {requirement}: installed {installed} is outside the declared range"
         )
-
-
-# holidays releases monthly and moves its data and API with it, so it is capped at the next minor and the
-# main legs (which resolve the newest version allowed) must install the newest release the cap admits: the
-# cap can only be raised together with a green run on that release, never drift above what was tested.
-HOLIDAYS = next(req for group, req in DECLARED if req.name == "holidays")
-
-
-def _ceiling(requirement: Requirement) -> Version:
-    ceilings = [Version(spec.version) for spec in requirement.specifier if spec.operator == "<"]
-    assert len(ceilings) == 1, f"{requirement}: declare exactly one ceiling (<), the next untested minor"
-    return ceilings[0]
-
-
-def test_holidays_is_capped_at_the_next_minor_of_a_tested_release():
-    ceiling = _ceiling(HOLIDAYS)
-    assert ceiling.release[2:] in ((), (0,)), f"{HOLIDAYS}: cap at a minor (0.N), not a patch release"
-    newest_allowed_minor = (ceiling.major, ceiling.minor - 1)
-    assert newest_allowed_minor >= _floor(HOLIDAYS).release[:2], f"{HOLIDAYS}: the cap admits no release"
-    installed = Version(metadata.version("holidays"))
-    if not LOWEST_LEG:  # the lowest leg installs the floor (above); every other leg the newest allowed
-        assert installed.release[:2] == newest_allowed_minor, (
-            f"holidays {installed} installed, but {HOLIDAYS} admits {ceiling.major}.{ceiling.minor - 1}.x: "
-            "the main legs must test the newest release the cap allows (recreate the venv, or lower the cap)"
-        )
