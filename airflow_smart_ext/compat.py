@@ -734,14 +734,13 @@ def make_partition_dagrun_info(
 ) -> DagRunInfo:
     """A partitioned run (no data interval, as ``CronPartitionTimetable`` makes them), built without keyword
     construction (3.2.x: see :func:`make_dagrun_info`)."""
+    # the partition fields are 3.2+: passed as a mapping, so mypy also passes against 2.11's DagRunInfo
     fields: dict[str, Any] = {
         "data_interval": None,
         "partition_date": partition_date,
         "partition_key": partition_key,
     }
-    return DagRunInfo.exact(run_after)._replace(
-        **fields
-    )  # partition fields: 3.2+ (mypy may read 2.11's stubs)
+    return DagRunInfo.exact(run_after)._replace(**fields)
 
 
 # Assets (3.x) are Datasets on 2.11: DAG files that schedule on one import this name (the partition example).
