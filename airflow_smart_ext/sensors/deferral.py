@@ -55,10 +55,7 @@ def defer(
     anchor = aligned_start(started_at, sensor.backoff_policy.initial)
     # execution_timeout ends the wait as in poke mode: the trigger's deadline is the earlier of the two, and
     # a "timeout" at the execution deadline resumes into AirflowTaskTimeout (see resume).
-    ends_at = deadline
-    stop = poking.execution_deadline(sensor, started_at)
-    if stop is not None and stop < deadline:
-        ends_at = stop
+    ends_at = poking.wait_ends_at(sensor, started_at, deadline)
     nxt = poking.next_check(sensor, seed, anchor, ends_at, after)
     if nxt is None:
         if ends_at < deadline:

@@ -68,6 +68,12 @@ def ends_at_execution_deadline(sensor: BackoffSensor) -> bool:
     return limit is not None and limit.total_seconds() < sensor.timeout
 
 
+def wait_ends_at(sensor: BackoffSensor, started_at: float, deadline: float) -> float:
+    """The earlier of the sensor's deadline and the try's execution deadline: where a schedule stops."""
+    stop = execution_deadline(sensor, started_at)
+    return stop if stop is not None and stop < deadline else deadline
+
+
 def execution_timed_out(sensor: BackoffSensor) -> None:
     """What poke mode raises at ``execution_timeout``: AirflowTaskTimeout, retried while retries remain."""
     assert sensor.execution_timeout is not None

@@ -52,8 +52,11 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
                 run_at = max(first_at, poking.wall_clock() + compat.RESCHEDULE_MIN_GAP_SECONDS)
                 raise compat.AirflowRescheduleException(poking.utc(run_at))
             poking.sleep(first_at - poking.wall_clock())  # too short for a reschedule: as poke mode does
-    stop = poking.execution_deadline(sensor, started_at)
-    if count > 0 and stop is not None and stop < deadline and poking.wall_clock() >= stop:
+    if (
+        count > 0
+        and poking.wall_clock() >= poking.wait_ends_at(sensor, started_at, deadline)
+        and (poking.ends_at_execution_deadline(sensor))
+    ):
         # Brought back at or after the execution deadline (Airflow's minimum reschedule gap, a late
         # scheduler): poke mode's process would have been stopped by then, so no check is made.
         poking.execution_timed_out(sensor)
@@ -69,10 +72,7 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
         deadline = started_at + sensor.timeout
     # execution_timeout ends the try as in poke mode (one process there, one per check here): the schedule
     # stops at the earlier deadline, and reaching the execution deadline is a retryable AirflowTaskTimeout.
-    ends_at = deadline
-    stop = poking.execution_deadline(sensor, started_at)  # from the anchor the next runs will see
-    if stop is not None and stop < deadline:
-        ends_at = stop
+    ends_at = poking.wait_ends_at(sensor, started_at, deadline)  # from the anchor later runs see
     nxt = poking.next_check(sensor, seed, started_at, ends_at, index)
     if nxt is None:
         if ends_at < deadline:
