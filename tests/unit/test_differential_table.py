@@ -7,7 +7,7 @@ import pytest
 
 from tests.integration import differential as df
 
-SCRIPT_STEPS = set("FTXEPSH")
+SCRIPT_STEPS = set("FTXEPSHW")
 ACTIONS = {None, "clear", "kill_triggerer"}
 
 
@@ -30,3 +30,5 @@ def test_scenario_row_is_valid(scenario: df.Any) -> None:
     assert scenario.group in df.GROUPS and scenario.action in ACTIONS
     assert set(scenario.script) <= SCRIPT_STEPS and all(set(m) <= SCRIPT_STEPS for m in scenario.mapped)
     assert scenario.sensor in {"scripted", "sql"}
+    # W (true once cleared) without a clear would wait to its timeout; a clear without W could end try 1 first
+    assert ("W" in scenario.script) == (scenario.action == "clear")

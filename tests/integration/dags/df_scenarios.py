@@ -21,9 +21,10 @@ MODES: dict[str, dict[str, Any]] = {
 ORACLE = "poke"
 
 #: Defaults of every scenario's sensor (a row's ``kwargs`` override them). Seconds.
-#: ``timeout`` 30: a wait that succeeds must not meet its deadline on a loaded machine (reschedule mode starts
-#: a task process per check); the scenarios that time out set their own.
-COMMON: dict[str, Any] = {"poke_interval": 1, "max_wait": 2, "timeout": 30, "retries": 0, "retry_delay": 1}
+#: ``timeout`` 60: a wait that succeeds must not meet its deadline on a loaded machine. Reschedule mode needs a
+#: free worker slot for every check, and the poke-mode sensors of the same phase hold slots for up to 30 s:
+#: on 2.11 a 30 s timeout ended `true_after_3` after 2 checks. The scenarios that time out set their own.
+COMMON: dict[str, Any] = {"poke_interval": 1, "max_wait": 2, "timeout": 60, "retries": 0, "retry_delay": 1}
 
 #: DAG groups: each mode runs one DAG run per group. ``phase`` 1 groups run together (all modes at once);
 #: phase 2 groups afterwards (their actions touch the whole Airflow, e.g. kill the triggerer).
@@ -38,7 +39,8 @@ GROUPS: dict[str, dict[str, Any]] = {
 class Scenario:
     """One way a wait can end.
 
-    ``script``: the condition's answer per check (df_sensors.ScriptedSensor; the last step repeats).
+    ``script``: the condition's answer per check (df_sensors.ScriptedSensor; the last step repeats; ``W``:
+    not yet until the test has cleared the task, then true).
     ``mapped``: one script per map index (a mapped sensor). ``sensor="sql"``: BackoffSqlSensor on the
     ``df_status`` table (status ``error`` from the start) with a failure criterion. ``action``: what the
     test does mid-wait (``clear``: clear the task after its first check; ``kill_triggerer``: SIGKILL the
@@ -75,12 +77,12 @@ SCENARIOS: list[Scenario] = [
     Scenario("poke_return_value", "FX"),
     Scenario("sql_failure", sensor="sql", kwargs={"retries": 1}),
     Scenario("hung_check", "HT", {"check_timeout": 3, "timeout": 20}),
-    # One check at once (no splay, no jitter), the next up to 40 s later: the clear lands between the two
-    # (3.3's clear of a deferred task took 20-30 s on a loaded machine). Try 2's first check is true, so the
-    # wide window costs nothing when the clear is quick.
+    # One check at once (no splay, no jitter), the next 40 s later in poke and reschedule mode: the clear lands
+    # between the two (3.3's clear of a deferred task took 20-30 s on a loaded machine). The condition turns
+    # true once the clear is done (``W``), so no try ends before it, and try 2's first check is true.
     Scenario(
         "clear_mid_wait",
-        "FT",
+        "W",
         {"poke_interval": 40, "max_wait": 40, "jitter": "none", "splay": 0, "timeout": 90},
         action="clear",
     ),

@@ -18,6 +18,8 @@ from airflow_smart_ext.compat import AirflowSkipException, PokeReturnValue
 from airflow_smart_ext.sensors import BackoffSensor
 
 CHECKS_DIR = Path(__file__).resolve().parent.parent / "df_checks"
+#: ``<key>`` here: the test has cleared that cell's task (the ``W`` step turns true).
+CLEARED_DIR = Path(__file__).resolve().parent.parent / "df_cleared"
 #: How long an ``H`` step blocks (the hung-check scenario's ``check_timeout`` is below it).
 HANG_SECONDS = 6.0
 
@@ -43,7 +45,8 @@ def record_check(key: str) -> int:
 class ScriptedSensor(BackoffSensor):
     """Check n follows ``script[n]`` (the last step repeats): ``F`` not yet, ``T`` true, ``X`` true with
     the XCom ``{"scenario": <key without the mode>}`` (``PokeReturnValue``), ``E`` a transient error (connection reset), ``P`` a
-    permanent error, ``S`` ``AirflowSkipException``, ``H`` block ``HANG_SECONDS`` then not yet."""
+    permanent error, ``S`` ``AirflowSkipException``, ``H`` block ``HANG_SECONDS`` then not yet, ``W`` not yet
+    until the test has cleared the task (``CLEARED_DIR/<key>``), then true."""
 
     def __init__(self, *, key: str, script: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -64,6 +67,8 @@ class ScriptedSensor(BackoffSensor):
             raise AirflowSkipException(f"{self.key}: scripted skip")
         if step == "H":
             time.sleep(HANG_SECONDS)
+        if step == "W":
+            return (CLEARED_DIR / self.key).exists()
         return False
 
 
