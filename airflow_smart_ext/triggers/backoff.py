@@ -12,13 +12,11 @@ says ``checks_complete: False`` and its count is a lower bound.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
 from typing import Any
 
 from airflow_smart_ext import compat, sealing
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions import (
-    EVENT_STATUS,
     Ending,
     Outcome,
     make_interpreter,
@@ -28,11 +26,10 @@ from airflow_smart_ext.conditions import (
     task_ending,
     validate_check_spec,
 )
-from airflow_smart_ext.conditions.check_threads import PreviousCheckStillRunning
-from airflow_smart_ext.conditions.outcomes import error_class_path
 from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import classify, resolve_error_types
 from airflow_smart_ext.triggers import gc_tuning, log_lines, sharing
+from airflow_smart_ext.triggers.events import WaitEvents, before_yield, iso
 
 CLASSPATH = "airflow_smart_ext.triggers.backoff.BackoffTrigger"
 
@@ -41,12 +38,6 @@ DEFAULT_SHARING_WINDOW_FRACTION = 0.1
 # After the deadline, how long the final check may still run before the trigger reports its timeout anyway.
 FINAL_CHECK_GRACE_SECONDS = 10.0
 METRIC_TRANSIENT_ERRORS = "smart_ext.trigger.transient_errors"
-
-
-def _iso(epoch: float | None) -> str:
-    if epoch is None:
-        return "none"
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
 def sharing_window_config() -> tuple[float, float]:
@@ -86,12 +77,6 @@ class BackoffTrigger(compat.BaseTrigger):
     :param rate_limit: checks per second on the check's connection (None: ``[smart_ext]
         max_checks_per_second_per_connection``; 0 there: no limit).
     """
-
-    #: Checks this instance made (an answer received, whatever it said); counted in ``run``.
-    _checks = 0
-    #: False when slots after ``after`` passed before this instance started: a predecessor (triggerer
-    #: restart) may have made checks this instance cannot count.
-    _checks_complete = True
 
     def __init__(
         self,
@@ -212,65 +197,16 @@ class BackoffTrigger(compat.BaseTrigger):
             return scheduled.at - (self.started_at + previous)
         return self._interval_before_inline(scheduled)
 
-    def _event(
-        self, status: str, index: int, outcome: Outcome | None, message: str, checked_at: float
-    ) -> Any:
-        """The event of check ``index``; every value comes from the schedule or the observation.
-
-        ``waited_seconds`` is ``checked_at - started_at``: the check's scheduled time (the deadline for a
-        timeout), or the observation's time for an early completion, never the current clock, so a check
-        gives the same payload whenever its event is built or redelivered.
-        """
-        return compat.TriggerEvent(
-            {
-                "status": status,
-                "checks": self._checks,
-                "checks_complete": self._checks_complete,
-                "waited_seconds": round(max(0.0, checked_at - self.started_at), 3),
-                "xcom_value": outcome.xcom_value if outcome is not None and status == "success" else None,
-                # A check's error text may quote an opened secret (a URL with a token): the event is stored
-                # in the task instance's next_kwargs, unencrypted on Airflow 3.
-                "message": compat.redact_secrets(message),
-                "check_index": index,
-                # so the worker raises the check's own class, as poke mode does (retry policies read it)
-                "error_class": error_class_path(outcome.error) if outcome and outcome.error else None,
-            }
-        )
-
-    def _timeout_event(self, index: int, checked_at: float) -> Any:
-        event = self._event(
-            "timeout",
-            index,
-            None,
-            f"condition not met by the deadline {_iso(self.deadline)} "
-            f"({self._checks} checks by this trigger since {_iso(self.started_at)})",
-            checked_at,
-        )
-        # This trigger's own deadline, not a check that raised a timeout: only this one can be the try's
-        # execution deadline (AirflowTaskTimeout, as poke mode raises there).
-        event.payload["deadline_reached"] = True
-        return event
-
-    async def _before_event(self, run_started: float) -> None:
-        """Wait until the event may be yielded: the minimum delay has passed and our log lines are written.
-
-        Airflow 3.3.2 executor race: ``compat.TRIGGER_MIN_EVENT_DELAY_SECONDS`` (5 s on Airflow 3, 0 on
-        2.11) — a trigger that fires within ~5 s of the deferral can make the scheduler fail the task
-        (apache/airflow #71580). The task's log must hold every line before the event ends the task.
-        """
-        remaining = run_started + compat.TRIGGER_MIN_EVENT_DELAY_SECONDS - sharing.now()
-        if remaining > 0:
-            await sharing.sleep(remaining)
-        await log_lines.flushed()
-
     # -- run --
 
     async def run(self) -> AsyncIterator[Any]:
         run_started = sharing.now()
         if self._unreadable is not None:
             self.log.error("BackoffTrigger: %s", self._unreadable)
-            await self._before_event(run_started)
-            yield self._event("error", self.after, None, self._unreadable, run_started)
+            await before_yield(run_started)
+            yield WaitEvents(self.started_at, self.deadline).event(
+                "error", self.after, None, self._unreadable, run_started
+            )
             return
         gc_tuning.start()
         interpret = await make_interpreter(self.check)
@@ -281,8 +217,11 @@ class BackoffTrigger(compat.BaseTrigger):
         self._subscription = subscription = group.subscribe()
         try:
             scheduled = await self._next(self.after)
-            self._checks = 0
-            self._checks_complete = scheduled is not None and scheduled.index <= max(self.after, -1) + 1
+            events = WaitEvents(
+                self.started_at,
+                self.deadline,
+                checks_complete=scheduled is not None and scheduled.index <= max(self.after, -1) + 1,
+            )
             log_lines.emit(
                 self.log,
                 "info",
@@ -290,20 +229,20 @@ class BackoffTrigger(compat.BaseTrigger):
                 "next check #%s at %s; sharing=%s (group of %d)",
                 self._backoff_policy.describe(),
                 self.seed,
-                _iso(self.started_at),
+                iso(self.started_at),
                 self.started_at,
-                _iso(self.deadline),
+                iso(self.deadline),
                 self.after,
                 scheduled.index if scheduled else "-",
-                _iso(scheduled.at if scheduled else None),
+                iso(scheduled.at if scheduled else None),
                 "on" if self.share else "off",
                 group.subscribers,
             )
             while True:
                 if scheduled is None:
                     # Only when the deadline passed while nobody was checking (e.g. triggerer down).
-                    event = self._timeout_event(self.after, self.deadline or self.started_at)
-                    await self._before_event(run_started)
+                    event = events.timeout(self.after, self.deadline or self.started_at)
+                    await before_yield(run_started)
                     yield event
                     return
                 window = await self._sharing_window(scheduled, window_config)
@@ -318,14 +257,13 @@ class BackoffTrigger(compat.BaseTrigger):
                         "warning",
                         "check #%d did not report by the deadline %s (+%gs); timing out",
                         scheduled.index,
-                        _iso(self.deadline),
+                        iso(self.deadline),
                         FINAL_CHECK_GRACE_SECONDS,
                     )
-                    await self._before_event(run_started)
-                    yield self._timeout_event(scheduled.index, self.deadline or scheduled.at)
+                    await before_yield(run_started)
+                    yield events.timeout(scheduled.index, self.deadline or scheduled.at)
                     return
-                if not isinstance(result.outcome.error, PreviousCheckStillRunning):
-                    self._checks += 1  # a check the condition received (not one refused before it started)
+                events.count(result.outcome)
                 outcome = self._ride_out(scheduled.index, result.outcome)
                 following = None
                 if not (outcome.is_terminal or scheduled.final):
@@ -334,24 +272,16 @@ class BackoffTrigger(compat.BaseTrigger):
                 log_lines.emit(
                     self.log,
                     "info",
-                    f"check #{scheduled.index} at={scheduled.at:.3f} (scheduled {_iso(scheduled.at)})"
+                    f"check #{scheduled.index} at={scheduled.at:.3f} (scheduled {iso(scheduled.at)})"
                     f"{' early' if result.early else (' shared' if result.shared else '')}: {outcome.status}"
                     f"{f' ({outcome.message})' if outcome.message else ''}; group of {group.subscribers}; "
-                    f"next check {f'#{following.index} at {_iso(following.at)}' if following else 'none'}",
+                    f"next check {f'#{following.index} at {iso(following.at)}' if following else 'none'}",
                 )
-                event = None
-                if outcome.is_terminal:
-                    event = self._event(
-                        EVENT_STATUS[outcome.status],
-                        scheduled.index,
-                        outcome,
-                        "condition met" if outcome.status == "positive" else outcome.message,
-                        result.checked_at,
-                    )
-                elif scheduled.final or following is None:
-                    event = self._timeout_event(scheduled.index, scheduled.at)
+                event = events.after_check(
+                    scheduled, outcome, result.checked_at, last=scheduled.final or following is None
+                )
                 if event is not None:
-                    await self._before_event(run_started)
+                    await before_yield(run_started)
                     yield event
                     return
                 scheduled = following

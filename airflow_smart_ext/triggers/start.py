@@ -23,7 +23,8 @@ from airflow_smart_ext.backoff import ScheduledCheck, aligned_start, condition_s
 from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.triggers import log_lines, sharing
-from airflow_smart_ext.triggers.backoff import BackoffTrigger, _iso
+from airflow_smart_ext.triggers.backoff import BackoffTrigger
+from airflow_smart_ext.triggers.events import iso
 
 CLASSPATH = "airflow_smart_ext.triggers.start.BackoffStartTrigger"
 #: ``next_kwargs`` of a task resumed on a worker from the zero-worker path: no check ran on a worker.
@@ -164,8 +165,8 @@ class BackoffStartTrigger(compat.BaseTrigger):
             "info",
             "Zero-worker wait: started in the triggerer, no worker ran this try; try started %s (as Airflow "
             "recorded it), deadline %s (timeout %gs); check #0 and every later check run here.",
-            _iso(started_at),
-            _iso(deadline),
+            iso(started_at),
+            iso(deadline),
             float(start["timeout"]),
         )
         try:
