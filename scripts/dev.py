@@ -3,10 +3,10 @@
 
     python3 scripts/dev.py demo [--airflow 3.3|2.11.2] [--keep-ui]   # the main job: example DAGs in a real Airflow
     python3 scripts/dev.py test [--airflow 3.3|2.11.2] [--postgres-dsn DSN]   # ruff + mypy + the whole pytest suite
-        [--sequential]      # with a DSN: the PostgreSQL pass after the SQLite pass instead of alongside it
+        [--sequential]      # with a DSN: the PostgreSQL pass (whole) after the SQLite pass instead of alongside it
         [--unit-only]       # only the unit tier (tests/unit), no static checks: CI's extra Airflow minors
         [--lowest]          # unit tier, every direct dependency at its declared floor (Airflow too, not --airflow)
-        [--then-unit-tier-on 3.0 3.1 lowest ...]   # after the SQLite pass: the unit tier on these too (CI)
+        [--then-unit-tier-on 3.0 3.1 lowest ...]   # in the SQLite pass's lane: the unit tier on these too (CI)
         [-- PYTEST_ARGS]    # extra pytest arguments, for both passes
 
 Each creates (or reuses) its own virtualenv ``.venv-<airflow>`` in the project, installs Airflow and this
@@ -146,6 +146,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     env.pop("SMART_EXT_TEST_PG_DSN", None)  # the first pass is SQLite; Postgres gets its own pass below
     env.pop("SMART_EXT_LOWEST_LEG", None)
     env.pop("SMART_EXT_SQLITE_SLICE", None)
+    env.pop("SMART_EXT_PG_SHARD", None)
     if args.unit_only or args.lowest:  # the floors are proven on the unit tier (the venv has no tooling)
         return 0 if run_unit_tier(version, args.pytest_args, env)[1] == 0 else 1
     python = ensure_venv(version)
@@ -170,20 +171,29 @@ def cmd_test(args: argparse.Namespace) -> int:
     dsn = args.postgres_dsn or os.environ.get("SMART_EXT_TEST_PG_DSN", "")
     sqlite_env = dict(env)
     sqlite_name = "pytest (unit + integration, SQLite)"
-    if dsn and version.startswith("2."):  # SequentialExecutor: the PostgreSQL pass runs the whole tier
+    pg_env = {**env, "SMART_EXT_TEST_PG_DSN": dsn}
+    pg_argv = [*pytest, "-m", "integration or postgres", *args.pytest_args]
+    # With PostgreSQL the integration tier runs there (the LocalExecutor on every version) and the SQLite pass
+    # runs the unit tier and the slice about SQLite itself (tests/integration/conftest.py). Side by side, the
+    # PostgreSQL work is two shards: "a" alongside the SQLite pass, "b" in the SQLite pass's lane once it ends
+    # (each shard its own Airflow): two Airflows at a time, as before, and two lanes of about equal length.
+    side_by_side = bool(dsn) and not args.sequential
+    if dsn:
         sqlite_env["SMART_EXT_SQLITE_SLICE"] = "1"
         sqlite_name = "pytest (unit + the integration tier's SQLite slice, SQLite)"
     passes: list[tuple[str, list[str], dict[str, str]]] = [
         (sqlite_name, [*pytest, *args.pytest_args], sqlite_env)
     ]
-    if dsn:
+    if side_by_side:
         passes.append(
             (
-                "pytest (integration + postgres tests, PostgreSQL)",
-                [*pytest, "-m", "integration or postgres", *args.pytest_args],
-                {**env, "SMART_EXT_TEST_PG_DSN": dsn},
+                "pytest (integration + postgres tests, PostgreSQL, shard a)",
+                pg_argv,
+                {**pg_env, "SMART_EXT_PG_SHARD": "a"},
             )
         )
+    elif dsn:
+        passes.append(("pytest (integration + postgres tests, PostgreSQL)", pg_argv, pg_env))
     else:
         say("no --postgres-dsn / SMART_EXT_TEST_PG_DSN: the PostgreSQL pass is skipped")
     timings: list[tuple[str, int, float]] = []
@@ -196,22 +206,27 @@ def cmd_test(args: argparse.Namespace) -> int:
     # The benchmarks' fresh-process smokes (a real Airflow among them: half of a unit leg's time) run in
     # the main legs; the extra legs test the package on their Airflow.
     extra_leg_args = ["--deselect", "tests/unit/test_bench_smoke.py::test_process_scripts_run"]
-    unit_legs: list[Callable[[], tuple[str, int, float]]] = [
+    then: list[Callable[[], tuple[str, int, float]]] = [
         functools.partial(run_unit_tier, v, extra_leg_args, env) for v in args.then_unit_tier_on
     ]
-    if args.sequential or len(passes) == 1:
-        for name, argv, step_env in passes:
-            say(f"== {name}")
-            started = time.monotonic()
-            code = run_to_end(argv, step_env)
-            timings.append((name, code, time.monotonic() - started))
-        timings += [leg() for leg in unit_legs]
+    if side_by_side:
+        shard_b = ("pytest (integration + postgres tests, PostgreSQL, shard b)", pg_argv)
+        then.insert(0, functools.partial(run_pass, *shard_b, {**pg_env, "SMART_EXT_PG_SHARD": "b"}))
+        timings += run_side_by_side(passes, f"airflow-{args.airflow}", then)
     else:
-        timings += run_side_by_side(passes, f"airflow-{args.airflow}", unit_legs)
+        timings += [run_pass(name, argv, step_env) for name, argv, step_env in passes]
+        timings += [leg() for leg in then]
     say(f"summary for Airflow {args.airflow}:")
     for name, code, seconds in timings:
         say(f"  {name}: {pytest_result(code)} in {seconds:.0f}s")
     return 1 if any(code != 0 for _name, code, _seconds in timings) else 0
+
+
+def run_pass(name: str, argv: list[str], env: dict[str, str]) -> tuple[str, int, float]:
+    say(f"== {name}")
+    started = time.monotonic()
+    code = run_to_end(argv, env)
+    return name, code, time.monotonic() - started
 
 
 def run_unit_tier(version: str, pytest_args: list[str], env: dict[str, str]) -> tuple[str, int, float]:

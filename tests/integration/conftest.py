@@ -17,11 +17,10 @@ from tests.integration.harness import AirflowEnv
 _INTEGRATION_DIR = Path(__file__).resolve().parent
 _ENV_KEY = pytest.StashKey[AirflowEnv]()
 
-# Airflow 2.11 on SQLite is the SequentialExecutor: one task process at a time, which no deployment runs in
-# production and which made that pass alone 40 min of CI. When the leg also has a PostgreSQL pass (LocalExecutor,
-# the whole integration tier), `scripts/dev.py test` sets this variable on the SQLite pass and it runs only the
-# modules below: the ones about the SQLite database itself (outage, the secret scan of the DB file), the
-# harness, the plugin, parse-time errors. Everything else runs in the PostgreSQL pass of the same leg.
+# With a PostgreSQL pass, `scripts/dev.py test` runs the integration tier there (the LocalExecutor on every
+# version; Airflow 2.11 on SQLite is the SequentialExecutor, one task process at a time) and sets this variable
+# on the SQLite pass, which then runs only the modules below: the ones about the SQLite database itself (the
+# outage), the harness, the plugin, parse-time errors. Every other integration test shows as skipped there.
 SQLITE_SLICE_ENV = "SMART_EXT_SQLITE_SLICE"
 SQLITE_SLICE = {
     "test_harness.py",
@@ -29,20 +28,37 @@ SQLITE_SLICE = {
     "test_outage_live.py",
     "test_partitions_live.py",
     "test_plugin.py",
-    "test_secrets_live.py",
+}
+# The PostgreSQL pass in two shards, each its own Airflow (`scripts/dev.py test` runs shard "a" alongside the
+# SQLite pass and shard "b" after it, in its lane): shard "a" is these modules, shard "b" every other test
+# of the pass. Chosen so the two lanes take about as long (measured: docs/benchmarks.md, "CI").
+PG_SHARD_ENV = "SMART_EXT_PG_SHARD"
+PG_SHARD_A = {
+    "test_differential_live.py",
+    "test_deferrable_live.py",
+    "test_zero_worker_live.py",
 }
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     slice_only = os.environ.get(SQLITE_SLICE_ENV) == "1"
+    shard = os.environ.get(PG_SHARD_ENV, "")
+    if shard not in ("", "a", "b"):
+        raise pytest.UsageError(f"{PG_SHARD_ENV}={shard!r}: expected 'a' or 'b' (or unset: both)")
     elsewhere = pytest.mark.skip(
-        reason="runs in this leg's PostgreSQL pass (Airflow 2.11 on SQLite runs one task at a time: "
-        f"{SQLITE_SLICE_ENV}=1 keeps the SQLite pass to its slice, tests/integration/conftest.py)"
+        reason=f"runs in this leg's PostgreSQL pass ({SQLITE_SLICE_ENV}=1: the SQLite pass runs its slice, "
+        "tests/integration/conftest.py)"
+    )
+    other_shard = pytest.mark.skip(
+        reason=f"runs in the PostgreSQL pass's other shard ({PG_SHARD_ENV}={shard}, tests/integration/conftest.py)"
     )
     for item in items:
+        name = Path(str(item.path)).name
+        if shard and (name in PG_SHARD_A) != (shard == "a"):
+            item.add_marker(other_shard)
         if _INTEGRATION_DIR in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.integration)
-            if slice_only and Path(str(item.path)).name not in SQLITE_SLICE:
+            if slice_only and name not in SQLITE_SLICE:
                 item.add_marker(elsewhere)
 
 
