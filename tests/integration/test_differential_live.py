@@ -281,8 +281,34 @@ def infra(airflow_env: AirflowEnv, runs: dict[str, str]) -> dict[tuple[str, str]
 
 @pytest.mark.parametrize("mode", [m for m in df.MODES if m != df.ORACLE])
 @pytest.mark.parametrize("scenario", df.SCENARIOS, ids=lambda s: s.name)
+def _evidence(env: AirflowEnv, runs: dict[str, str], scenario: Any, mode: str) -> str:
+    """For a failing cell: its state history, the component log lines naming its DAG run, its task logs."""
+    dag_id = f"df_{scenario.group}_{mode}"
+    run_id = runs[dag_id]
+    out = [f"--- {dag_id} {run_id} {scenario.name}"]
+    out.append(f"states: {env.state_history(dag_id, run_id, scenario.name)}")
+    for name in env.component_names:
+        lines = [line for line in env.component_log(name).splitlines() if dag_id in line]
+        out += [f"--- {name} ({len(lines)} lines naming {dag_id}; the last 40)", *lines[-40:]]
+    for map_index in scenario.cells:
+        tries = env.query(
+            "SELECT try_number FROM task_instance WHERE dag_id = %s AND run_id = %s AND task_id = %s "
+            "AND map_index = %s",
+            (dag_id, run_id, scenario.name, map_index),
+        )
+        for n in range(1, int(tries[0][0] or 0) + 1 if tries else 1):
+            log = env.task_log(dag_id, run_id, scenario.name, n, map_index).splitlines()
+            out += [f"--- task log, map index {map_index}, try {n} (the last 40 lines)", *log[-40:]]
+    return "\n".join(out)
+
+
 def test_every_mode_ends_as_poke_mode(
-    matrix: df.Matrix, infra: dict[tuple[str, str], int], scenario: Any, mode: str
+    airflow_env: AirflowEnv,
+    runs: dict[str, str],
+    matrix: df.Matrix,
+    infra: dict[tuple[str, str], int],
+    scenario: Any,
+    mode: str,
 ) -> None:
     lost = {m: infra[(scenario.name, m)] for m in (df.ORACLE, mode) if infra[(scenario.name, m)]}
     assert not lost, (
@@ -299,4 +325,6 @@ def test_every_mode_ends_as_poke_mode(
         )
         + "\n"
         + df.render(matrix, [scenario])
+        + "\n"
+        + _evidence(airflow_env, runs, scenario, mode)
     )
