@@ -29,14 +29,13 @@ SQLITE_SLICE = {
     "test_partitions_live.py",
     "test_plugin.py",
 }
-# The PostgreSQL pass in two shards, each its own Airflow (`scripts/dev.py test` runs shard "a" alongside the
-# SQLite pass and shard "b" after it, in its lane): shard "a" is these modules, shard "b" every other test
-# of the pass. Chosen so the two lanes take about as long (measured: docs/benchmarks.md, "CI").
+# `scripts/dev.py test --postgres-shards` (CI's 2.11 leg, whose SQLite pass is the shorter one) runs the
+# PostgreSQL pass in two shards, each its own Airflow: shard "b" (these modules) in the SQLite pass's lane once
+# it ends, shard "a" (every other test of the pass) alongside it. Chosen so the two lanes take about as long.
 PG_SHARD_ENV = "SMART_EXT_PG_SHARD"
-PG_SHARD_A = {
-    "test_differential_live.py",
-    "test_deferrable_live.py",
-    "test_zero_worker_live.py",
+PG_SHARD_B = {
+    "test_sensors_live.py",
+    "test_timetables_live.py",
 }
 
 
@@ -54,7 +53,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     )
     for item in items:
         name = Path(str(item.path)).name
-        if shard and (name in PG_SHARD_A) != (shard == "a"):
+        if shard and (name in PG_SHARD_B) != (shard == "b"):
             item.add_marker(other_shard)
         if _INTEGRATION_DIR in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.integration)
