@@ -118,7 +118,7 @@ ALLOWED_DIFFERENCES: list[AllowedDifference] = [
         ),
         "A wait ended by a deadline made as many checks as its schedule fitted before it: the triggerer "
         "follows the condition's shared grid (the condition's seed, the start moved onto the poke_interval "
-        "grid), reschedule mode keeps at least 3 s between checks on Airflow 3, and a mode that starts a "
+        "grid), reschedule mode keeps at least 5 s between checks on Airflow 3, and a mode that starts a "
         "process per check spends part of the window starting it. `dagrun_timeout` counts from the start "
         "of the run, not of the wait: a zero-worker wait starts with the run, a task process may start "
         "seconds later (under load after the run timed out: Airflow stops it at its next heartbeat). The "

@@ -279,8 +279,6 @@ def infra(airflow_env: AirflowEnv, runs: dict[str, str]) -> dict[tuple[str, str]
     return lost
 
 
-@pytest.mark.parametrize("mode", [m for m in df.MODES if m != df.ORACLE])
-@pytest.mark.parametrize("scenario", df.SCENARIOS, ids=lambda s: s.name)
 def _evidence(env: AirflowEnv, runs: dict[str, str], scenario: Any, mode: str) -> str:
     """For a failing cell: its state history, the component log lines naming its DAG run, its task logs."""
     dag_id = f"df_{scenario.group}_{mode}"
@@ -302,6 +300,8 @@ def _evidence(env: AirflowEnv, runs: dict[str, str], scenario: Any, mode: str) -
     return "\n".join(out)
 
 
+@pytest.mark.parametrize("mode", [m for m in df.MODES if m != df.ORACLE])
+@pytest.mark.parametrize("scenario", df.SCENARIOS, ids=lambda s: s.name)
 def test_every_mode_ends_as_poke_mode(
     airflow_env: AirflowEnv,
     runs: dict[str, str],

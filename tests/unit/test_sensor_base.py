@@ -522,6 +522,7 @@ def test_reschedule_mode_ends_at_the_execution_deadline_with_a_task_timeout(
 ) -> None:
     # Poke mode is one process that Airflow stops at execution_timeout with a retryable AirflowTaskTimeout;
     # reschedule mode is one process per check, so it keeps that deadline itself, from the try's first start.
+    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 3.0)  # the gap Airflow 3 gets, pinned
     sensor = ScriptedSensor(
         task_id="task",
         clock=clock,

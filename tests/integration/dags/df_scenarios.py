@@ -22,7 +22,8 @@ ORACLE = "poke"
 
 #: Defaults of every scenario's sensor (a row's ``kwargs`` override them). Seconds.
 #: ``timeout`` 60: a wait that succeeds must not meet its deadline on a loaded machine. Reschedule mode needs a
-#: free worker slot for every check, and the poke-mode sensors of the same phase hold slots for up to 30 s:
+#: free worker slot for every check (at least 5 s apart on Airflow 3), and the poke-mode sensors of the same
+#: phase hold slots for up to 30 s:
 #: on 2.11 a 30 s timeout ended `true_after_3` after 2 checks. The scenarios that time out set their own.
 COMMON: dict[str, Any] = {"poke_interval": 1, "max_wait": 2, "timeout": 60, "retries": 0, "retry_delay": 1}
 
@@ -78,7 +79,7 @@ SCENARIOS: list[Scenario] = [
     Scenario("skip", "S"),
     Scenario("poke_return_value", "FX"),
     Scenario("sql_failure", sensor="sql", kwargs={"retries": 1}),
-    Scenario("hung_check", "HT", {"check_timeout": 3, "timeout": 20}),
+    Scenario("hung_check", "HT", {"check_timeout": 3}),
     # One check at once (no splay, no jitter), the next 40 s later in poke and reschedule mode: the clear lands
     # between the two (3.3's clear of a deferred task took 20-30 s on a loaded machine). The condition turns
     # true once the clear is done (``W``), so no try ends before it, and try 2's first check is true.
@@ -88,7 +89,7 @@ SCENARIOS: list[Scenario] = [
         {"poke_interval": 40, "max_wait": 40, "jitter": "none", "splay": 0, "timeout": 90},
         action="clear",
     ),
-    Scenario("kill_triggerer", "FFFFFT", {"timeout": 60}, group="kill", action="kill_triggerer"),
+    Scenario("kill_triggerer", "FFFFFT", {"timeout": 120}, group="kill", action="kill_triggerer"),
     Scenario("mapped", mapped=("T", "FFX")),
 ]
 
