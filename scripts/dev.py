@@ -4,7 +4,6 @@
     python3 scripts/dev.py demo [--airflow 3.3|2.11.2] [--keep-ui]   # the main job: example DAGs in a real Airflow
     python3 scripts/dev.py test [--airflow 3.3|2.11.2] [--postgres-dsn DSN]   # ruff + mypy + the whole pytest suite
         [--sequential]      # with a DSN: the PostgreSQL pass after the SQLite pass instead of alongside it
-        [--postgres-shards] # with a DSN: PostgreSQL shard a alongside the SQLite pass, shard b after it (CI)
         [--unit-only]       # only the unit tier (tests/unit), no static checks: CI's extra Airflow minors
         [--lowest]          # unit tier, every direct dependency at its declared floor (Airflow too, not --airflow)
         [--then-unit-tier-on 3.0 3.1 lowest ...]   # in the SQLite pass's lane: the unit tier on these too (CI)
@@ -147,7 +146,6 @@ def cmd_test(args: argparse.Namespace) -> int:
     env.pop("SMART_EXT_TEST_PG_DSN", None)  # the first pass is SQLite; Postgres gets its own pass below
     env.pop("SMART_EXT_LOWEST_LEG", None)
     env.pop("SMART_EXT_SQLITE_SLICE", None)
-    env.pop("SMART_EXT_PG_SHARD", None)
     if args.unit_only or args.lowest:  # the floors are proven on the unit tier (the venv has no tooling)
         return 0 if run_unit_tier(version, args.pytest_args, env)[1] == 0 else 1
     python = ensure_venv(version)
@@ -175,22 +173,15 @@ def cmd_test(args: argparse.Namespace) -> int:
     pg_env = {**env, "SMART_EXT_TEST_PG_DSN": dsn}
     pg_argv = [*pytest, "-m", "integration or postgres", *args.pytest_args]
     # With PostgreSQL the integration tier runs there (the LocalExecutor on every version) and the SQLite pass
-    # runs the unit tier and the slice about SQLite itself (tests/integration/conftest.py). --postgres-shards:
-    # shard "a" runs alongside the SQLite pass and shard "b" in the SQLite pass's lane once it ends (each its
-    # own Airflow): still two Airflows at a time, for a leg whose SQLite pass is the shorter one.
-    side_by_side = bool(dsn) and not args.sequential
-    sharded = side_by_side and args.postgres_shards
+    # runs the unit tier and the slice about SQLite itself (tests/integration/conftest.py).
     if dsn:
         sqlite_env["SMART_EXT_SQLITE_SLICE"] = "1"
         sqlite_name = "pytest (unit + the integration tier's SQLite slice, SQLite)"
     passes: list[tuple[str, list[str], dict[str, str]]] = [
         (sqlite_name, [*pytest, *args.pytest_args], sqlite_env)
     ]
-    pg_name = "pytest (integration + postgres tests, PostgreSQL)"
-    if sharded:
-        passes.append((f"{pg_name[:-1]}, shard a)", pg_argv, {**pg_env, "SMART_EXT_PG_SHARD": "a"}))
-    elif dsn:
-        passes.append((pg_name, pg_argv, pg_env))
+    if dsn:
+        passes.append(("pytest (integration + postgres tests, PostgreSQL)", pg_argv, pg_env))
     else:
         say("no --postgres-dsn / SMART_EXT_TEST_PG_DSN: the PostgreSQL pass is skipped")
     timings: list[tuple[str, int, float]] = []
@@ -206,14 +197,11 @@ def cmd_test(args: argparse.Namespace) -> int:
     then: list[Callable[[], tuple[str, int, float]]] = [
         functools.partial(run_unit_tier, v, extra_leg_args, env) for v in args.then_unit_tier_on
     ]
-    if sharded:
-        shard_b_env = {**pg_env, "SMART_EXT_PG_SHARD": "b"}
-        then.insert(0, functools.partial(run_pass, f"{pg_name[:-1]}, shard b)", pg_argv, shard_b_env))
-    if side_by_side:
-        timings += run_side_by_side(passes, f"airflow-{args.airflow}", then)
-    else:
+    if args.sequential or len(passes) == 1:
         timings += [run_pass(name, argv, step_env) for name, argv, step_env in passes]
         timings += [leg() for leg in then]
+    else:
+        timings += run_side_by_side(passes, f"airflow-{args.airflow}", then)
     say(f"summary for Airflow {args.airflow}:")
     for name, code, seconds in timings:
         say(f"  {name}: {pytest_result(code)} in {seconds:.0f}s")
@@ -320,11 +308,6 @@ def main() -> int:
         "--sequential",
         action="store_true",
         help="run the PostgreSQL pass after the SQLite pass instead of alongside it",
-    )
-    sub.choices["test"].add_argument(
-        "--postgres-shards",
-        action="store_true",
-        help="the PostgreSQL pass in two shards: a alongside the SQLite pass, b after it in its lane",
     )
     sub.choices["test"].add_argument(
         "--unit-only", action="store_true", help="only the unit tier (tests/unit), without the static checks"

@@ -29,32 +29,16 @@ SQLITE_SLICE = {
     "test_partitions_live.py",
     "test_plugin.py",
 }
-# `scripts/dev.py test --postgres-shards` (CI's 2.11 leg, whose SQLite pass is the shorter one) runs the
-# PostgreSQL pass in two shards, each its own Airflow: shard "b" (these modules) in the SQLite pass's lane once
-# it ends, shard "a" (every other test of the pass) alongside it. Chosen so the two lanes take about as long.
-PG_SHARD_ENV = "SMART_EXT_PG_SHARD"
-PG_SHARD_B = {
-    "test_sensors_live.py",
-    "test_timetables_live.py",
-}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     slice_only = os.environ.get(SQLITE_SLICE_ENV) == "1"
-    shard = os.environ.get(PG_SHARD_ENV, "")
-    if shard not in ("", "a", "b"):
-        raise pytest.UsageError(f"{PG_SHARD_ENV}={shard!r}: expected 'a' or 'b' (or unset: both)")
     elsewhere = pytest.mark.skip(
         reason=f"runs in this leg's PostgreSQL pass ({SQLITE_SLICE_ENV}=1: the SQLite pass runs its slice, "
         "tests/integration/conftest.py)"
     )
-    other_shard = pytest.mark.skip(
-        reason=f"runs in the PostgreSQL pass's other shard ({PG_SHARD_ENV}={shard}, tests/integration/conftest.py)"
-    )
     for item in items:
         name = Path(str(item.path)).name
-        if shard and (name in PG_SHARD_B) != (shard == "b"):
-            item.add_marker(other_shard)
         if _INTEGRATION_DIR in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.integration)
             if slice_only and name not in SQLITE_SLICE:
