@@ -210,9 +210,10 @@ def checks_made(env: AirflowEnv, key: str) -> int:
 
 
 #: How long after its DAG run ended a wait may still check: Airflow stops a running task at its next
-#: heartbeat and a trigger at the triggerer's next loop (both a few seconds); a wait that keeps checking to
-#: its own deadline (the run's timeout 35 s before it) exceeds this by far.
-RUN_END_GRACE_SECONDS = 10.0
+#: heartbeat and a trigger once the triggerer sees it unused (10-15 s after a dagrun_timeout on a loaded
+#: 2-core machine, poke mode included); a wait that keeps checking to its own deadline (dagrun_timeout's
+#: sensor: 600 s) exceeds this by far.
+RUN_END_GRACE_SECONDS = 30.0
 
 
 def checks_after(env: AirflowEnv, key: str, moment: Any) -> int:
