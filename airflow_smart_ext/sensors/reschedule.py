@@ -54,8 +54,8 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
             poking.sleep(first_at - poking.wall_clock())  # too short for a reschedule: as poke mode does
     if (
         count > 0
+        and poking.ends_at_execution_deadline(sensor)
         and poking.wall_clock() >= poking.wait_ends_at(sensor, started_at, deadline)
-        and (poking.ends_at_execution_deadline(sensor))
     ):
         # Brought back at or after the execution deadline (Airflow's minimum reschedule gap, a late
         # scheduler): poke mode's process would have been stopped by then, so no check is made.
