@@ -22,10 +22,10 @@ AIRFLOW_V_3_1_PLUS = Version("3.1.0") <= _AIRFLOW_BASE_VERSION
 AIRFLOW_V_3_2_PLUS = Version("3.2.0") <= _AIRFLOW_BASE_VERSION
 AIRFLOW_V_3_3_PLUS = Version("3.3.0") <= _AIRFLOW_BASE_VERSION
 
-# Airflow 3 (seen on 3.3.2 with LocalExecutor): a sensor rescheduled to run again within a few seconds can be
-# failed by the scheduler when the executor's late "success" event of the previous run meets the next run
-# (the reschedule variant of apache/airflow #71580; 3 s still lost runs on a loaded 2-core machine).
-# Reschedule mode never asks for a sooner reschedule.
+# Airflow 3 (seen on 3.3.2 with LocalExecutor): a sensor rescheduled to run again soon can be failed by the
+# scheduler when it drains the executor's "success" event of the previous run after the next run was queued
+# (apache/airflow #71172, fix proposed in PR #71194; 3 s still lost runs on a loaded 2-core machine). The
+# default of `[smart_ext] reschedule_min_gap_seconds`; reschedule mode never asks for a sooner reschedule.
 RESCHEDULE_MIN_GAP_SECONDS = 5.0 if AIRFLOW_V_3_0_PLUS else 0.0
 
 # Airflow 3 (seen on 3.3.2 with LocalExecutor): a trigger that fires within ~5 s of the deferral can make the

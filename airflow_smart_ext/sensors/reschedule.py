@@ -6,6 +6,7 @@ import datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import compat
+from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.sensors import poking
 
 if TYPE_CHECKING:
@@ -14,6 +15,12 @@ if TYPE_CHECKING:
 # Reschedule mode waits for a splayed first poke only when the splay offset is at least this long: a
 # shorter wait is not worth a trip through the scheduler (poke mode always sleeps it).
 SPLAY_RESCHEDULE_MIN_SECONDS = 1.0
+
+
+def min_gap_seconds() -> float:
+    """The least time to a reschedule: ``[smart_ext] reschedule_min_gap_seconds`` (Airflow 3: 5, else 0).
+    A scheduler whose loop stalls for longer than this on a busy machine may need more (see compat)."""
+    return runtime.config_non_negative_float("reschedule_min_gap_seconds", compat.RESCHEDULE_MIN_GAP_SECONDS)
 
 
 def _epoch(value: datetime.datetime) -> float:
@@ -32,11 +39,10 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     # time has passed, which next_check(now=...) skips anyway, so `after=count` gives the same answer.
     # A splay of at least SPLAY_RESCHEDULE_MIN_SECONDS costs the first run a reschedule without a poke;
     # whether it did is a pure function of the seed, so later runs know which index they are at.
-    # Airflow 3 needs a reschedule at least RESCHEDULE_MIN_GAP_SECONDS ahead (executor race): a shorter
-    # splay is slept on the worker instead.
-    splay_wait = sensor.backoff_policy.offset(seed, 0) >= max(
-        SPLAY_RESCHEDULE_MIN_SECONDS, compat.RESCHEDULE_MIN_GAP_SECONDS
-    )
+    # Airflow 3 needs a reschedule at least min_gap ahead (executor race): a shorter splay is slept on the
+    # worker instead.
+    min_gap = min_gap_seconds()
+    splay_wait = sensor.backoff_policy.offset(seed, 0) >= max(SPLAY_RESCHEDULE_MIN_SECONDS, min_gap)
     if count == 0:
         sensor.log.info(
             "Backoff schedule: %s; timeout %gs (reschedule mode)",
@@ -49,7 +55,7 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
                 "First poke splayed by %.3fs to %s", first_at - started_at, poking.utc(first_at).isoformat()
             )
             if splay_wait:
-                run_at = max(first_at, poking.wall_clock() + compat.RESCHEDULE_MIN_GAP_SECONDS)
+                run_at = max(first_at, poking.wall_clock() + min_gap)
                 raise compat.AirflowRescheduleException(poking.utc(run_at))
             poking.sleep(first_at - poking.wall_clock())  # too short for a reschedule: as poke mode does
     if (
@@ -81,12 +87,12 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
         return None
     now = poking.wall_clock()
     poking.log_not_yet(sensor, pokes, index, nxt, now)
-    run_at = max(nxt.at, now + compat.RESCHEDULE_MIN_GAP_SECONDS)
+    run_at = max(nxt.at, now + min_gap)
     if run_at > nxt.at:
         sensor.log.info(
             "Check #%d runs %.3fs late: Airflow reschedules no sooner than %gs (executor race)",
             nxt.index,
             run_at - nxt.at,
-            compat.RESCHEDULE_MIN_GAP_SECONDS,
+            min_gap,
         )
     raise compat.AirflowRescheduleException(poking.utc(run_at))

@@ -32,3 +32,38 @@ def test_scenario_row_is_valid(scenario: df.Any) -> None:
     assert scenario.sensor in {"scripted", "sql"}
     # W (true once cleared) without a clear would wait to its timeout; a clear without W could end try 1 first
     assert ("W" in scenario.script) == (scenario.action == "clear")
+
+
+def test_a_bounded_allowed_difference_allows_only_a_bounded_excess() -> None:
+    """kill_triggerer's `checks`: one more than poke mode (a check repeated after the crash), never fewer."""
+    assert df.allowed("checks", "zero_worker", "kill_triggerer", 6, 7)
+    assert not df.allowed("checks", "zero_worker", "kill_triggerer", 6, 8)
+    assert not df.allowed("checks", "zero_worker", "kill_triggerer", 6, 5)
+    assert not df.allowed("checks", "reschedule", "kill_triggerer", 6, 7)
+    assert not df.allowed("state", "zero_worker", "kill_triggerer", "success", "failed")
+
+
+class _Log:
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def component_log(self, name: str) -> str:
+        assert name == "scheduler"
+        return self.text
+
+
+@pytest.mark.parametrize("state", ["queued", "scheduled", "running"])
+def test_a_late_executor_event_is_recognised_whatever_state_it_met(state: str) -> None:
+    """The scheduler's "finished with state success, but ... is <state>" (apache/airflow #71172 and kin) for
+    this cell's task instance counts as an infrastructure loss; other tasks' and runs' lines do not."""
+    run = "manual__2026-11-26T05:11:08.296056+00:00"
+    line = (
+        "[error    ] Executor LocalExecutor(parallelism=10) reported that the task instance <TaskInstance: "
+        f"df_main_reschedule.{{task}} {{run}} [{state}] ti_id=01a2> finished with state success, but the task "
+        f"instance's state attribute is {state}. Learn more\n"
+    )
+    scenario = next(s for s in df.SCENARIOS if s.name == "true_after_3")
+    text = line.format(task="true_after_3", run=run) + line.format(task="true_at_once", run=run)
+    text += line.format(task="true_after_3", run=run.replace("05:11", "06:11"))
+    assert df.infra_failures(_Log(text), "reschedule", scenario, run) == 1  # type: ignore[arg-type]
+    assert df.infra_failures(_Log(text), "poke", scenario, run) == 0  # type: ignore[arg-type]

@@ -430,6 +430,36 @@ def test_reschedule_never_sooner_than_the_minimum_gap(
     assert sensor.poke_times == [T0, T0 + 3]
 
 
+@pytest.mark.parametrize(("setting", "gap"), [(None, 3.0), ("12", 12.0), ("0", 0.0)])
+def test_the_minimum_gap_is_a_setting(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch, setting: str | None, gap: float
+) -> None:
+    """``[smart_ext] reschedule_min_gap_seconds`` overrides the version's default (for a scheduler that
+    stalls longer than it); unset, the default holds."""
+    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 3.0)
+    if setting is None:
+        monkeypatch.delenv("AIRFLOW__SMART_EXT__RESCHEDULE_MIN_GAP_SECONDS", raising=False)
+    else:
+        monkeypatch.setenv("AIRFLOW__SMART_EXT__RESCHEDULE_MIN_GAP_SECONDS", setting)
+    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (0, None))
+    sensor = ScriptedSensor(
+        task_id="task", clock=clock, poke_interval=1, mode="reschedule", jitter="none", splay=0
+    )
+    with pytest.raises(compat.AirflowRescheduleException) as err:
+        sensor.execute(make_context())  # check #0 at T0; #1 is due at T0 + 1
+    assert err.value.reschedule_date.timestamp() == T0 + max(1.0, gap)
+
+
+def test_a_bad_minimum_gap_setting_names_the_option(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW__SMART_EXT__RESCHEDULE_MIN_GAP_SECONDS", "soon")
+    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (0, None))
+    sensor = ScriptedSensor(task_id="task", clock=clock, poke_interval=1, mode="reschedule", splay=0)
+    with pytest.raises(ValueError, match=r"\[smart_ext\] reschedule_min_gap_seconds must be a number >= 0"):
+        sensor.execute(make_context())
+
+
 def test_a_splay_shorter_than_the_minimum_gap_is_slept_not_rescheduled(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,11 +21,11 @@ MODES: dict[str, dict[str, Any]] = {
 ORACLE = "poke"
 
 #: Defaults of every scenario's sensor (a row's ``kwargs`` override them). Seconds.
-#: ``timeout`` 60: a wait that succeeds must not meet its deadline on a loaded machine. Reschedule mode needs a
-#: free worker slot for every check (at least 5 s apart on Airflow 3), and the poke-mode sensors of the same
-#: phase hold slots for up to 30 s:
-#: on 2.11 a 30 s timeout ended `true_after_3` after 2 checks. The scenarios that time out set their own.
-COMMON: dict[str, Any] = {"poke_interval": 1, "max_wait": 2, "timeout": 60, "retries": 0, "retry_delay": 1}
+#: ``timeout`` 90: a wait that succeeds must not meet its deadline on a loaded machine. Reschedule mode needs a
+#: free worker slot for every check (at least 10 s apart in the matrix on Airflow 3: df_dags_reschedule), and
+#: the poke-mode sensors of the same phase hold slots for up to 30 s: on 2.11 a 30 s timeout ended
+#: `true_after_3` after 2 checks. The scenarios that time out set their own.
+COMMON: dict[str, Any] = {"poke_interval": 1, "max_wait": 2, "timeout": 90, "retries": 0, "retry_delay": 1}
 
 #: DAG groups: each mode runs one DAG run per group. ``phase`` 1 groups run together (all modes at once);
 #: phase 2 groups afterwards (their actions touch the whole Airflow, e.g. kill the triggerer).
