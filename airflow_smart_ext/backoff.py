@@ -30,13 +30,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "DEFAULT_BACKOFF_FACTOR",
     "DEFAULT_CAP_SECONDS",
+    "DEFAULT_JITTER",
+    "DEFAULT_MAX_WAIT_CEILING",
+    "DEFAULT_MAX_WAIT_FACTOR",
+    "DEFAULT_POKE_INTERVAL",
     "JITTER_STRATEGIES",
     "MAX_DECORRELATED_CHECKS",
     "BackoffPolicy",
     "ScheduledCheck",
     "aligned_start",
     "condition_seed",
+    "default_max_wait",
     "duration_text",
     "replay",
     "seeded_uniform",
@@ -45,6 +51,15 @@ __all__ = [
 
 JITTER_STRATEGIES = ("none", "full", "equal", "decorrelated")
 DEFAULT_CAP_SECONDS = 86400.0  # used when cap is None, so factor > 1 never grows unbounded
+# The defaults of a schedule given as sensor-style arguments (sensors and condition watchers; see
+# docs/sensors.md "Defaults and why"). Change them here, in one place.
+DEFAULT_POKE_INTERVAL = 60.0  # BaseSensorOperator's own default
+DEFAULT_BACKOFF_FACTOR = 2.0
+DEFAULT_JITTER = "full"
+#: Without ``max_wait``, no interval exceeds ``DEFAULT_MAX_WAIT_FACTOR * poke_interval`` and never one hour
+#: (docs/backoff.md "The default cap"): a swapped-in base class keeps detection latency bounded.
+DEFAULT_MAX_WAIT_FACTOR = 10.0
+DEFAULT_MAX_WAIT_CEILING = 3600.0
 # A cold decorrelated replay is O(n); refuse schedules so long that one answer would take minutes.
 MAX_DECORRELATED_CHECKS = 10_000_000
 
@@ -84,6 +99,12 @@ def condition_seed(sharing_key: str) -> str:
     shared check serves them all at once (the herd on one condition is a single check anyway).
     """
     return hashlib.sha256(f"condition|{sharing_key}".encode()).hexdigest()
+
+
+def default_max_wait(poke_interval: float) -> float:
+    """The cap on intervals when ``max_wait`` is not given: 10x ``poke_interval``, at most one hour (and
+    never below ``poke_interval`` itself)."""
+    return max(poke_interval, min(DEFAULT_MAX_WAIT_FACTOR * poke_interval, DEFAULT_MAX_WAIT_CEILING))
 
 
 def aligned_start(started_at: float, grid: float) -> float:

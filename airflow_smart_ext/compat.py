@@ -802,3 +802,70 @@ if TYPE_CHECKING:
     from airflow.sdk.log import mask_secret
 
 __all__ += ["get_fernet", "mask_secret", "redact_secrets"]
+
+
+# --- Condition watchers (issue 27): asset watchers, their state store and shared streams ----------------
+# * 3.0+: ``Asset(watchers=[AssetWatcher(name, trigger)])`` with a ``BaseEventTrigger`` (airflow.triggers.base);
+#   2.11 has neither: a watcher fails at DAG parse (``require_asset_watchers``).
+# * 3.3+: the triggerer injects ``asset_state_store`` (AIP-103, ``AssetStateStoreAccessors`` of the watched
+#   assets: jobs/triggerer_job_runner.py ``create_triggers``) and runs triggers with a ``shared_stream_key``
+#   through one shared poll (triggers/shared_stream.py). 3.0-3.2: neither (the watermark lives in memory).
+ASSET_WATCHERS_MIN_AIRFLOW = "3.0.0"
+ASSET_WATCHERS_SUPPORTED = AIRFLOW_V_3_0_PLUS
+ASSET_STATE_STORE_SUPPORTED = AIRFLOW_V_3_3_PLUS
+SHARED_STREAMS_SUPPORTED = AIRFLOW_V_3_3_PLUS
+# 2.11: the plain trigger base stands in (a watcher is never built there: require_asset_watchers fails first)
+_LAZY["EventTriggerBase"] = (
+    ("airflow.triggers.base", "BaseEventTrigger")
+    if AIRFLOW_V_3_0_PLUS
+    else ("airflow.triggers.base", "BaseTrigger")
+)
+if TYPE_CHECKING:
+    from airflow.triggers.base import BaseEventTrigger as EventTriggerBase
+
+
+class AssetWatchersUnsupported(RuntimeError):
+    """A condition watcher was used on an Airflow without asset watchers (before 3.0)."""
+
+
+def require_asset_watchers(what: str) -> None:
+    """Raise :class:`AssetWatchersUnsupported` (at DAG parse) unless this Airflow has asset watchers."""
+    if ASSET_WATCHERS_SUPPORTED:
+        return
+    raise AssetWatchersUnsupported(
+        f"{what} needs Airflow >= {ASSET_WATCHERS_MIN_AIRFLOW} (event-driven scheduling: "
+        f"Asset(watchers=[AssetWatcher(...)])); this is Airflow {_AIRFLOW_VERSION_STRING}. On this version "
+        "wait for the condition with a deferrable sensor instead: BackoffSqlSensor(..., deferrable=True), or "
+        "your BackoffSensor subclass with deferrable=True, at the start of the DAG that needs the data."
+    )
+
+
+def asset_state_accessors(trigger: Any) -> list[Any]:
+    """The asset state store accessors of every asset ``trigger`` watches (3.3+; [] before, or when the
+    triggerer injected none: ``dag.test()``, no watched asset).
+
+    Airflow runs one trigger for identical watchers of several assets and injects one
+    ``AssetStateStoreAccessors`` for all of them; it has no public way to list them (sdk/execution_time/
+    context.py ``AssetStateStoreAccessors.__init__`` keeps them in ``_by_name`` / ``_by_uri``), so they are read
+    there, falling back to the object itself (its single-asset ``aget`` / ``aset``).
+    """
+    store = getattr(trigger, "asset_state_store", None) if ASSET_STATE_STORE_SUPPORTED else None
+    if store is None:
+        return []
+    by_name = getattr(store, "_by_name", None)
+    by_uri = getattr(store, "_by_uri", None)
+    if isinstance(by_name, dict) and isinstance(by_uri, dict):
+        return [*by_name.values(), *by_uri.values()]
+    return [store]
+
+
+__all__ += [
+    "ASSET_STATE_STORE_SUPPORTED",
+    "ASSET_WATCHERS_MIN_AIRFLOW",
+    "ASSET_WATCHERS_SUPPORTED",
+    "AssetWatchersUnsupported",
+    "EventTriggerBase",
+    "SHARED_STREAMS_SUPPORTED",
+    "asset_state_accessors",
+    "require_asset_watchers",
+]

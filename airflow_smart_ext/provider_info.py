@@ -33,7 +33,10 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": "Smart Ext",
-                "python-modules": ["airflow_smart_ext.triggers.backoff"],
+                "python-modules": [
+                    "airflow_smart_ext.triggers.backoff",
+                    "airflow_smart_ext.triggers.watcher",
+                ],
             }
         ],
     }

@@ -34,6 +34,9 @@ class Outcome:
     xcom_value: Any = None
     message: str = ""
     error: BaseException | None = field(default=None, compare=False, repr=False)
+    #: What a positive check observed, for a condition watcher's edge: a SQL check's selected value (its
+    #: first cell by default), else the XCom value. Never sent in a sensor's event.
+    value: Any = field(default=None, compare=False, repr=False)
 
     @property
     def is_terminal(self) -> bool:
@@ -102,7 +105,10 @@ def outcome_from_result(result: Any) -> Outcome:
     message = str(getattr(result, "message", "") or "")
     if not bool(result):
         return Outcome("negative", message=message)
-    outcome = Outcome("positive", xcom_value=getattr(result, "xcom_value", None), message=message)
+    xcom_value = getattr(result, "xcom_value", None)
+    outcome = Outcome(
+        "positive", xcom_value=xcom_value, message=message, value=getattr(result, "value", xcom_value)
+    )
     try:
         json.dumps(outcome.xcom_value)
     except (TypeError, ValueError) as err:

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.backoff import JITTER_STRATEGIES, BackoffPolicy
+from airflow_smart_ext.backoff import (  # the schedule defaults live with the schedule (watchers share them)
+    DEFAULT_BACKOFF_FACTOR,
+    DEFAULT_JITTER,
+    DEFAULT_POKE_INTERVAL,
+    JITTER_STRATEGIES,
+    BackoffPolicy,
+    default_max_wait,
+)
 from airflow_smart_ext.conditions.sql import resolve_criterion
 from airflow_smart_ext.errors import resolve_error_types
 from airflow_smart_ext.sensors import shipping
@@ -24,22 +31,16 @@ from airflow_smart_ext.sensors import shipping
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.base import BackoffSensor
 
-# Defaults (see docs/sensors.md "Defaults and why"). Change them here, in one place.
-DEFAULT_BACKOFF_FACTOR = 2.0
-DEFAULT_JITTER = "full"
+# Defaults (see docs/sensors.md "Defaults and why"). Change them here, in one place (the schedule's own:
+# airflow_smart_ext/backoff.py).
 #: ``splay=None`` means "one poke_interval": enough to spread a herd over the first interval.
 DEFAULT_SPLAY: float | None = None
-DEFAULT_POKE_INTERVAL = 60.0  # BaseSensorOperator's own default
 DEFERRABLE_FALLBACKS = (None, "reschedule")
 #: Largest accepted ``backoff_factor``: beyond it the second interval already jumps to the cap.
 MAX_BACKOFF_FACTOR = 10.0
 #: ``jitter="decorrelated"`` is replayed check by check (a cold replay is O(n) and runs under a lock):
 #: accepted when ``timeout / poke_interval`` stays below this (the default 7-day timeout at 60 s fits).
 MAX_DECORRELATED_SENSOR_CHECKS = 20_000
-#: Without ``max_wait``, no interval exceeds ``DEFAULT_MAX_WAIT_FACTOR * poke_interval`` and never one hour
-#: (docs/backoff.md "The default cap"): a swapped-in base class keeps detection latency bounded.
-DEFAULT_MAX_WAIT_FACTOR = 10.0
-DEFAULT_MAX_WAIT_CEILING = 3600.0
 
 
 @dataclass(frozen=True)
@@ -335,12 +336,6 @@ def deferrable_value(deferrable: Any) -> bool:
     if deferrable is None:
         deferrable = compat.airflow_conf.getboolean("operators", "default_deferrable", fallback=False)
     return bool(deferrable)
-
-
-def default_max_wait(poke_interval: float) -> float:
-    """The cap on intervals when ``max_wait`` is not given: 10x ``poke_interval``, at most one hour (and
-    never below ``poke_interval`` itself)."""
-    return max(poke_interval, min(DEFAULT_MAX_WAIT_FACTOR * poke_interval, DEFAULT_MAX_WAIT_CEILING))
 
 
 def backoff_policy_for(

@@ -17,19 +17,18 @@ from typing import Any
 from airflow_smart_ext import compat, sealing
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions import (
-    Ending,
     Outcome,
     make_interpreter,
     make_shared_check,
     runtime,
     sharing_key,
-    task_ending,
     validate_check_spec,
 )
 from airflow_smart_ext.conditions.runtime import config_non_negative_float
-from airflow_smart_ext.errors import classify, resolve_error_types
+from airflow_smart_ext.errors import resolve_error_types
 from airflow_smart_ext.triggers import gc_tuning, log_lines, sharing
 from airflow_smart_ext.triggers.events import WaitEvents, before_yield, iso
+from airflow_smart_ext.triggers.ride_out import ErrorRideOut
 
 CLASSPATH = "airflow_smart_ext.triggers.backoff.BackoffTrigger"
 
@@ -37,7 +36,6 @@ DEFAULT_SHARING_WINDOW_SECONDS = 5.0
 DEFAULT_SHARING_WINDOW_FRACTION = 0.1
 # After the deadline, how long the final check may still run before the trigger reports its timeout anyway.
 FINAL_CHECK_GRACE_SECONDS = 10.0
-METRIC_TRANSIENT_ERRORS = "smart_ext.trigger.transient_errors"
 
 
 def sharing_window_config() -> tuple[float, float]:
@@ -122,7 +120,8 @@ class BackoffTrigger(compat.BaseTrigger):
             self.transient_errors,
             importer=runtime.import_object,  # DAGs-folder modules too, as on workers
         )
-        self._consecutive_errors = 0
+        # transient errors (or any, with silent_fail) are "not yet": the schedule goes on, no worker resumes
+        self._ride_out = ErrorRideOut(self._transient_types, self.silent_fail)
         self._backoff_policy = BackoffPolicy.from_dict(policy)  # validates; ValueError names the parameter
         # decorrelated offsets replay the series from the seed (O(n), seconds for a cold replay far into a
         # long wait): computed off the event loop. The other strategies are O(1) and stay inline.
@@ -264,7 +263,7 @@ class BackoffTrigger(compat.BaseTrigger):
                     yield events.timeout(scheduled.index, self.deadline or scheduled.at)
                     return
                 events.count(result.outcome)
-                outcome = self._ride_out(scheduled.index, result.outcome)
+                outcome = self._ride_out(self.log, scheduled.index, result.outcome)
                 following = None
                 if not (outcome.is_terminal or scheduled.final):
                     following = await self._next(scheduled.index)
@@ -298,30 +297,6 @@ class BackoffTrigger(compat.BaseTrigger):
             not_after=self.deadline,
             give_up_at=None if self.deadline is None else self.deadline + FINAL_CHECK_GRACE_SECONDS,
         )
-
-    def _ride_out(self, index: int, outcome: Outcome) -> Outcome:
-        """A transient error (or any error with silent_fail) is "not yet": the schedule goes on, no worker
-        is resumed. Logged with its consecutive count and counted in Stats."""
-        if outcome.status != "error":
-            self._consecutive_errors = 0
-            return outcome
-        error_class = classify(outcome.error, self._transient_types) if outcome.error is not None else None
-        transient = error_class is not None and error_class.transient
-        if task_ending("error", silent_fail=self.silent_fail, transient=transient) is not Ending.NOT_YET:
-            return outcome
-        self._consecutive_errors += 1
-        compat.Stats.incr(METRIC_TRANSIENT_ERRORS)
-        reason = error_class.reason if transient and error_class is not None else "silent_fail=True"
-        log_lines.emit(
-            self.log,
-            "warning",
-            "check #%d failed (%s, %d in a row): %s; not yet, the schedule continues",
-            index,
-            reason,
-            self._consecutive_errors,
-            outcome.message,
-        )
-        return Outcome("negative", message=f"error #{self._consecutive_errors} in a row ridden out: {reason}")
 
     def _leave(self) -> None:
         group, self._group = self._group, None

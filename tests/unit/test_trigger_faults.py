@@ -20,7 +20,7 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.conditions import check_threads, runtime
-from airflow_smart_ext.triggers import BackoffTrigger, log_lines, sharing
+from airflow_smart_ext.triggers import BackoffTrigger, log_lines, ride_out, sharing
 from airflow_smart_ext.triggers import backoff as trigger_module
 from tests.unit import test_trigger
 from tests.unit.test_trigger import START, VirtualClock, first_event, sql_check
@@ -214,7 +214,7 @@ async def test_a_shared_outage_is_ridden_out_by_every_subscriber(
     # 0 failed: every subscriber succeeds after the recovery, none saw the errors as an event.
     assert [p["status"] for p in payloads] == ["success"] * 8
     assert min(POKES["c"]) < START + 60 <= max(POKES["c"])
-    assert counted.count(trigger_module.METRIC_TRANSIENT_ERRORS) >= 8 * 5  # each subscriber, each check
+    assert counted.count(ride_out.METRIC_TRANSIENT_ERRORS) >= 8 * 5  # each subscriber, each check
 
 
 async def test_transient_errors_until_the_deadline_end_in_timeout(vclock: VirtualClock) -> None:

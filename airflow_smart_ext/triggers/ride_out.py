@@ -1,0 +1,50 @@
+"""Riding out a failing check: one rule for every trigger that polls a condition (``BackoffTrigger`` and
+``ConditionWatcher``), so an outage is "not yet" in both and is logged and counted the same way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.conditions import Ending, Outcome, task_ending
+from airflow_smart_ext.errors import classify
+from airflow_smart_ext.triggers import log_lines
+
+METRIC_TRANSIENT_ERRORS = "smart_ext.trigger.transient_errors"
+
+
+class ErrorRideOut:
+    """Turns a transient error (or any error with ``silent_fail``) into "not yet", counting errors in a row.
+
+    ``transient_types``: extra exception types the user calls transient (``errors.classify`` decides for
+    the rest).
+    """
+
+    def __init__(self, transient_types: tuple[type[BaseException], ...], silent_fail: bool = False) -> None:
+        self.transient_types = transient_types
+        self.silent_fail = silent_fail
+        self.consecutive_errors = 0
+
+    def __call__(self, logger: Any, index: int, outcome: Outcome) -> Outcome:
+        """``outcome`` unchanged unless it is an error to ride out; that one is logged with its count in a
+        row, counted in Stats and becomes a negative outcome."""
+        if outcome.status != "error":
+            self.consecutive_errors = 0
+            return outcome
+        error_class = classify(outcome.error, self.transient_types) if outcome.error is not None else None
+        transient = error_class is not None and error_class.transient
+        if task_ending("error", silent_fail=self.silent_fail, transient=transient) is not Ending.NOT_YET:
+            return outcome
+        self.consecutive_errors += 1
+        compat.Stats.incr(METRIC_TRANSIENT_ERRORS)
+        reason = error_class.reason if transient and error_class is not None else "silent_fail=True"
+        log_lines.emit(
+            logger,
+            "warning",
+            "check #%d failed (%s, %d in a row): %s; not yet, the schedule continues",
+            index,
+            reason,
+            self.consecutive_errors,
+            outcome.message,
+        )
+        return Outcome("negative", message=f"error #{self.consecutive_errors} in a row ridden out: {reason}")

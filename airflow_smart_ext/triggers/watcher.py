@@ -1,0 +1,387 @@
+"""``ConditionWatcher``: an Airflow asset watcher (``BaseEventTrigger``) built from our check types.
+
+It polls a condition on a backoff schedule (the sensors' checks, sharing, rate limits, time limits and outage
+ride-out: ``conditions/``, ``sharing``, ``ride_out``) and emits one asset event per *new* value, the value in
+the event's payload (the asset event's ``extra["payload"]``). The decisions are pure (``watching``); this
+module is the Airflow glue: the poll, the asset state store and the shared stream.
+
+Two halves, so that 3.3's shared streams can run the first once per group of identical watchers:
+
+* the poll (:meth:`ConditionWatcher._observations`): one check per due time, each check's value yielded;
+  the schedule restarts at the initial interval when the value changes;
+* the edge (:meth:`ConditionWatcher._events`): per watcher, one event per value that differs from the
+  watermark, the watermark kept in the asset state store (3.3+) in two steps around the event (intent before,
+  commit after), so a restart re-sends an event it may have lost and never one that was committed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.backoff import BackoffPolicy, condition_seed
+from airflow_smart_ext.conditions import (
+    make_interpreter,
+    make_shared_check,
+    runtime,
+    sharing_key,
+    validate_check_spec,
+)
+from airflow_smart_ext.conditions.runtime import config_non_negative_float
+from airflow_smart_ext.errors import error_type_paths, resolve_error_types
+from airflow_smart_ext.triggers import log_lines, sharing
+from airflow_smart_ext.triggers.backoff import coalescing_window, sharing_window_config
+from airflow_smart_ext.triggers.ride_out import ErrorRideOut
+from airflow_smart_ext.triggers.watching import (
+    STATE_KEY_PREFIX,
+    EdgeTracker,
+    PollSchedule,
+    Report,
+    ValueNotReportable,
+    WatcherArgumentError,
+    default_state_key,
+    latest_watermark,
+    reportable_value,
+    watcher_arguments,
+)
+
+CLASSPATH = "airflow_smart_ext.triggers.watcher.ConditionWatcher"
+
+#: After an event is handed to Airflow, how long before its watermark is committed. The triggerer's runner
+#: sends events to its supervisor once a second and the supervisor stores them right after (3.3.2
+#: jobs/triggerer_job_runner.py: ``arun`` syncs every 1 s, ``run_once`` -> ``handle_events``): committing
+#: later than two rounds keeps the commit behind the stored event, so a crash in between re-sends the event
+#: (``redelivered``) rather than losing it.
+COMMIT_DELAY_SECONDS = 5.0
+#: How long to wait before reading the state store again when it did not answer (3.3+).
+STATE_STORE_RETRY_SECONDS = 10.0
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="milliseconds")
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One check of the poll: the value a positive check saw (None: no value), and when the check started."""
+
+    value: Any
+    observed_at: float
+
+
+class ConditionWatcher(compat.EventTriggerBase):
+    """Emit one asset event per new value of a condition. Use it as an asset's watcher (Airflow >= 3.0)::
+
+        Asset("orders_daily", watchers=[AssetWatcher(name="orders_loaded", trigger=ConditionWatcher(
+            check=sql_condition(conn_id="warehouse", sql="SELECT max(day) FROM orders_loaded"),
+            poke_interval=60, max_wait=600))])
+
+    :param check: what to check: ``sql_condition(...)`` or ``sensor_condition(...)``
+        (``airflow_smart_ext.watchers``), i.e. a check spec of one of our check types.
+    :param poke_interval: seconds (or a timedelta) between checks at first, and again after each new value.
+    :param max_wait: the cap the interval grows to (default: 10x ``poke_interval``, at most one hour).
+    :param backoff_factor: growth of the interval per check without a new value (1: fixed).
+    :param jitter: ``none``, ``full``, ``equal`` or ``decorrelated`` (seeded by the condition).
+    :param splay: at most this many seconds before the first check (seeded).
+    :param value_key: report ``value[value_key]`` of a sensor's XCom value dict instead of the whole value.
+    :param report_first_value: with no watermark stored yet, report the first value seen (True) or take it
+        as the baseline (False). On Airflow 3.0-3.2 (no state store) this applies at every triggerer start.
+    :param check_timeout: seconds one check may run (None: ``[smart_ext] check_time_limit`` or derived).
+    :param rate_limit: checks per second on the check's connection (None: ``[smart_ext]
+        max_checks_per_second_per_connection``).
+    :param transient_errors: extra exception types (or dotted paths) to ride out like outages.
+    :param state_key: the watermark's name in the asset state store (default: derived from the check, so a
+        changed query starts a new watermark; give one to keep it across such edits).
+    :param share: share checks with identical watchers and waits in the triggerer.
+    """
+
+    def __init__(
+        self,
+        check: dict[str, Any],
+        *,
+        poke_interval: Any = None,
+        max_wait: Any = None,
+        backoff_factor: Any = None,
+        jitter: Any = None,
+        splay: Any = 0.0,
+        value_key: str | None = None,
+        report_first_value: bool = True,
+        check_timeout: Any = None,
+        rate_limit: float | None = None,
+        transient_errors: Any = None,
+        state_key: str | None = None,
+        share: bool = True,
+    ) -> None:
+        compat.require_asset_watchers(type(self).__name__)
+        super().__init__()
+        try:
+            validate_check_spec(check)
+        except ValueError as err:
+            raise WatcherArgumentError(str(err)) from None
+        schedule = {
+            name: value
+            for name, value in (
+                ("poke_interval", poke_interval),
+                ("backoff_factor", backoff_factor),
+                ("jitter", jitter),
+            )
+            if value is not None  # None: the sensors' default
+        }
+        arguments = watcher_arguments(
+            **schedule,
+            max_wait=max_wait,
+            splay=splay,
+            value_key=value_key,
+            report_first_value=report_first_value,
+            check_timeout=check_timeout,
+            rate_limit=rate_limit,
+            state_key=state_key,
+            share=share,
+        )
+        try:
+            # Imported here, in the triggerer too (DAGs-folder modules as on workers).
+            self._transient_types = resolve_error_types(transient_errors, importer=runtime.import_object)
+        except ValueError as err:
+            raise WatcherArgumentError(str(err)) from None
+        for cls in self._transient_types:
+            if runtime.callable_path(cls) is None:  # the triggerer imports them by name
+                raise WatcherArgumentError(
+                    f"transient_errors: {cls.__module__}.{cls.__qualname__} cannot be imported by name in the "
+                    "triggerer; define it in an installed package or a module of the plugins/DAGs folder"
+                )
+        self.check = dict(check)
+        self.policy = BackoffPolicy.from_dict(arguments["policy"])
+        self.value_key: str | None = arguments["value_key"]
+        self.report_first_value: bool = arguments["report_first_value"]
+        self.check_timeout: float | None = arguments["check_timeout"]
+        self.rate_limit: float | None = arguments["rate_limit"]
+        self.state_key: str | None = arguments["state_key"]
+        self.share: bool = arguments["share"]
+        self.transient_errors = error_type_paths(self._transient_types)
+        self._ride_out = ErrorRideOut(self._transient_types)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        # The constructor's own arguments: Airflow identifies a watcher by (classpath, kwargs), so they are
+        # normalised (seconds as floats) and stable.
+        return (
+            CLASSPATH,
+            {
+                "check": self.check,
+                "poke_interval": self.policy.initial,
+                "max_wait": self.policy.cap,
+                "backoff_factor": self.policy.factor,
+                "jitter": self.policy.jitter,
+                "splay": self.policy.splay,
+                "value_key": self.value_key,
+                "report_first_value": self.report_first_value,
+                "check_timeout": self.check_timeout,
+                "rate_limit": self.rate_limit,
+                "transient_errors": self.transient_errors,
+                "state_key": self.state_key,
+                "share": self.share,
+            },
+        )
+
+    def __repr__(self) -> str:
+        return f"<{CLASSPATH} check={compat.redact_secrets(self.check)!r}>"
+
+    # -- the poll (once per shared stream on 3.3+) --
+
+    def _limits(self) -> sharing.CheckLimits:
+        rate = self.rate_limit
+        if rate is None:
+            rate = config_non_negative_float("max_checks_per_second_per_connection", 0.0) or None
+        return sharing.CheckLimits(
+            time_limit=runtime.check_time_limit(self.check_timeout, self.policy.initial), rate_limit=rate
+        )
+
+    async def _observations(self) -> AsyncGenerator[Observed, None]:
+        """Check on the schedule forever; yield each check's value (None when it saw none)."""
+        key = sharing_key(self.check)
+        interpret = await make_interpreter(self.check)
+        window_config = sharing_window_config()
+        limits = self._limits()
+        schedule = PollSchedule(self.policy, condition_seed(key), sharing.now())
+        group = sharing.join(key, lambda: make_shared_check(self.check), self.share)
+        context = self.check.get("context", {})
+        previous: Any = None
+        try:
+            while True:
+                scheduled = schedule.next_check(sharing.now())
+                await sharing.sleep(scheduled.at - sharing.now())
+                window = coalescing_window(schedule.interval_before(scheduled), window_config)
+                observation, shared = await group.observe(scheduled.at, window, context, limits=limits)
+                schedule.done(scheduled)
+                outcome = self._ride_out(self.log, scheduled.index, sharing.interpret(observation, interpret))
+                value = outcome.value if outcome.status == "positive" else None
+                if outcome.status not in ("positive", "negative"):
+                    # A watcher has no task to fail: a permanent error or a failure criterion is logged and the
+                    # schedule goes on (fix the check; the watermark waits).
+                    log_lines.emit(
+                        self.log,
+                        "error",
+                        "check #%d: %s: %s",
+                        scheduled.index,
+                        outcome.status,
+                        outcome.message,
+                    )
+                changed = value is not None and (previous is None or _same(value) != _same(previous))
+                if changed:
+                    schedule.restart(observation.observed_at)
+                if value is not None:
+                    previous = value
+                log_lines.emit(
+                    self.log,
+                    "info",
+                    f"check #{scheduled.index} at {_iso(scheduled.at)}{' shared' if shared else ''}: "
+                    f"{outcome.status}{f' ({outcome.message})' if outcome.message else ''}"
+                    f"{'; new value, the schedule restarts' if changed else ''}; group of {group.subscribers}",
+                )
+                yield Observed(value, observation.observed_at)
+        finally:
+            group.leave()
+
+    # -- the edge (per watcher) --
+
+    def _state_key(self) -> str:
+        return f"{STATE_KEY_PREFIX}:{self.state_key or default_state_key(self.check, self.value_key)}"
+
+    async def _load(self, accessors: list[Any], key: str) -> EdgeTracker:
+        """The watermark from the state store; retried until it answers (guessing could duplicate or lose)."""
+        while True:
+            try:
+                records = [await accessor.aget(key) for accessor in accessors]
+            except Exception as err:  # the API server or its database is away: an outage, ridden out
+                log_lines.emit(
+                    self.log,
+                    "warning",
+                    "the asset state store did not answer (%s: %s); reading the watermark again in %gs",
+                    type(err).__name__,
+                    err,
+                    STATE_STORE_RETRY_SECONDS,
+                )
+                await sharing.sleep(STATE_STORE_RETRY_SECONDS)
+                continue
+            stored = latest_watermark(records)
+            if stored is None and any(record is not None for record in records):
+                log_lines.emit(self.log, "warning", "the stored watermark under %s is not ours; ignored", key)
+            return EdgeTracker(stored, self.report_first_value)
+
+    async def _save(self, tracker: EdgeTracker, accessors: list[Any], key: str) -> bool:
+        """Write the tracker's watermark to every watched asset; False (logged) when the store failed."""
+        record = tracker.mark.to_record()
+        try:
+            for accessor in accessors:
+                await accessor.aset(key, record)
+        except Exception as err:
+            log_lines.emit(
+                self.log,
+                "warning",
+                "the asset state store refused the watermark (%s: %s)",
+                type(err).__name__,
+                err,
+            )
+            return False
+        tracker.saved()
+        return True
+
+    def _event(self, report: Report, observed_at: float | None) -> Any:
+        log_lines.emit(
+            self.log,
+            "info",
+            "new value #%d: %r (previous %r)%s",
+            report.seq,
+            report.value,
+            report.previous,
+            "; sent again: the run before a restart may not have delivered it" if report.redelivered else "",
+        )
+        return compat.TriggerEvent(report.payload(None if observed_at is None else _iso(observed_at)))
+
+    def _reportable(self, observed: Observed) -> Any:
+        try:
+            return reportable_value(observed.value, self.value_key)
+        except ValueNotReportable as err:
+            log_lines.emit(self.log, "error", "the value cannot be reported: %s", err)
+            return None
+
+    async def _events(self, observations: AsyncIterator[Observed]) -> AsyncIterator[Any]:
+        accessors = compat.asset_state_accessors(self)
+        key = self._state_key()
+        tracker = await self._load(accessors, key)
+        redelivery = tracker.redelivery()
+        if redelivery is not None:
+            yield self._event(redelivery, None)
+            await sharing.sleep(COMMIT_DELAY_SECONDS)
+            tracker.commit()
+            await self._save(tracker, accessors, key)
+        async for observed in observations:
+            if tracker.unsaved and not await self._save(tracker, accessors, key):
+                continue  # an earlier commit still unwritten: nothing new until it is (no edge is lost)
+            value = self._reportable(observed)
+            before = tracker.mark
+            report = tracker.observe(value)
+            if tracker.unsaved and not await self._save(tracker, accessors, key):
+                tracker.mark = before  # the intent is not stored: no event; the next check sees it again
+                tracker.saved()
+                continue
+            if report is None:
+                continue
+            yield self._event(report, observed.observed_at)
+            await sharing.sleep(COMMIT_DELAY_SECONDS)
+            tracker.commit()
+            await self._save(tracker, accessors, key)
+
+    # -- Airflow's entry points --
+
+    async def run(self) -> AsyncIterator[Any]:
+        """One watcher, its own poll (Airflow 3.0-3.2, or ``share=False``): our in-process group still
+        shares the checks with identical watchers and waits."""
+        observations = self._observations()
+        try:
+            async for event in self._events(observations):
+                yield event
+        finally:
+            await observations.aclose()
+
+    def shared_stream_key(self) -> Any:
+        """3.3+: identical polls share one stream (the key leaves out what only the edge uses)."""
+        if not (compat.SHARED_STREAMS_SUPPORTED and self.share):
+            return None
+        _, kwargs = self.serialize()
+        poll = {
+            name: kwargs[name]
+            for name in kwargs
+            if name not in ("value_key", "report_first_value", "state_key")
+        }
+        return (CLASSPATH, json.dumps(poll, sort_keys=True, default=str))
+
+    @classmethod
+    async def open_shared_stream(cls, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+        """3.3+: the group's one poll (Airflow passes one member's kwargs; the key fixes the poll's)."""
+        watcher = cls(**kwargs)
+        observations = watcher._observations()
+        try:
+            async for observed in observations:
+                yield observed
+        finally:
+            await observations.aclose()
+
+    async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """3.3+: this watcher's edge over the group's poll."""
+        async for event in self._events(shared_stream):
+            yield event
+
+
+def _same(value: Any) -> Any:
+    """A comparable form of a raw value (the poll compares values before the edge normalises them)."""
+    try:
+        return reportable_value(value)
+    except ValueNotReportable:
+        return repr(value)
+
+
+__all__ = ["CLASSPATH", "ConditionWatcher", "Observed"]

@@ -1,0 +1,328 @@
+"""What a condition watcher decides, free of Airflow: its arguments, the value it reports, the edge between two
+observations, the watermark it keeps across restarts and when it checks next.
+
+* :func:`watcher_arguments`: the watcher's arguments validated (``WatcherArgumentError`` names the parameter
+  and the accepted values) and normalised to JSON (the trigger's kwargs);
+* :func:`reportable_value`: an observation's value as JSON (a date as ISO text, a ``Decimal`` as text);
+* :class:`Watermark` / :class:`EdgeTracker`: one report per *new* value, and the two-step write (intent
+  before the event, commit after it) that a restart reads back;
+* :class:`PollSchedule`: the backoff schedule between checks, restarted at the initial interval after each
+  new value.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import hashlib
+import json
+import math
+import numbers
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_smart_ext.backoff import (
+    DEFAULT_BACKOFF_FACTOR,
+    DEFAULT_JITTER,
+    DEFAULT_POKE_INTERVAL,
+    JITTER_STRATEGIES,
+    BackoffPolicy,
+    ScheduledCheck,
+    aligned_start,
+    default_max_wait,
+)
+
+#: The asset state store key prefix of a watcher's watermark (``<prefix>:<state_key>``).
+STATE_KEY_PREFIX = "airflow_smart_ext.watcher"
+WATERMARK_FORMAT = 1
+
+
+class WatcherArgumentError(ValueError, TypeError):
+    """A bad watcher argument. A ``ValueError`` at DAG parse (named parameter, accepted values); also a
+    ``TypeError`` because Airflow's triggerer fails only a ``TypeError`` from a trigger's constructor as that
+    one trigger (any other error stops the whole triggerer process)."""
+
+
+class ValueNotReportable(ValueError):
+    """An observed value that cannot travel in an asset event's ``extra`` (not JSON)."""
+
+
+# --- arguments -----------------------------------------------------------------------------------------
+
+
+def _seconds(name: str, value: Any, accepted: str, *, allow_zero: bool = False) -> float:
+    if isinstance(value, datetime.timedelta):
+        number = value.total_seconds()
+    elif isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise WatcherArgumentError(f"{name} must be {accepted}; got {value!r}")
+    else:
+        number = float(value)
+    if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
+        raise WatcherArgumentError(f"{name} must be {accepted}; got {value!r}")
+    return number
+
+
+def watcher_arguments(
+    *,
+    poke_interval: Any = DEFAULT_POKE_INTERVAL,
+    max_wait: Any = None,
+    backoff_factor: Any = DEFAULT_BACKOFF_FACTOR,
+    jitter: Any = DEFAULT_JITTER,
+    splay: Any = 0.0,
+    value_key: Any = None,
+    report_first_value: Any = True,
+    check_timeout: Any = None,
+    rate_limit: Any = None,
+    state_key: Any = None,
+    share: Any = True,
+) -> dict[str, Any]:
+    """The watcher's schedule and behaviour arguments as JSON kwargs; ``WatcherArgumentError`` naming the
+    first bad parameter and its accepted values."""
+    positive = "a number of seconds > 0 or a datetime.timedelta"
+    interval = _seconds("poke_interval", poke_interval, positive)
+    cap = default_max_wait(interval) if max_wait is None else _seconds("max_wait", max_wait, positive)
+    if cap < interval:
+        raise WatcherArgumentError(
+            f"max_wait ({cap:g}s) must be >= poke_interval ({interval:g}s): it caps the interval that starts "
+            "at poke_interval"
+        )
+    if isinstance(backoff_factor, bool) or not isinstance(backoff_factor, numbers.Real):
+        raise WatcherArgumentError(
+            f"backoff_factor must be a number >= 1 (1: a fixed interval); got {backoff_factor!r}"
+        )
+    if not (math.isfinite(backoff_factor) and float(backoff_factor) >= 1):
+        raise WatcherArgumentError(
+            f"backoff_factor must be a number >= 1 (1: a fixed interval); got {backoff_factor!r}"
+        )
+    if jitter not in JITTER_STRATEGIES:
+        raise WatcherArgumentError(f"jitter must be one of {', '.join(JITTER_STRATEGIES)}; got {jitter!r}")
+    splay_seconds = _seconds(
+        "splay", splay, "a number of seconds >= 0 or a datetime.timedelta", allow_zero=True
+    )
+    if value_key is not None and (not isinstance(value_key, str) or not value_key):
+        raise WatcherArgumentError(
+            f"value_key must be None or a non-empty string (a key of the sensor's XCom value dict); got {value_key!r}"
+        )
+    for name, flag in (("report_first_value", report_first_value), ("share", share)):
+        if not isinstance(flag, bool):
+            raise WatcherArgumentError(f"{name} must be True or False; got {flag!r}")
+    timeout = (
+        None if check_timeout is None else _seconds("check_timeout", check_timeout, positive + ", or None")
+    )
+    if rate_limit is not None:
+        if isinstance(rate_limit, bool) or not isinstance(rate_limit, numbers.Real):
+            raise WatcherArgumentError(
+                f"rate_limit must be None or checks per second > 0; got {rate_limit!r}"
+            )
+        if not (math.isfinite(rate_limit) and float(rate_limit) > 0):
+            raise WatcherArgumentError(
+                f"rate_limit must be None or checks per second > 0; got {rate_limit!r}"
+            )
+    if state_key is not None and (not isinstance(state_key, str) or not state_key.strip()):
+        raise WatcherArgumentError(
+            f"state_key must be None (derived from the check) or a non-empty string; got {state_key!r}"
+        )
+    try:
+        policy = BackoffPolicy(
+            initial=interval, factor=float(backoff_factor), cap=cap, jitter=jitter, splay=splay_seconds
+        )
+    except ValueError as err:  # the combinations BackoffPolicy refuses (e.g. decorrelated with factor 1)
+        raise WatcherArgumentError(str(err)) from None
+    return {
+        "policy": policy.to_dict(),
+        "value_key": value_key,
+        "report_first_value": report_first_value,
+        "check_timeout": timeout,
+        "rate_limit": None if rate_limit is None else float(rate_limit),
+        "state_key": state_key,
+        "share": share,
+    }
+
+
+def default_state_key(check: Mapping[str, Any], value_key: str | None) -> str:
+    """Which watermark a watcher keeps when no ``state_key`` is given: a digest of what it watches (the check
+    spec and the value it reports), so a schedule change keeps the watermark and a query change starts anew."""
+    identity = json.dumps({"check": check, "value_key": value_key}, sort_keys=True, default=str)
+    return hashlib.sha256(identity.encode()).hexdigest()[:32]
+
+
+# --- values --------------------------------------------------------------------------------------------
+
+
+def _json_value(value: Any, where: str) -> Any:
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueNotReportable(f"{where} is {value!r}, which JSON cannot carry")
+        return value
+    if isinstance(value, (datetime.date, datetime.time)):  # datetime is a date
+        return value.isoformat()
+    if isinstance(value, (decimal.Decimal, uuid.UUID)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_json_value(item, f"{where}[{index}]") for index, item in enumerate(value)]
+    if isinstance(value, Mapping) and all(isinstance(key, str) for key in value):
+        return {key: _json_value(item, f"{where}[{key!r}]") for key, item in value.items()}
+    raise ValueNotReportable(
+        f"{where} ({type(value).__name__}) cannot travel in an asset event: use str, int, float, bool, a date or "
+        "datetime (sent as ISO text), Decimal (as text), or lists / dicts of those"
+    )
+
+
+def reportable_value(value: Any, value_key: str | None = None) -> Any:
+    """The JSON form of an observed value (``value[value_key]`` when a key is given); None means no value."""
+    if value_key is not None and value is not None:
+        if not isinstance(value, Mapping) or value_key not in value:
+            raise ValueNotReportable(
+                f"value_key={value_key!r}: the check's value must be a dict with that key; got "
+                f"{type(value).__name__}{f' with keys {sorted(map(str, value))}' if isinstance(value, Mapping) else ''}"
+            )
+        value = value[value_key]
+    return _json_value(value, "the value")
+
+
+# --- the watermark and the edge ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """What a watcher remembers: the last value whose event was handed to Airflow and confirmed by the next
+    step (``value``), how many values it reported (``seq``), and a value whose event it is handing over right
+    now (``pending``: written *before* the event, cleared by the commit after it)."""
+
+    value: Any = None
+    seq: int = 0
+    pending: Any = None
+
+    def to_record(self) -> dict[str, Any]:
+        record = {"format": WATERMARK_FORMAT, "value": self.value, "seq": self.seq}
+        if self.pending is not None:
+            record["pending"] = self.pending
+        return record
+
+    @classmethod
+    def from_record(cls, record: Any) -> Watermark | None:
+        """The watermark of a stored record; None when there is none or it is not ours (the caller logs it)."""
+        if not isinstance(record, Mapping) or record.get("format") != WATERMARK_FORMAT:
+            return None
+        seq = record.get("seq")
+        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+            return None
+        return cls(record.get("value"), seq, record.get("pending"))
+
+
+def latest_watermark(records: Iterable[Any]) -> Watermark | None:
+    """One watermark from the records of every asset the watcher feeds (Airflow runs one trigger for identical
+    watchers of several assets): the one furthest along (highest ``seq``; a pending value counts as ahead)."""
+    marks = [mark for mark in map(Watermark.from_record, records) if mark is not None]
+    if not marks:
+        return None
+    return max(marks, key=lambda mark: (mark.seq, mark.pending is not None))
+
+
+@dataclass(frozen=True)
+class Report:
+    """One asset event to emit: a new value, its number and the value before it."""
+
+    value: Any
+    seq: int
+    previous: Any
+    redelivered: bool = False  # handed to Airflow before a restart, not known persisted: sent again
+
+    def payload(self, observed_at: str | None) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "seq": self.seq,
+            "previous": self.previous,
+            "redelivered": self.redelivered,
+            "observed_at": observed_at,
+        }
+
+
+class EdgeTracker:
+    """One report per new value. The caller writes :attr:`mark` to the state store whenever
+    :attr:`unsaved` is set: after :meth:`observe` returns a report (the intent, before the event) and after
+    :meth:`commit` (once the event is handed over).
+
+    ``report_first_value``: with no watermark stored (a new watcher; or any start on Airflow < 3.3, which has
+    no state store), whether the first value observed is reported (True) or taken as the baseline (False).
+    """
+
+    def __init__(self, stored: Watermark | None, report_first_value: bool) -> None:
+        self.mark = stored if stored is not None else Watermark()
+        self._baseline_pending = stored is None and not report_first_value
+        self.unsaved = False
+
+    def redelivery(self) -> Report | None:
+        """The report a previous run handed over but did not commit: it may have been lost with that run
+        (never lose one), so it is sent again, marked ``redelivered``."""
+        if self.mark.pending is None:
+            return None
+        return Report(self.mark.pending, self.mark.seq + 1, self.mark.value, redelivered=True)
+
+    def observe(self, value: Any) -> Report | None:
+        """The report of ``value`` when it differs from the last value reported (None: no value yet)."""
+        if value is None:
+            return None
+        if self._baseline_pending:
+            self._baseline_pending = False
+            self.mark = Watermark(value, self.mark.seq)
+            self.unsaved = True
+            return None
+        if self.mark.pending is not None:
+            raise RuntimeError("commit() the pending report before observing again")
+        if value == self.mark.value:
+            return None
+        self.mark = Watermark(self.mark.value, self.mark.seq, pending=value)
+        self.unsaved = True
+        return Report(value, self.mark.seq + 1, self.mark.value)
+
+    def commit(self) -> None:
+        """The pending report's event is handed over: it becomes the last value reported."""
+        if self.mark.pending is not None:
+            self.mark = Watermark(self.mark.pending, self.mark.seq + 1)
+            self.unsaved = True
+
+    def saved(self) -> None:
+        self.unsaved = False
+
+
+# --- the schedule between checks ----------------------------------------------------------------------
+
+
+class PollSchedule:
+    """When the next check is due: ``policy`` from an anchor, with no deadline (a watcher never ends).
+
+    The first anchor is the start moved back onto the ``poke_interval`` grid (watchers of one condition that
+    start apart check together and share); :meth:`restart` anchors a fresh schedule at the check that saw a new
+    value, so the next check is one initial interval later and the backoff grows from there again.
+    """
+
+    def __init__(self, policy: BackoffPolicy, seed: str, started_at: float) -> None:
+        self.policy = policy
+        self.seed = seed
+        self.anchor = aligned_start(started_at, policy.initial)
+        self.after: int | None = None
+
+    def next_check(self, now: float) -> ScheduledCheck:
+        scheduled = self.policy.next_check(self.seed, self.anchor, now, None, after=self.after)
+        assert scheduled is not None  # no deadline: there is always a next check
+        return scheduled
+
+    def done(self, scheduled: ScheduledCheck) -> None:
+        self.after = scheduled.index
+
+    def restart(self, at: float) -> None:
+        """A new value was seen by the check at ``at`` (check #0 of a fresh schedule)."""
+        # check #0 of the fresh schedule (its splay included) is the one at ``at``
+        self.anchor = at - self.policy.offset(self.seed, 0)
+        self.after = 0
+
+    def interval_before(self, scheduled: ScheduledCheck) -> float:
+        """The gap to the previous check of this schedule (the coalescing window's base)."""
+        if scheduled.index <= 0:
+            return self.policy.initial
+        return scheduled.at - (self.anchor + self.policy.offset(self.seed, scheduled.index - 1))

@@ -1,0 +1,413 @@
+"""Condition watchers in the triggerer's shape (issue 27): the poll, the edge, the asset state store, restarts and
+sharing, on the virtual clock of test_trigger with the real check types (a sensor's poke; SQL on SQLite) and, on
+Airflow 3.3, Airflow's own ``SharedStreamManager``. The state store is a stand-in with Airflow's accessor shape
+(the real one is proven by the integration test the next session adds)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sqlite3
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.triggers import sharing
+from airflow_smart_ext.triggers.watching import STATE_KEY_PREFIX, WatcherArgumentError
+from airflow_smart_ext.watchers import ConditionWatcher, sensor_condition, sql_condition
+from tests.unit import test_trigger
+from tests.unit.test_trigger import START, VirtualClock
+
+vclock = test_trigger.vclock  # the virtual-clock fixture
+
+needs_watchers = pytest.mark.skipif(
+    not compat.ASSET_WATCHERS_SUPPORTED,
+    reason="asset watchers need Airflow >= 3.0 (2.11: the parse-time error test)",
+)
+needs_state_store = pytest.mark.skipif(
+    not compat.ASSET_STATE_STORE_SUPPORTED, reason="the asset state store (AIP-103) needs Airflow >= 3.3"
+)
+
+# --- a sensor whose partitions land on the virtual clock (importable by classpath) -----------------------
+
+TIMELINE: dict[str, list[tuple[float, str]]] = {}
+POKES: dict[str, list[float]] = defaultdict(list)
+
+
+class PartitionSensor(compat.BaseSensorOperator):
+    """Done once a partition landed; its XCom value is the newest day (a dict, as sensors often return)."""
+
+    def __init__(self, *, name: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+
+    def poke(self, context: Any) -> Any:
+        now = sharing.now()
+        POKES[self.name].append(now - START)
+        landed = [day for at, day in TIMELINE.get(self.name, []) if at <= now]
+        if not landed:
+            return False
+        return compat.PokeReturnValue(is_done=True, xcom_value={"day": landed[-1], "rows": 7})
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> Any:
+    TIMELINE.clear()
+    POKES.clear()
+    yield
+
+
+class StoredAsset:
+    """One asset's accessor, shaped like Airflow's ``AssetStateStoreAccessor`` (async ``aget`` / ``aset``)."""
+
+    def __init__(self, rows: dict[tuple[str, str], Any], name: str) -> None:
+        self.rows = rows
+        self.name = name
+
+    async def aget(self, key: str, default: Any = None) -> Any:
+        return self.rows.get((self.name, key), default)
+
+    async def aset(self, key: str, value: Any) -> None:
+        self.rows[(self.name, key)] = json.loads(json.dumps(value))  # JSON, as the API stores it
+
+
+class StateStore:
+    """The ``asset_state_store`` the 3.3 triggerer injects (``AssetStateStoreAccessors``: per-asset accessors)."""
+
+    def __init__(self, *assets: str) -> None:
+        self.rows: dict[tuple[str, str], Any] = {}
+        self._by_name = {name: StoredAsset(self.rows, name) for name in assets}
+        self._by_uri: dict[str, Any] = {}
+
+
+def partition_watcher(name: str, store: StateStore | None = None, **overrides: Any) -> ConditionWatcher:
+    arguments: dict[str, Any] = {
+        "poke_interval": 10,
+        "backoff_factor": 2,
+        "max_wait": 40,
+        "jitter": "none",
+        "value_key": "day",
+    }
+    arguments.update(overrides)
+    watcher = ConditionWatcher(sensor_condition(PartitionSensor, name=name), **arguments)
+    watcher.asset_state_store = store  # what the triggerer injects (3.3)
+    return watcher
+
+
+def rebuilt(watcher: ConditionWatcher, store: StateStore | None) -> ConditionWatcher:
+    """The watcher as a restarted triggerer builds it: from its serialized kwargs, the store injected."""
+    classpath, kwargs = watcher.serialize()
+    assert classpath == "airflow_smart_ext.triggers.watcher.ConditionWatcher"
+    again = ConditionWatcher(**json.loads(json.dumps(kwargs)))
+    again.asset_state_store = store
+    return again
+
+
+async def collect(
+    clock: VirtualClock, events: AsyncIterator[Any], until: float, stop_after: int | None = None
+) -> list[tuple[float, dict[str, Any]]]:
+    """Events (virtual second, payload) until ``START + until``, or until ``stop_after`` events: then the
+    generator is closed right after handing over its last one (a crash before anything else it would do)."""
+    seen: list[tuple[float, dict[str, Any]]] = []
+
+    async def consume() -> None:
+        async for event in events:
+            seen.append((clock.now - START, event.payload))
+            if stop_after is not None and len(seen) >= stop_after:
+                break
+        await events.aclose()  # type: ignore[attr-defined]
+
+    task = asyncio.ensure_future(consume())
+    stopper = asyncio.ensure_future(clock.sleep(START + until - clock.now))
+    await asyncio.wait([task, stopper], return_when=asyncio.FIRST_COMPLETED)
+    if not task.done():
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return seen
+
+
+def values(events: list[tuple[float, dict[str, Any]]]) -> list[tuple[Any, ...]]:
+    return [
+        (payload["value"], payload["seq"], payload["previous"], payload["redelivered"])
+        for _, payload in events
+    ]
+
+
+# --- edges and the schedule, in the trigger -----------------------------------------------------------
+
+
+@needs_watchers
+async def test_one_event_per_new_value_and_the_backoff_restarts_after_each(vclock: VirtualClock) -> None:
+    TIMELINE["a"] = [(START + 25, "d1"), (START + 95, "d2")]
+    events = await collect(vclock, partition_watcher("a").run(), until=200)
+    assert values(events) == [("d1", 1, None, False), ("d2", 2, "d1", False)]
+    assert [at for at, _ in events] == [30, 100]  # the checks that saw them
+    assert events[0][1]["observed_at"] == "2023-11-14T22:13:50.000+00:00"  # START + 30, as ISO text
+    # 10 x2 up to 40 s: 0, 10, 30 (d1: restart), 40, 60, 100 (d2: restart), 110, 130, 170, 210 ...
+    assert POKES["a"][:9] == [0, 10, 30, 40, 60, 100, 110, 130, 170]
+
+
+@needs_watchers
+async def test_no_event_for_an_unchanged_value(vclock: VirtualClock) -> None:
+    TIMELINE["a"] = [(START, "d1")]
+    events = await collect(vclock, partition_watcher("a").run(), until=600)
+    assert values(events) == [("d1", 1, None, False)]
+    assert len(POKES["a"]) >= 15  # it kept checking (at the 40 s cap)
+
+
+# (case, report_first_value, events of the restarted watcher) -- Airflow 3.0-3.2 keep no watermark
+NO_STORE_RESTARTS = [
+    ("report the first value: the current one again", True, [("d1", 1, None, False), ("d2", 2, "d1", False)]),
+    ("baseline: only values after the restart", False, [("d2", 1, "d1", False)]),
+]
+
+
+@needs_watchers
+@pytest.mark.parametrize(
+    ("report_first", "after"), [c[1:] for c in NO_STORE_RESTARTS], ids=[c[0] for c in NO_STORE_RESTARTS]
+)
+async def test_without_a_state_store_a_restart_starts_from_report_first_value(
+    vclock: VirtualClock, report_first: bool, after: list[tuple[Any, ...]]
+) -> None:
+    TIMELINE["a"] = [(START + 5, "d1"), (START + 95, "d2")]
+    first = partition_watcher("a", report_first_value=report_first)
+    await collect(vclock, first.run(), until=50)
+    events = await collect(vclock, rebuilt(first, None).run(), until=300)
+    assert values(events) == after
+
+
+# --- the asset state store: restarts (3.3) ---------------------------------------------------------------
+
+# (case, events the first run hands over before it stops (None: it runs until t=50), events after the restart)
+RESTARTS = [
+    ("stopped after the commit: nothing twice", None, [("d2", 2, "d1", False)]),
+    (
+        "stopped between the event and its commit: sent again, flagged",
+        1,
+        [("d1", 1, None, True), ("d2", 2, "d1", False)],
+    ),
+]
+
+
+@needs_state_store
+@pytest.mark.parametrize(("stop_after", "after"), [c[1:] for c in RESTARTS], ids=[c[0] for c in RESTARTS])
+async def test_a_restart_resumes_from_the_stored_watermark(
+    vclock: VirtualClock, stop_after: int | None, after: list[tuple[Any, ...]]
+) -> None:
+    TIMELINE["a"] = [(START + 5, "d1"), (START + 95, "d2")]
+    store = StateStore("orders_daily")
+    first = partition_watcher("a", store)
+    before = await collect(vclock, first.run(), until=50, stop_after=stop_after)
+    assert values(before) == [("d1", 1, None, False)]
+    events = await collect(vclock, rebuilt(first, store).run(), until=300)
+    assert values(events) == after
+    (record,) = store.rows.values()
+    assert record == {"format": 1, "value": "d2", "seq": 2}
+
+
+@needs_state_store
+async def test_every_watched_asset_keeps_the_watermark(vclock: VirtualClock) -> None:
+    TIMELINE["a"] = [(START + 5, "d1")]
+    store = StateStore("orders_daily", "orders_copy")  # identical watchers of two assets: one trigger
+    await collect(vclock, partition_watcher("a", store, state_key="orders").run(), until=60)
+    assert store.rows == {
+        (asset, f"{STATE_KEY_PREFIX}:orders"): {"format": 1, "value": "d1", "seq": 1}
+        for asset in ("orders_daily", "orders_copy")
+    }
+
+
+@needs_state_store
+async def test_a_state_store_outage_delays_but_neither_loses_nor_repeats(
+    vclock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    TIMELINE["a"] = [(START + 5, "d1")]
+    store = StateStore("orders_daily")
+    accessor = store._by_name["orders_daily"]
+    real_aset = accessor.aset
+    refused: list[float] = []
+
+    async def aset_down_until_40s(key: str, value: Any) -> None:
+        if vclock.now < START + 40:
+            refused.append(vclock.now - START)
+            raise ConnectionError("api-server unavailable")
+        await real_aset(key, value)
+
+    monkeypatch.setattr(accessor, "aset", aset_down_until_40s)
+    events = await collect(vclock, partition_watcher("a", store).run(), until=200)
+    assert refused  # the intent of d1 was refused: no event then
+    assert values(events) == [("d1", 1, None, False)]
+    assert events[0][0] >= 40
+
+
+# --- SQL: a watermark query ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def orders_db(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    path = tmp_path / "orders.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE orders_loaded (day TEXT)")
+    monkeypatch.setenv("AIRFLOW_CONN_SMART_EXT_WATCHER_SQLITE", f"sqlite://{quote(str(path), safe='')}")
+    return str(path)
+
+
+@needs_watchers
+async def test_a_sql_watermark_reports_each_new_day(vclock: VirtualClock, orders_db: str) -> None:
+    async def load(day: str, at: float) -> None:
+        await vclock.sleep(START + at - vclock.now)
+        with sqlite3.connect(orders_db) as db:
+            db.execute("INSERT INTO orders_loaded VALUES (?)", (day,))
+
+    loads = [asyncio.ensure_future(load(f"2026-01-0{n}", 25 + 60 * n)) for n in range(1, 4)]
+    watcher = ConditionWatcher(
+        sql_condition("smart_ext_watcher_sqlite", "SELECT max(day) FROM orders_loaded"),
+        poke_interval=10,
+        max_wait=40,
+        jitter="none",
+    )
+    events = await collect(vclock, watcher.run(), until=400)
+    await asyncio.gather(*loads)
+    # An empty table (max() is NULL) is no value; each new day is one event, nothing in between.
+    assert values(events) == [
+        ("2026-01-01", 1, None, False),
+        ("2026-01-02", 2, "2026-01-01", False),
+        ("2026-01-03", 3, "2026-01-02", False),
+    ]
+
+
+# --- sharing: Airflow 3.3's shared streams ----------------------------------------------------------------
+
+
+@needs_watchers
+def test_the_shared_stream_key_leaves_out_what_only_the_edge_uses() -> None:
+    base = partition_watcher("a")
+    same_poll = [
+        partition_watcher("a", state_key="other"),
+        partition_watcher("a", report_first_value=False),
+        partition_watcher("a", value_key="rows"),
+    ]
+    other_poll = [
+        partition_watcher("b"),
+        partition_watcher("a", poke_interval=20),
+        partition_watcher("a", rate_limit=1),
+    ]
+    if not compat.SHARED_STREAMS_SUPPORTED:
+        assert base.shared_stream_key() is None
+        return
+    assert base.shared_stream_key() is not None
+    assert all(w.shared_stream_key() == base.shared_stream_key() for w in same_poll)
+    assert all(w.shared_stream_key() != base.shared_stream_key() for w in other_poll)
+    assert partition_watcher("a", share=False).shared_stream_key() is None
+
+
+@pytest.mark.skipif(not compat.SHARED_STREAMS_SUPPORTED, reason="shared streams need Airflow >= 3.3")
+async def test_watchers_on_one_condition_share_one_poll_through_airflows_shared_stream(
+    vclock: VirtualClock,
+) -> None:
+    from airflow.triggers.shared_stream import SharedStreamManager
+
+    TIMELINE["a"] = [(START + 25, "d1"), (START + 95, "d2")]
+    manager = SharedStreamManager()
+    stores = [StateStore(f"asset_{n}") for n in range(5)]
+    watchers = [partition_watcher("a", store, state_key=f"w{n}") for n, store in enumerate(stores)]
+    key = watchers[0].shared_stream_key()
+    streams = [
+        watcher.filter_shared_stream(manager.subscribe(trigger_id=n, trigger=watcher, key=key))
+        for n, watcher in enumerate(watchers)
+    ]
+    results = await asyncio.gather(*(collect(vclock, stream, until=200) for stream in streams))
+    for n in range(len(watchers)):
+        await manager.unsubscribe(n, key)
+    for events in results:
+        assert values(events) == [("d1", 1, None, False), ("d2", 2, "d1", False)]
+    # five watchers, one poll: the single schedule's checks, each made once
+    assert POKES["a"][:9] == [0, 10, 30, 40, 60, 100, 110, 130, 170]
+
+
+# --- arguments and versions ------------------------------------------------------------------------------
+
+
+@needs_watchers
+def test_serialize_rebuilds_the_same_watcher() -> None:
+    watcher = partition_watcher(
+        "a", splay=5, check_timeout=30, rate_limit=2, transient_errors=[ConnectionError]
+    )
+    classpath, kwargs = watcher.serialize()
+    assert kwargs["transient_errors"] == ["builtins.ConnectionError"]
+    assert rebuilt(watcher, None).serialize() == (classpath, kwargs)
+
+
+class LocalError(Exception):
+    pass
+
+
+# (case, how the watcher is built, the words its error must contain)
+BAD_WATCHERS = [
+    ("an unknown check type", lambda: ConditionWatcher({"type": "http"}), "check['type'] must be one of"),
+    ("a bad schedule", lambda: partition_watcher("a", poke_interval=-1), "poke_interval must be"),
+    ("a bad value_key", lambda: partition_watcher("a", value_key=3), "value_key must be None"),
+    (
+        "a transient error type the triggerer cannot import",
+        lambda: partition_watcher("a", transient_errors=[type("Local", (Exception,), {})]),
+        "cannot be imported by name in the triggerer",
+    ),
+    ("a SQL selector lambda", lambda: sql_condition("c", "select 1", selector=lambda row: row), "selector="),
+    (
+        "a SQL criterion path that does not import",
+        lambda: sql_condition("c", "select 1", success="no.such.func"),
+        "success=",
+    ),
+    (
+        "SQL parameters that are not JSON",
+        lambda: sql_condition("c", "select ?", parameters=[object()]),
+        "parameters=",
+    ),
+    ("not a sensor class", lambda: sensor_condition(dict), "sensor_class must be a sensor class"),
+]
+
+
+@needs_watchers
+@pytest.mark.parametrize(("build", "words"), [c[1:] for c in BAD_WATCHERS], ids=[c[0] for c in BAD_WATCHERS])
+def test_bad_watchers_fail_at_parse_naming_the_parameter(build: Any, words: str) -> None:
+    with pytest.raises(WatcherArgumentError) as raised:
+        build()
+    assert words in str(raised.value)
+
+
+def test_before_airflow_3_a_watcher_fails_at_parse_naming_3_0_and_the_alternative(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if compat.ASSET_WATCHERS_SUPPORTED:  # 3.x: the same check, as 2.11 runs it
+        monkeypatch.setattr(compat, "ASSET_WATCHERS_SUPPORTED", False)
+    with pytest.raises(compat.AssetWatchersUnsupported) as raised:
+        ConditionWatcher(sensor_condition(PartitionSensor, name="a"))
+    message = str(raised.value)
+    assert "ConditionWatcher needs Airflow >= 3.0.0" in message
+    assert "deferrable=True" in message
+
+
+@pytest.mark.skipif(not compat.AIRFLOW_V_3_3_PLUS, reason="the encoder and decoder read from the 3.3.2 wheel")
+def test_airflow_serializes_the_watcher_and_the_triggerer_rebuilds_it() -> None:
+    """As the dag-processor stores it (``encode_trigger``) and the triggerer builds it back
+    (``smart_decode_trigger_kwargs`` then ``cls(**kwargs)``, jobs/triggerer_job_runner.py ``create_triggers``);
+    identical watchers hash alike (Airflow runs one trigger for them)."""
+    from airflow.sdk import Asset, AssetWatcher
+    from airflow.serialization.decoders import smart_decode_trigger_kwargs
+    from airflow.serialization.encoders import encode_trigger
+    from airflow.triggers.base import BaseEventTrigger
+
+    watcher = partition_watcher("a", transient_errors=[ConnectionError], splay=3)
+    Asset("orders_daily", watchers=[AssetWatcher(name="orders_loaded", trigger=watcher)])  # accepted
+    encoded = json.loads(json.dumps(encode_trigger(watcher)))
+    kwargs = {key: smart_decode_trigger_kwargs(value) for key, value in encoded["kwargs"].items()}
+    assert ConditionWatcher(**kwargs).serialize() == watcher.serialize()
+    twin = partition_watcher("a", transient_errors=["builtins.ConnectionError"], splay=3.0)
+    assert BaseEventTrigger.hash(*twin.serialize()) == BaseEventTrigger.hash(*watcher.serialize())
+    other = partition_watcher("a", state_key="x")
+    assert BaseEventTrigger.hash(*other.serialize()) != BaseEventTrigger.hash(*watcher.serialize())
