@@ -43,6 +43,7 @@ from airflow_smart_ext.triggers.watching import (
     Report,
     ValueNotReportable,
     WatcherArgumentError,
+    Watermark,
     default_state_key,
     latest_watermark,
     reportable_value,
@@ -71,6 +72,57 @@ class Observed:
 
     value: Any
     observed_at: float
+
+
+class StoredWatermark:
+    """A watcher's watermark in the asset state store of every asset it watches (3.3+; none before: then
+    loading finds nothing and saving keeps it in memory only)."""
+
+    def __init__(self, accessors: list[Any], key: str, log: Any) -> None:
+        self.accessors = accessors
+        self.key = key
+        self.log = log
+
+    async def load(self) -> Watermark | None:
+        """The stored watermark; read again until the store answers (guessing could duplicate or lose)."""
+        while True:
+            try:
+                records = [await accessor.aget(self.key) for accessor in self.accessors]
+            except Exception as err:  # the API server or its database is away: an outage, ridden out
+                log_lines.emit(
+                    self.log,
+                    "warning",
+                    "the asset state store did not answer (%s: %s); reading the watermark again in %gs",
+                    type(err).__name__,
+                    err,
+                    STATE_STORE_RETRY_SECONDS,
+                )
+                await sharing.sleep(STATE_STORE_RETRY_SECONDS)
+                continue
+            stored = latest_watermark(records)
+            if stored is None and any(record is not None for record in records):
+                log_lines.emit(
+                    self.log, "warning", "the value stored under %s is not a watermark; ignored", self.key
+                )
+            return stored
+
+    async def save(self, tracker: EdgeTracker) -> bool:
+        """Write the tracker's watermark to every watched asset; False (logged) when the store failed."""
+        record = tracker.mark.to_record()
+        try:
+            for accessor in self.accessors:
+                await accessor.aset(self.key, record)
+        except Exception as err:
+            log_lines.emit(
+                self.log,
+                "warning",
+                "the asset state store refused the watermark (%s: %s)",
+                type(err).__name__,
+                err,
+            )
+            return False
+        tracker.saved()
+        return True
 
 
 class ConditionWatcher(compat.EventTriggerBase):
@@ -209,6 +261,7 @@ class ConditionWatcher(compat.EventTriggerBase):
         group = sharing.join(key, lambda: make_shared_check(self.check), self.share)
         context = self.check.get("context", {})
         previous: Any = None
+        valueless_logged = False
         try:
             while True:
                 scheduled = schedule.next_check(sharing.now())
@@ -218,6 +271,14 @@ class ConditionWatcher(compat.EventTriggerBase):
                 schedule.done(scheduled)
                 outcome = self._ride_out(self.log, scheduled.index, sharing.interpret(observation, interpret))
                 value = outcome.value if outcome.status == "positive" else None
+                if outcome.status == "positive" and value is None and not valueless_logged:
+                    valueless_logged = True  # once per poll: it says the same every check
+                    log_lines.emit(
+                        self.log,
+                        "warning",
+                        "the check is done but carries no value, so there is nothing to report: return "
+                        "PokeReturnValue(is_done=True, xcom_value=<what arrived>) from the poke",
+                    )
                 if outcome.status not in ("positive", "negative"):
                     # A watcher has no task to fail: a permanent error or a failure criterion is logged and the
                     # schedule goes on (fix the check; the watermark waits).
@@ -250,45 +311,6 @@ class ConditionWatcher(compat.EventTriggerBase):
     def _state_key(self) -> str:
         return f"{STATE_KEY_PREFIX}:{self.state_key or default_state_key(self.check, self.value_key)}"
 
-    async def _load(self, accessors: list[Any], key: str) -> EdgeTracker:
-        """The watermark from the state store; retried until it answers (guessing could duplicate or lose)."""
-        while True:
-            try:
-                records = [await accessor.aget(key) for accessor in accessors]
-            except Exception as err:  # the API server or its database is away: an outage, ridden out
-                log_lines.emit(
-                    self.log,
-                    "warning",
-                    "the asset state store did not answer (%s: %s); reading the watermark again in %gs",
-                    type(err).__name__,
-                    err,
-                    STATE_STORE_RETRY_SECONDS,
-                )
-                await sharing.sleep(STATE_STORE_RETRY_SECONDS)
-                continue
-            stored = latest_watermark(records)
-            if stored is None and any(record is not None for record in records):
-                log_lines.emit(self.log, "warning", "the stored watermark under %s is not ours; ignored", key)
-            return EdgeTracker(stored, self.report_first_value)
-
-    async def _save(self, tracker: EdgeTracker, accessors: list[Any], key: str) -> bool:
-        """Write the tracker's watermark to every watched asset; False (logged) when the store failed."""
-        record = tracker.mark.to_record()
-        try:
-            for accessor in accessors:
-                await accessor.aset(key, record)
-        except Exception as err:
-            log_lines.emit(
-                self.log,
-                "warning",
-                "the asset state store refused the watermark (%s: %s)",
-                type(err).__name__,
-                err,
-            )
-            return False
-        tracker.saved()
-        return True
-
     def _event(self, report: Report, observed_at: float | None) -> Any:
         log_lines.emit(
             self.log,
@@ -309,31 +331,30 @@ class ConditionWatcher(compat.EventTriggerBase):
             return None
 
     async def _events(self, observations: AsyncIterator[Observed]) -> AsyncIterator[Any]:
-        accessors = compat.asset_state_accessors(self)
-        key = self._state_key()
-        tracker = await self._load(accessors, key)
+        store = StoredWatermark(compat.asset_state_accessors(self), self._state_key(), self.log)
+        tracker = EdgeTracker(await store.load(), self.report_first_value)
         redelivery = tracker.redelivery()
         if redelivery is not None:
             yield self._event(redelivery, None)
             await sharing.sleep(COMMIT_DELAY_SECONDS)
             tracker.commit()
-            await self._save(tracker, accessors, key)
+            await store.save(tracker)
         async for observed in observations:
-            if tracker.unsaved and not await self._save(tracker, accessors, key):
+            if tracker.unsaved and not await store.save(tracker):
                 continue  # an earlier commit still unwritten: nothing new until it is (no edge is lost)
-            value = self._reportable(observed)
-            before = tracker.mark
-            report = tracker.observe(value)
-            if tracker.unsaved and not await self._save(tracker, accessors, key):
-                tracker.mark = before  # the intent is not stored: no event; the next check sees it again
-                tracker.saved()
+            checkpoint = tracker.checkpoint()
+            report = tracker.observe(self._reportable(observed))
+            if tracker.unsaved and not await store.save(tracker):
+                tracker.rollback(
+                    checkpoint
+                )  # the intent is not stored: no event; the next check sees it again
                 continue
             if report is None:
                 continue
             yield self._event(report, observed.observed_at)
             await sharing.sleep(COMMIT_DELAY_SECONDS)
             tracker.commit()
-            await self._save(tracker, accessors, key)
+            await store.save(tracker)
 
     # -- Airflow's entry points --
 

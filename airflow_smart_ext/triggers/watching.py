@@ -280,6 +280,14 @@ class EdgeTracker:
         self.unsaved = True
         return Report(value, self.mark.seq + 1, self.mark.value)
 
+    def checkpoint(self) -> tuple[Watermark, bool]:
+        """The tracker's state, to :meth:`rollback` to when the watermark it leads to cannot be stored."""
+        return self.mark, self._baseline_pending
+
+    def rollback(self, checkpoint: tuple[Watermark, bool]) -> None:
+        self.mark, self._baseline_pending = checkpoint
+        self.unsaved = False
+
     def commit(self) -> None:
         """The pending report's event is handed over: it becomes the last value reported."""
         if self.mark.pending is not None:

@@ -55,6 +55,28 @@ class PartitionSensor(compat.BaseSensorOperator):
         return compat.PokeReturnValue(is_done=True, xcom_value={"day": landed[-1], "rows": 7})
 
 
+class FlakySensor(PartitionSensor):
+    """Raises ``kind`` until START + 40 s (a ConnectionError is an outage, a RuntimeError a bug), then d1."""
+
+    def __init__(self, *, kind: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kind = kind
+
+    def poke(self, context: Any) -> Any:
+        POKES[self.name].append(sharing.now() - START)
+        if sharing.now() < START + 40:
+            raise {"outage": ConnectionError, "bug": RuntimeError}[self.kind]("refused")
+        return compat.PokeReturnValue(is_done=True, xcom_value={"day": "d1"})
+
+
+class DoneSensor(PartitionSensor):
+    """Done, but says nothing about what arrived (a bare True)."""
+
+    def poke(self, context: Any) -> bool:
+        POKES[self.name].append(sharing.now() - START)
+        return True
+
+
 @pytest.fixture(autouse=True)
 def _reset() -> Any:
     TIMELINE.clear()
@@ -180,6 +202,43 @@ async def test_without_a_state_store_a_restart_starts_from_report_first_value(
     await collect(vclock, first.run(), until=50)
     events = await collect(vclock, rebuilt(first, None).run(), until=300)
     assert values(events) == after
+
+
+# (case, sensor class, its extra kwargs, the events until START + 200 s)
+CHECK_BEHAVIOURS = [
+    (
+        "an outage is ridden out, then the value is reported",
+        FlakySensor,
+        {"kind": "outage"},
+        [("d1", 1, None, False)],
+    ),
+    (
+        "a permanent error is logged and the watcher keeps checking",
+        FlakySensor,
+        {"kind": "bug"},
+        [("d1", 1, None, False)],
+    ),
+    ("a check that is done without a value reports nothing", DoneSensor, {}, []),
+]
+
+
+@needs_watchers
+@pytest.mark.parametrize(
+    ("sensor", "extra", "expected"), [c[1:] for c in CHECK_BEHAVIOURS], ids=[c[0] for c in CHECK_BEHAVIOURS]
+)
+async def test_what_a_check_says_and_what_the_watcher_does(
+    vclock: VirtualClock, sensor: type, extra: dict[str, Any], expected: list[tuple[Any, ...]]
+) -> None:
+    watcher = ConditionWatcher(
+        sensor_condition(sensor, name="a", **extra),
+        poke_interval=10,
+        max_wait=20,
+        jitter="none",
+        value_key="day",
+    )
+    events = await collect(vclock, watcher.run(), until=200)
+    assert values(events) == expected
+    assert len(POKES["a"]) >= 10  # it never stopped checking
 
 
 # --- the asset state store: restarts (3.3) ---------------------------------------------------------------

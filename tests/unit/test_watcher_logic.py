@@ -155,6 +155,18 @@ def test_a_restart_loses_no_value_and_repeats_only_an_uncommitted_one_flagged(
     assert len(unflagged) == len(set(unflagged))
 
 
+@pytest.mark.parametrize("report_first", [True, False])
+def test_a_rollback_after_a_refused_save_sees_the_same_value_again(report_first: bool) -> None:
+    tracker = EdgeTracker(None, report_first)
+    checkpoint = tracker.checkpoint()
+    first = tracker.observe("d1")
+    assert tracker.unsaved
+    tracker.rollback(checkpoint)  # the store refused the intent (or the baseline)
+    again = tracker.observe("d1")
+    assert again == first  # the same decision: a report of d1, or d1 taken as the baseline again
+    assert (tracker.mark.value, tracker.mark.pending) == ((None, "d1") if report_first else ("d1", None))
+
+
 def test_observing_before_the_commit_is_a_programming_error() -> None:
     tracker = EdgeTracker(None, True)
     assert tracker.observe("d1") is not None
