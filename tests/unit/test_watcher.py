@@ -365,12 +365,37 @@ def test_the_shared_stream_key_leaves_out_what_only_the_edge_uses() -> None:
     assert partition_watcher("a", share=False).shared_stream_key() is None
 
 
+# (case, share, checks per cycle for five watchers of one condition, each running its own poll: 3.0-3.2)
+OWN_POLLS = [("our in-process group shares", True, 1), ("share=False: each its own", False, 5)]
+
+
+@needs_watchers
+@pytest.mark.parametrize(("share", "per_cycle"), [c[1:] for c in OWN_POLLS], ids=[c[0] for c in OWN_POLLS])
+async def test_without_shared_streams_our_groups_share_the_checks(
+    vclock: VirtualClock, share: bool, per_cycle: int
+) -> None:
+    TIMELINE["a"] = [(START + 25, "d1")]
+    watchers = [partition_watcher("a", StateStore(f"asset_{n}"), share=share) for n in range(5)]
+    results = await asyncio.gather(*(collect(vclock, w.run(), until=100) for w in watchers))
+    assert all(values(events) == [("d1", 1, None, False)] for events in results)
+    schedule = [0, 10, 30, 40, 60]  # the one schedule (d1 seen at 30: restart)
+    assert POKES["a"][: per_cycle * len(schedule)] == [at for at in schedule for _ in range(per_cycle)]
+
+
 @pytest.mark.skipif(not compat.SHARED_STREAMS_SUPPORTED, reason="shared streams need Airflow >= 3.3")
 async def test_watchers_on_one_condition_share_one_poll_through_airflows_shared_stream(
-    vclock: VirtualClock,
+    vclock: VirtualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from airflow.triggers.shared_stream import SharedStreamManager
 
+    polls: list[str] = []
+    real_poll = ConditionWatcher._observations
+
+    def counted_poll(self: ConditionWatcher) -> Any:
+        polls.append(self.state_key or "")
+        return real_poll(self)
+
+    monkeypatch.setattr(ConditionWatcher, "_observations", counted_poll)
     TIMELINE["a"] = [(START + 25, "d1"), (START + 95, "d2")]
     manager = SharedStreamManager()
     stores = [StateStore(f"asset_{n}") for n in range(5)]
@@ -385,7 +410,8 @@ async def test_watchers_on_one_condition_share_one_poll_through_airflows_shared_
         await manager.unsubscribe(n, key)
     for events in results:
         assert values(events) == [("d1", 1, None, False), ("d2", 2, "d1", False)]
-    # five watchers, one poll: the single schedule's checks, each made once
+    # five watchers, one poll (Airflow's group ran it once, with one member's kwargs) and its checks made once
+    assert len(polls) == 1
     assert POKES["a"][:9] == [0, 10, 30, 40, 60, 100, 110, 130, 170]
 
 
