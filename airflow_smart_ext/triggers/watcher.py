@@ -345,9 +345,8 @@ class ConditionWatcher(compat.EventTriggerBase):
             checkpoint = tracker.checkpoint()
             report = tracker.observe(self._reportable(observed))
             if tracker.unsaved and not await store.save(tracker):
-                tracker.rollback(
-                    checkpoint
-                )  # the intent is not stored: no event; the next check sees it again
+                # the intent is not stored: no event now; the next check sees the value again
+                tracker.rollback(checkpoint)
                 continue
             if report is None:
                 continue
