@@ -17,7 +17,6 @@ from typing import Any
 from airflow_smart_ext import compat, sealing
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions import (
-    Outcome,
     make_interpreter,
     make_shared_check,
     runtime,
