@@ -45,6 +45,7 @@ SCRIPTS: list[tuple[str, str]] = [
     ("worker_slots", "bench_worker_slots.py"),
     ("retries", "bench_retries.py"),
     ("zero_worker", "bench_zero_worker.py"),  # issue 15; needs SMART_EXT_BENCH_PG_DSN (or ..._TEST_PG_DSN)
+    ("watchers", "bench_watchers.py"),  # issue 27; Airflow 3.x and a PostgreSQL server, as zero_worker
 ]
 DEFAULT_OUT = REPO_ROOT / "docs" / "benchmarks.md"
 

@@ -2,7 +2,8 @@
 
 * ``FileArrivedSensor`` -- an ordinary custom sensor whose only change for smart backoff is its base class
   (``BaseSensorOperator`` -> ``BackoffSensor``).
-* ``is_loaded`` -- a SQL success criterion importable by name (deferrable sensors ship criteria by path).
+* ``is_loaded`` / ``is_day`` -- SQL success criteria importable by name (deferrable sensors and watchers
+  ship criteria by path, and importing this module in the triggerer defaults the example connection).
 * ``deliver_later`` -- makes each example self-sufficient: an upstream task schedules "the data arrives"
   a few seconds later in a detached process, so the sensors really have to wait.
 
@@ -60,6 +61,11 @@ class FileArrivedSensor(BackoffSensor):  # was: class FileArrivedSensor(BaseSens
 def is_loaded(status: Any) -> bool:
     """SQL success criterion (importable by name, so it also works with ``deferrable=True``)."""
     return status == "loaded"
+
+
+def is_day(value: Any) -> bool:
+    """Watcher criterion (example watcher_orders): ``max(day)`` is a day once the first one has landed."""
+    return isinstance(value, str) and len(value) == 10
 
 
 def is_failed(status: Any) -> bool:

@@ -1,7 +1,7 @@
 """Condition watchers in the triggerer's shape (issue 27): the poll, the edge, the asset state store, restarts and
 sharing, on the virtual clock of test_trigger with the real check types (a sensor's poke; SQL on SQLite) and, on
 Airflow 3.3, Airflow's own ``SharedStreamManager``. The state store is a stand-in with Airflow's accessor shape
-(the real one is proven by the integration test the next session adds)."""
+(the real one: tests/integration/test_watchers_live.py, in a real Airflow 3.3)."""
 
 from __future__ import annotations
 
@@ -496,3 +496,25 @@ def test_airflow_serializes_the_watcher_and_the_triggerer_rebuilds_it() -> None:
     assert BaseEventTrigger.hash(*twin.serialize()) == BaseEventTrigger.hash(*watcher.serialize())
     other = partition_watcher("a", state_key="x")
     assert BaseEventTrigger.hash(*other.serialize()) != BaseEventTrigger.hash(*watcher.serialize())
+
+
+def test_the_example_pair_builds_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """example_dags/watcher_orders.py: on 3.x a producer and a consumer scheduled on the watched asset; on
+    2.11 no DAG at all (a watcher would fail there; the file says so)."""
+    import runpy
+    import sys
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[2] / "example_dags"
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
+    monkeypatch.syspath_prepend(str(examples))
+    monkeypatch.delitem(sys.modules, "sensor_common", raising=False)
+    namespace = runpy.run_path(str(examples / "watcher_orders.py"))
+    dags = {value.dag_id: value for value in namespace.values() if type(value).__name__ == "DAG"}
+    if not compat.ASSET_WATCHERS_SUPPORTED:
+        assert dags == {}
+        return
+    assert set(dags) == {"watcher_orders_producer", "watcher_orders_consumer"}
+    (watcher,) = namespace["orders_daily"].watchers
+    assert isinstance(watcher.trigger, ConditionWatcher)
+    assert watcher.trigger.serialize()[1]["check"]["success"] == "sensor_common.is_day"
