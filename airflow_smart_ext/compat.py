@@ -821,7 +821,7 @@ _LAZY["EventTriggerBase"] = (
     else ("airflow.triggers.base", "BaseTrigger")
 )
 if TYPE_CHECKING:
-    from airflow.triggers.base import BaseEventTrigger as EventTriggerBase
+    from airflow.triggers.base import BaseEventTrigger as EventTriggerBase  # type: ignore[attr-defined,unused-ignore]
 
 
 class AssetWatchersUnsupported(RuntimeError):
