@@ -271,7 +271,7 @@ def test_a_locked_table_costs_no_event_and_adds_none(days_story: dict[str, Any],
     # One check reached the locked table and waited there; while it hung, the watcher's schedule went on and
     # each later check was refused before it started (the condition starts no second check while one runs):
     # no pile-up of blocked connections. (wt_check stamps a check once the locked table lets it plan.)
-    blocked = checks(condition_dsn, "days", since=start - 1)
+    blocked = checks(condition_dsn, "days", since=start)
     assert len([at for at in blocked if at <= end]) == 1, (blocked, start, end)
     assert "PreviousCheckStillRunning" in days_story["triggerer_log"]
     # Day 5 was reported once, after day 4, and nothing else was reported around the lock.
