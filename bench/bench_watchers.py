@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_zero_worker import PG_ENV, component_usage
-from benchlib import REPO_ROOT, Goal, Result, Table, fmt_num, script_main
+from benchlib import REPO_ROOT, Goal, Result, Table, fmt_num, fresh_pg_database, script_main
 
 # The watcher last: it keeps polling once started, which would add to a later leg's triggerer CPU.
 LEGS = ("zero_worker", "worker_first", "watcher")
@@ -97,13 +97,7 @@ for leg in ("zero_worker", "worker_first"):
 def _prepare_condition_db(server_dsn: str) -> str:
     import psycopg2
 
-    admin = psycopg2.connect(server_dsn)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {CONDITION_DB}")
-        cur.execute(f"CREATE DATABASE {CONDITION_DB}")
-    admin.close()
-    dsn = server_dsn.rsplit("/", 1)[0] + f"/{CONDITION_DB}"
+    dsn = fresh_pg_database(server_dsn, CONDITION_DB)
     pg = psycopg2.connect(dsn)
     pg.autocommit = True
     with pg.cursor() as cur:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchlib import REPO_ROOT, Goal, Result, Table, fmt_num, script_main
+from benchlib import REPO_ROOT, Goal, Result, Table, fmt_num, fresh_pg_database, script_main
 
 PATHS = ("zero_worker", "worker_first", "reschedule")
 RUNS, TASKS, K = 10, 100, 10
@@ -281,13 +281,7 @@ POKE_INTERVAL_FOR = {False: POKE_INTERVAL, True: 5}
 def _prepare_condition_db(server_dsn: str, k: int) -> str:
     import psycopg2
 
-    admin = psycopg2.connect(server_dsn)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS {CONDITION_DB}")
-        cur.execute(f"CREATE DATABASE {CONDITION_DB}")
-    admin.close()
-    dsn = server_dsn.rsplit("/", 1)[0] + f"/{CONDITION_DB}"
+    dsn = fresh_pg_database(server_dsn, CONDITION_DB)
     pg = psycopg2.connect(dsn)
     pg.autocommit = True
     with pg.cursor() as cur:

@@ -228,6 +228,21 @@ def machine_description() -> dict[str, str]:
 
 
 # --- script entry point ----------------------------------------------------------------------------------
+def fresh_pg_database(server_dsn: str, name: str) -> str:
+    """Drop and create database ``name`` on the PostgreSQL server of ``server_dsn``; its DSN."""
+    import psycopg2
+
+    admin = psycopg2.connect(server_dsn)
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {name}")
+            cur.execute(f"CREATE DATABASE {name}")
+    finally:
+        admin.close()
+    return server_dsn.rsplit("/", 1)[0] + f"/{name}"
+
+
 def script_main(run: Callable[[bool], Result]) -> None:
     """Common ``main()``: ``--tiny`` for a smoke-sized run, ``--json PATH`` to write the result."""
     parser = argparse.ArgumentParser()

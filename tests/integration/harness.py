@@ -748,6 +748,16 @@ class AirflowEnv:
                 )
             time.sleep(0.5)
 
+    def import_error_of(self, source: Path, dag_id: str, timeout: float = 120) -> str:
+        """Add the DAG file ``source`` (text that must fail at parse) and return its import error's text;
+        raise if it imports."""
+        self.add_dag_file(source)
+        try:
+            self.wait_for_dag(dag_id, timeout=timeout)
+        except AirflowEnvError as failed:
+            return str(failed)
+        raise AirflowEnvError(f"{source.name} imported; it should have failed at parse")
+
     def dag_ids(self) -> list[str]:
         return [r[0] for r in self.query("SELECT dag_id FROM serialized_dag ORDER BY dag_id")]
 
