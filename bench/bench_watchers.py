@@ -9,7 +9,9 @@ downstream task (an ``EmptyOperator``) runs:
   scheduled on the asset, containing only the downstream task (no sensor);
 * ``zero_worker``: a DAG run started at the start of the day, ``BackoffSqlSensor(deferrable=True)`` (starts
   and ends in the triggerer) >> the downstream task;
-* ``worker_first``: the same with ``start_from_trigger=False`` (check #0 and the ending on a worker).
+* ``worker_first``: the same with ``start_from_trigger=False`` (check #0 and the ending on a worker);
+* ``watcher_unshared``: the watcher with ``share=False`` (no shared stream, no sharing group): what the
+  sharing machinery itself costs the triggerer.
 
 Measured per leg: task instances created (while waiting / in all), task-process starts (exact:
 ``on_execute_callback`` appends a line), trigger rows, checks at the database (the SQL calls
@@ -30,8 +32,8 @@ from typing import Any
 from bench_zero_worker import PG_ENV, component_usage
 from benchlib import REPO_ROOT, Goal, Result, Table, fmt_num, fresh_pg_database, script_main
 
-# The watcher last: it keeps polling once started, which would add to a later leg's triggerer CPU.
-LEGS = ("zero_worker", "worker_first", "watcher")
+# The watchers last: once started they keep polling, which would add to a later leg's triggerer CPU.
+LEGS = ("zero_worker", "worker_first", "watcher", "watcher_unshared")
 CONDITION_DB = "bw_bench_conditions"
 SIZES = {False: (10, 120), True: (3, 12)}  # tiny -> (POKE_INTERVAL, WAIT) seconds
 
@@ -75,7 +77,25 @@ partition = Asset(
     ],
 )
 with DAG(dag_id="bw_watcher", schedule=[partition], start_date=START, catchup=False):
-    EmptyOperator(task_id="process", on_execute_callback=count_start)
+    EmptyOperator(task_id="process")  # no callback: the scheduler completes it, no task process
+
+unshared = Asset(
+    "bw_partition_unshared",
+    watchers=[
+        AssetWatcher(
+            name="bw_partition_landed_unshared",
+            trigger=ConditionWatcher(
+                sql_condition("bw_pg", "SELECT bench_value('watcher_unshared')"),
+                poke_interval={interval},
+                max_wait={interval},
+                jitter="none",
+                share=False,
+            ),
+        )
+    ],
+)
+with DAG(dag_id="bw_watcher_unshared", schedule=[unshared], start_date=START, catchup=False):
+    EmptyOperator(task_id="process")
 
 for leg in ("zero_worker", "worker_first"):
     with DAG(dag_id=f"bw_{{leg}}", schedule=None, start_date=START, catchup=False):
@@ -90,7 +110,7 @@ for leg in ("zero_worker", "worker_first"):
             exponential_backoff=False,
             timeout=3600,
             on_execute_callback=count_start,
-        ) >> EmptyOperator(task_id="process", on_execute_callback=count_start)
+        ) >> EmptyOperator(task_id="process")
 """
 
 
@@ -140,11 +160,13 @@ def measure_leg(
     dag_id = f"bw_{leg}"
     tis = lambda: env.query("SELECT task_id, state FROM task_instance WHERE dag_id = %s", (dag_id,))  # noqa: E731
     env.unpause(dag_id)
-    if leg == "watcher":  # the watcher runs once its asset's DAG is active and unpaused
+    asset = {"watcher": "bw_partition", "watcher_unshared": "bw_partition_unshared"}.get(leg)
+    if asset:  # a watcher runs once its asset's DAG is active and unpaused
         _until(
             lambda: env.query(
                 "SELECT 1 FROM asset a JOIN asset_watcher w ON w.asset_id = a.id JOIN trigger t "
-                "ON t.id = w.trigger_id WHERE a.name = 'bw_partition' AND t.triggerer_id IS NOT NULL"
+                "ON t.id = w.trigger_id WHERE a.name = %s AND t.triggerer_id IS NOT NULL",
+                (asset,),
             ),
             300,
             "the watcher did not start",
@@ -156,8 +178,13 @@ def measure_leg(
     cpu0, start = component_usage(env, "triggerer")[0], time.time()
     time.sleep(wait)
     waiting_tis = len(tis())
-    if leg == "watcher":
-        triggers = len(env.query("SELECT trigger_id FROM asset_watcher"))
+    if asset:
+        triggers = len(
+            env.query(
+                "SELECT w.trigger_id FROM asset_watcher w JOIN asset a ON a.id = w.asset_id WHERE a.name = %s",
+                (asset,),
+            )
+        )
     else:
         triggers = len(
             env.query(
@@ -243,7 +270,7 @@ def run(tiny: bool) -> Result:
             f"{m['rss'] / 2**20:.0f} MiB",
             f"{m['landed_to_done']:.1f} s",
         )
-    zero, first, watcher = (measured[leg] for leg in LEGS)
+    zero, first, watcher, _unshared = (measured[leg] for leg in LEGS)
     goals = [
         Goal(
             "watcher: no task instance and no task process while waiting",
@@ -274,8 +301,8 @@ def run(tiny: bool) -> Result:
         tables=[table],
         goals=goals,
         notes=[
-            "The downstream task is an EmptyOperator in every leg (the scheduler completes it: no task "
-            "process), so the process starts are the waiting's own. The machine is shared (see the load "
+            "The downstream task is an EmptyOperator without callbacks in every leg (the scheduler completes "
+            "it: no task process), so the process starts are the waiting's own. The machine is shared (see the load "
             "average); CPU above idle is small and noisy: compare its order of magnitude."
         ],
     )

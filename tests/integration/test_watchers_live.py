@@ -100,6 +100,10 @@ def condition_dsn(airflow_env: AirflowEnv) -> str:
         "is_extra_encrypted) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
         (CONN_ID, "postgres", host, int(port), login, CONDITION_DB, False, False),
     )
+    # Both consumers at once: each watcher starts after the next parse of the file (~15-60 s), in parallel.
+    for dag_id in ("wt_days_consumer", "wt_shared_consumer"):
+        airflow_env.wait_for_dag(dag_id)
+        airflow_env.unpause(dag_id)
     return dsn
 
 
@@ -198,8 +202,6 @@ def wait_consumer_runs(env: AirflowEnv, dag_id: str, count: int, timeout: float)
 @pytest.fixture(scope="module")
 def days_story(airflow_env: AirflowEnv, condition_dsn: str) -> dict[str, Any]:
     env, dsn = airflow_env, condition_dsn
-    env.wait_for_dag("wt_days_consumer")
-    env.unpause("wt_days_consumer")
     watchers_running(env, ["wt_days"])
     story: dict[str, Any] = {}
     # Days 1 and 2, each reported before the next lands.
@@ -285,8 +287,6 @@ def test_ten_watchers_on_one_condition_poll_it_once_per_cycle(
 ) -> None:
     env, dsn = airflow_env, condition_dsn
     names = [f"wt_shared_{i}" for i in range(SHARED)]
-    env.wait_for_dag("wt_shared_consumer")
-    env.unpause("wt_shared_consumer")
     watchers_running(env, names)
     time.sleep(2 * SHARED_PERIOD)  # every watcher past its first poll
     start = db_now(dsn)
