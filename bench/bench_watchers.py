@@ -293,7 +293,7 @@ def run(tiny: bool) -> Result:
             "zero-worker and a worker-first deferrable sensor polling the same condition on the same schedule?"
         ),
         method=(
-            "One real Airflow 3.x on PostgreSQL from the test harness; the three legs one after another; "
+            "One real Airflow 3.x on PostgreSQL from the test harness; the legs one after another; "
             "checks recorded by the SQL function the condition calls, task-process starts by "
             "`on_execute_callback`, triggerer CPU/RSS from /proc (psutil), CPU above an idle window of the "
             "same length. One run per leg."
