@@ -286,7 +286,8 @@ class BackoffPolicy:
         The first check whose time would reach or pass ``deadline`` is placed exactly at the deadline and is
         ``final``; nothing follows it (None). ``now > deadline`` gives None. Times are epoch seconds.
         ``offset_of`` may supply ``offset(seed, k)`` from a caller's memo (a trigger asks for the same few
-        offsets at every step); it must return exactly what :meth:`offset` returns.
+        offsets at every step; the Waits view shares them between waits on one condition); it is used for
+        every offset the search needs and must return exactly what :meth:`offset` returns.
         """
         if not (math.isfinite(started_at) and math.isfinite(now)):
             raise ValueError(f"started_at and now must be finite epoch seconds; got {started_at!r}, {now!r}")
@@ -304,7 +305,7 @@ class BackoffPolicy:
         at = started_at + offset_of(first)
         index = first
         if at < now:  # checks were missed (a slow poke, a restart): skip them
-            index = self._first_index_at_or_after(seed, started_at, now, first)
+            index = self._first_index_at_or_after(seed, started_at, now, first, offset_of)
             at = started_at + offset_of(index)
         if deadline is None or at < deadline:
             return ScheduledCheck(index, at, False)
@@ -341,11 +342,13 @@ class BackoffPolicy:
         return cls(**data)
 
     # ---- inverse (next_check) ----------------------------------------------------------------------
-    def _first_index_at_or_after(self, seed: str, started_at: float, target: float, first: int) -> int:
+    def _first_index_at_or_after(
+        self, seed: str, started_at: float, target: float, first: int, offset_of: Callable[[int], float]
+    ) -> int:
         """Smallest index >= first whose absolute time is >= target (time is non-decreasing in the index)."""
 
         def reached(k: int) -> bool:
-            return started_at + self.offset(seed, k) >= target
+            return started_at + offset_of(k) >= target
 
         if reached(first):
             return first

@@ -7,6 +7,7 @@ version: they import the names below. Keep each branch small and say which versi
 from __future__ import annotations
 
 import datetime
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from airflow import __version__ as _AIRFLOW_VERSION_STRING
@@ -653,16 +654,19 @@ async def trigger_run_context(trigger: Any, render_context: Any) -> dict[str, An
         logical, start, end = await asyncio.to_thread(read)
     else:
         logical = start = end = None
-    facts.update(
-        {
-            "ds": logical.strftime("%Y-%m-%d") if logical is not None else None,
-            "ts": _iso_or_none(logical),
-            "logical_date": _iso_or_none(logical),
-            "data_interval_start": _iso_or_none(start),
-            "data_interval_end": _iso_or_none(end),
-        }
-    )
+    facts.update(run_dates(logical, start, end))
     return facts
+
+
+def run_dates(logical: Any, start: Any, end: Any) -> dict[str, str | None]:
+    """A run's dates as a ``"sensor"`` check ships them (``ds``, ``ts``, ``logical_date``, the interval)."""
+    return {
+        "ds": logical.strftime("%Y-%m-%d") if logical is not None else None,
+        "ts": _iso_or_none(logical),
+        "logical_date": _iso_or_none(logical),
+        "data_interval_start": _iso_or_none(start),
+        "data_interval_end": _iso_or_none(end),
+    }
 
 
 def task_maps_over_output(trigger: Any) -> bool:
@@ -684,6 +688,7 @@ __all__ += [
     "StartTriggerArgs",
     "TaskSuccessEvent",
     "mapped_start_problem",
+    "run_dates",
     "start_from_trigger_problem",
     "task_maps_over_output",
     "trigger_end_runs_success_callbacks",
@@ -692,6 +697,27 @@ __all__ += [
     "trigger_template_env",
     "trigger_try_started_at",
 ]
+
+
+# --- The Waits view (issue 26): trigger rows read by the web server ----------------------------------------
+
+
+def dag_run_logical_date() -> Any:
+    """The DagRun column of a run's logical date: 3.x ``logical_date``, 2.11 ``execution_date``."""
+    from airflow.models.dagrun import DagRun
+
+    return DagRun.logical_date if AIRFLOW_V_3_0_PLUS else DagRun.execution_date
+
+
+def decrypt_trigger_kwargs(stored: str) -> dict[str, Any]:
+    """A trigger row's stored kwargs column, decrypted and deserialized as ``Trigger.kwargs`` does (the same
+    static method on 2.11 and 3.x; called on the column so no ORM object is built per row)."""
+    from airflow.models.trigger import Trigger
+
+    return Trigger._decrypt_kwargs(stored)
+
+
+__all__ += ["dag_run_logical_date", "decrypt_trigger_kwargs"]
 
 
 def parsing_for_a_task() -> bool:
@@ -869,3 +895,156 @@ __all__ += [
     "asset_state_accessors",
     "require_asset_watchers",
 ]
+
+
+# --- The Waits and Calendars views (issue 26): what the plugin serves, where Airflow's task pages are --------
+
+
+def task_page_url(airflow_root: str, dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+    """Airflow's own page of one task instance, below ``airflow_root`` (the path Airflow is served at)."""
+    from urllib.parse import quote, urlencode
+
+    if AIRFLOW_V_3_0_PLUS:
+        url = f"{airflow_root}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
+        url += f"/tasks/{quote(task_id, safe='')}"
+        return f"{url}/mapped/{map_index}" if map_index >= 0 else url
+    params: dict[str, Any] = {"dag_run_id": run_id, "task_id": task_id}
+    if map_index >= 0:
+        params["map_index"] = map_index
+    return f"{airflow_root}/dags/{quote(dag_id, safe='')}/grid?{urlencode(params)}"
+
+
+def plugin_ui_parts() -> dict[str, Any]:
+    """The plugin attributes that serve the Waits and Calendars views on this Airflow.
+
+    3.1+: the api-server's FastAPI app and two entries under Browse shown inside the UI (``url_route``);
+    3.0: the app alone (its UI has no ``external_views``; the app's name says so in ``airflow plugins``);
+    2.11: a Flask blueprint and two Browse menu links. Nothing here imports FastAPI or Flask-AppBuilder:
+    every component imports the plugin.
+    """
+    from urllib.parse import urlsplit
+
+    from airflow.configuration import conf
+
+    from airflow_smart_ext.ui.web_common import PAGES, URL_PREFIX
+
+    if AIRFLOW_V_3_0_PLUS:
+        from airflow_smart_ext.ui.web_asgi import SmartExtWebApp
+
+        app_name = "Waits and Calendars views"
+        if not AIRFLOW_V_3_1_PLUS:
+            # 3.0's UI keeps its token out of cookies and its api-server reads only the header: no browser page
+            app_name += (
+                f" (Airflow 3.0: no menu entry and no browser sign-in for plugin pages; use {URL_PREFIX}/api/waits"
+                f" and {URL_PREFIX}/api/calendars with a bearer token, or python -m airflow_smart_ext.waits)"
+            )
+        parts: dict[str, Any] = {
+            "fastapi_apps": [{"app": SmartExtWebApp(), "url_prefix": URL_PREFIX, "name": app_name}]
+        }
+        if AIRFLOW_V_3_1_PLUS:
+            # The UI puts ``href`` into an iframe as it is: keep a sub-path Airflow is served at.
+            base = urlsplit(conf.get("api", "base_url", fallback="") or "/").path.rstrip("/")
+            parts["external_views"] = [
+                {
+                    "name": name,
+                    "href": f"{base}{URL_PREFIX}{path}",
+                    "destination": "nav",
+                    "category": "browse",
+                    "url_route": f"smart-ext{path.replace('/', '-')}",
+                }
+                for name, path in PAGES
+            ]
+        return parts
+    from airflow_smart_ext.ui.web_flask import create_blueprint
+
+    base = urlsplit(conf.get("webserver", "base_url", fallback="") or "/").path.rstrip("/")
+    return {
+        "flask_blueprints": [create_blueprint()],
+        "appbuilder_menu_items": [
+            {"name": name, "href": f"{base}{URL_PREFIX}{path}", "category": "Browse"} for name, path in PAGES
+        ],
+    }
+
+
+def requires_dag_read() -> Any:
+    """The api-server dependency our routes share: DAG read access, of the ``dag_id`` asked for if any (3.1+'s
+    ``requires_access_dag`` reads it from the query too, 3.0's only from the path: ours there)."""
+    if AIRFLOW_V_3_1_PLUS:
+        from airflow.api_fastapi.core_api.security import requires_access_dag
+
+        return requires_access_dag(method="GET")
+    from airflow_smart_ext.ui.fastapi_3_0 import requires_dag_read as requires_dag_read_3_0
+
+    return requires_dag_read_3_0
+
+
+__all__ += ["plugin_ui_parts", "requires_dag_read", "task_page_url"]
+
+
+# --- The Calendars view (issue 26): serialized DAGs and their runs read by the web server ---------------
+
+
+def latest_serialized_dags(session: Any, dag_ids: Collection[str] | None, classpaths: Collection[str]) -> Any:
+    """(dag_id, stored JSON, compressed JSON) of each live DAG's latest serialized version (columns only: no
+    ORM object, no DAG deserialized). 3.x keeps every version (the highest ``version_number`` is the latest)
+    and marks deleted DAGs stale; 3.2+ also stores the timetable's class path, so only our DAGs are read.
+    2.11: one row per DAG, deleted DAGs inactive."""
+    from airflow.models.dag import DagModel
+    from airflow.models.serialized_dag import SerializedDagModel as Serialized
+    from sqlalchemy import func, select
+
+    query = select(Serialized.dag_id, Serialized._data, Serialized._data_compressed).join(
+        DagModel, DagModel.dag_id == Serialized.dag_id
+    )
+    if AIRFLOW_V_3_0_PLUS:
+        from airflow.models.dag_version import DagVersion
+
+        latest = (
+            select(DagVersion.dag_id, func.max(DagVersion.version_number).label("latest"))
+            .group_by(DagVersion.dag_id)
+            .subquery()
+        )
+        query = (
+            query.join(DagVersion, DagVersion.id == Serialized.dag_version_id)
+            .join(
+                latest,
+                (latest.c.dag_id == DagVersion.dag_id) & (latest.c.latest == DagVersion.version_number),
+            )
+            .where(DagModel.is_stale.is_(False))
+        )
+        if AIRFLOW_V_3_2_PLUS:
+            query = query.where(DagModel.timetable_type.in_(list(classpaths)))
+    else:
+        query = query.where(DagModel.is_active.is_(True))
+    if dag_ids is not None:
+        query = query.where(Serialized.dag_id.in_(list(dag_ids)))
+    return session.execute(query.order_by(Serialized.dag_id))
+
+
+def dag_run_columns() -> dict[str, Any]:
+    """The DagRun columns the Calendars view shows, by name (2.11 has no ``run_after``, < 3.2 no
+    ``partition_key``), and the one that orders a DAG's runs (3.x ``run_after``, 2.11 the logical date)."""
+    from airflow.models.dagrun import DagRun
+
+    names = ("run_id", "run_type", "state", "data_interval_start", "data_interval_end", "start_date")
+    columns = {name: getattr(DagRun, name) for name in names}
+    columns["logical_date"] = dag_run_logical_date()
+    if AIRFLOW_V_3_0_PLUS:
+        columns["run_after"] = DagRun.run_after
+    if PARTITIONS_SUPPORTED:
+        columns["partition_key"] = DagRun.partition_key
+    return columns
+
+
+def dag_page_path(dag_id: str, run_id: str | None = None) -> str:
+    """Airflow's own page of a DAG (or of one of its runs), below the path Airflow is served at."""
+    from urllib.parse import quote, urlencode
+
+    if AIRFLOW_V_3_0_PLUS:
+        path = f"/dags/{quote(dag_id, safe='')}"
+        return path if run_id is None else f"{path}/runs/{quote(run_id, safe='')}"
+    path = f"/dags/{quote(dag_id, safe='')}/grid"
+    return path if run_id is None else f"{path}?{urlencode({'dag_run_id': run_id})}"
+
+
+__all__ += ["dag_page_path", "dag_run_columns", "latest_serialized_dags"]

@@ -46,6 +46,7 @@ SCRIPTS: list[tuple[str, str]] = [
     ("retries", "bench_retries.py"),
     ("zero_worker", "bench_zero_worker.py"),  # issue 15; needs SMART_EXT_BENCH_PG_DSN (or ..._TEST_PG_DSN)
     ("watchers", "bench_watchers.py"),  # issue 27; Airflow 3.x and a PostgreSQL server, as zero_worker
+    ("ui", "bench_ui.py"),  # issue 26; Airflow 3.x (PostgreSQL metadata DB when a server DSN is set)
 ]
 DEFAULT_OUT = REPO_ROOT / "docs" / "benchmarks.md"
 

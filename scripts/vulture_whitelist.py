@@ -41,3 +41,9 @@ _._decode_partition_date
 _.shared_stream_key
 _.open_shared_stream
 _.filter_shared_stream
+# AirflowPlugin attributes read by Airflow's plugins manager (plugin.py; the UI parts: compat.plugin_ui_parts)
+_.fastapi_apps
+_.external_views
+_.flask_blueprints
+_.appbuilder_menu_items
+bad_query  # ui/web_fastapi.py: registered with @app.exception_handler

@@ -66,11 +66,17 @@ def sensor_concurrency_key(classpath: str, kwargs: Mapping[str, Any]) -> str:
     on it), so hung pokes against one system do not block the same class's checks against another. With
     several such arguments the first name in sorted order decides. Otherwise ``sensor:<classpath>``.
     """
+    conn_id = sensor_conn_id(kwargs)
+    return f"sensor:{classpath}" if conn_id is None else f"conn_id:{conn_id}"
+
+
+def sensor_conn_id(kwargs: Mapping[str, Any]) -> str | None:
+    """The connection a sensor's kwargs name (:func:`sensor_concurrency_key`'s rule), or None."""
     for name in sorted(kwargs):
         value = kwargs[name]
         if name.endswith("conn_id") and isinstance(value, str) and value:
-            return f"conn_id:{value}"
-    return f"sensor:{classpath}"
+            return value
+    return None
 
 
 _PARSED_DATETIMES: dict[str, Any] = {}  # ISO string -> parsed value; shipped dates repeat every check
@@ -169,6 +175,18 @@ class SensorCheck(CheckType):
 
     def concurrency_key(self, check: Mapping[str, Any]) -> str:
         return sensor_concurrency_key(check["classpath"], check["kwargs"])
+
+    def conn_id(self, check: Mapping[str, Any]) -> str | None:
+        return sensor_conn_id(check["kwargs"])
+
+    def sensor_class(self, check: Mapping[str, Any]) -> str | None:
+        return str(check["classpath"])
+
+    def describe(self, check: Mapping[str, Any]) -> str:
+        arguments = ", ".join(f"{name}={value!r}" for name, value in sorted(check["kwargs"].items()))
+        words = f"{check['classpath'].rpartition('.')[2]}({arguments})"
+        day = check["context"].get("ds") or check["context"].get("data_interval_start")
+        return words + (f" for {day}" if day else "")
 
     def shared_check(self, check: Mapping[str, Any]) -> SharedCheck:
         return SensorSharedCheck(check["classpath"], check["kwargs"], check["context"]["task_id"])

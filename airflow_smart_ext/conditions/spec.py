@@ -48,6 +48,18 @@ class CheckType:
     def concurrency_key(self, check: Mapping[str, Any]) -> str:
         raise NotImplementedError
 
+    def conn_id(self, check: Mapping[str, Any]) -> str | None:
+        """The Airflow connection the check reads, if one is known (None: none)."""
+        return None
+
+    def sensor_class(self, check: Mapping[str, Any]) -> str | None:
+        """The dotted path of the sensor class the check re-creates (None: not a sensor's poke)."""
+        return None
+
+    def describe(self, check: Mapping[str, Any]) -> str:
+        """The condition in words for people; shows ``check`` as given (redact its secrets first)."""
+        raise NotImplementedError
+
     def shared_check(self, check: Mapping[str, Any]) -> SharedCheck:
         raise NotImplementedError
 

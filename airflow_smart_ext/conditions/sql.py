@@ -239,6 +239,18 @@ class SqlCheck(CheckType):
     def concurrency_key(self, check: Mapping[str, Any]) -> str:
         return f"conn_id:{check['conn_id']}"
 
+    def conn_id(self, check: Mapping[str, Any]) -> str | None:
+        return str(check["conn_id"])
+
+    def describe(self, check: Mapping[str, Any]) -> str:
+        words = f"SQL on {check['conn_id']}: {check['sql']}"
+        if check["parameters"]:
+            words += f" with parameters {check['parameters']!r}"
+        criteria = [f"{name}={check[name]}" for name in CRITERIA if check[name]]
+        if check["fail_on_empty"]:
+            criteria.append("fail_on_empty")
+        return words + (f" ({', '.join(criteria)})" if criteria else "")
+
     def shared_check(self, check: Mapping[str, Any]) -> SharedCheck:
         return SqlSharedCheck(check["conn_id"], check["sql"], check["parameters"], check["hook_params"])
 

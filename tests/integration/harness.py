@@ -170,6 +170,13 @@ class AirflowEnv:
             SQLite (2.11: SequentialExecutor, one task at a time; 3.x: LocalExecutor).
         api_port: 3.x api-server port (default: a free one). ``webserver_port``: 2.11 webserver port when
             ``with_webserver`` (the UI is not started on 2.11 otherwise). ``bind_host``: their listen address.
+        ui_users: real logins for browser tests, ``{username: dag_id_prefix or None}``; None = admin, a
+            prefix = may read only DAGs whose id starts with it. Passwords in ``ui_passwords``. 3.x: the
+            simple auth manager with these users (tests/integration/ui_auth.py adds the prefix rule; REST
+            calls then log in as the admin); 2.11: starts the webserver, FAB users are created on ``start()``
+            and ``grant_ui_dag_access()`` gives the prefixed users their DAGs once those are parsed.
+        ui_menu_items: 2.11: plugin menu entries the prefixed users may see (FAB ``menu_access``; an admin
+            grants these to non-admin roles in a real deployment too).
         extra_env: additional ``AIRFLOW__...`` settings (override the harness defaults).
     """
 
@@ -186,6 +193,8 @@ class AirflowEnv:
         parallelism: int = 4,
         bind_host: str = "127.0.0.1",
         extra_env: Mapping[str, str] | None = None,
+        ui_users: Mapping[str, str | None] | None = None,
+        ui_menu_items: Sequence[str] = (),
     ) -> None:
         import airflow
 
@@ -204,7 +213,11 @@ class AirflowEnv:
         self.pg_database: str | None = None
         self.sql_alchemy_conn = ""
         self.api_port = api_port or (free_port() if self.is_airflow3 else None)
-        self.with_webserver = with_webserver
+        self.ui_users = dict(ui_users or {})
+        self.ui_passwords = {user: f"pw-{secrets.token_hex(8)}" for user in self.ui_users}
+        self.ui_menu_items = list(ui_menu_items)
+        self._api_token: str | None = None
+        self.with_webserver = with_webserver or (bool(self.ui_users) and not self.is_airflow3)
         self.webserver_port = webserver_port or (free_port() if with_webserver else None)
         self.parallelism = parallelism
         self.bind_host = bind_host
@@ -267,6 +280,8 @@ class AirflowEnv:
             for name in self.component_names:
                 self.start_component(name, wait=False)
             self.wait_healthy(timeout=timeout)
+            if self.ui_users and not self.is_airflow3:
+                self._run_fab_users("create")
             self._sampler = threading.Thread(
                 target=self._sample_states, name="airflow-env-sampler", daemon=True
             )
@@ -401,7 +416,7 @@ class AirflowEnv:
                     # 3.3.2 race: a trigger firing within ~5 s of deferral can make the scheduler fail the
                     # task ("... state attribute is queued"); 1 s avoided it in 16/16 runs (AIRFLOW-NOTES).
                     "WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
-                    # Every request is an admin: no login for REST calls or the UI.
+                    # Every request is an admin: no login for REST calls or the UI (unless ui_users).
                     "CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
                     "API__WORKERS": "1",
                     "API__SECRET_KEY": secrets.token_hex(16),
@@ -427,8 +442,60 @@ class AirflowEnv:
                 settings["WEBSERVER__WEB_SERVER_PORT"] = str(self.webserver_port)
                 settings["WEBSERVER__BASE_URL"] = f"http://localhost:{self.webserver_port}"
         env.update({f"AIRFLOW__{k}": v for k, v in settings.items()})
+        if self.ui_users and self.is_airflow3:
+            env.update(self._simple_auth_users_env())
         env.update(self.extra_env)
         return env
+
+    def _simple_auth_users_env(self) -> dict[str, str]:
+        """3.x logins: the simple auth manager reads our passwords file (it only adds users missing there)."""
+        from tests.integration.ui_auth import PREFIXES_ENV
+
+        passwords = self.home / "simple_auth_manager_passwords.json"
+        passwords.write_text(json.dumps(self.ui_passwords))
+        roles = ",".join(
+            f"{user}:{'admin' if prefix is None else 'viewer'}" for user, prefix in self.ui_users.items()
+        )
+        return {
+            "AIRFLOW__CORE__AUTH_MANAGER": "tests.integration.ui_auth.DagPrefixAuthManager",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": roles,
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+            PREFIXES_ENV: json.dumps({u: p for u, p in self.ui_users.items() if p is not None}),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+        }
+
+    def grant_ui_dag_access(self) -> None:
+        """2.11: give each prefixed ``ui_users`` user read access to the parsed DAGs with its prefix (FAB
+        permissions are per DAG id). 3.x needs nothing: the test auth manager checks the prefix live."""
+        if self.ui_users and not self.is_airflow3:
+            self._run_fab_users("grant")
+
+    def _run_fab_users(self, step: str) -> None:
+        """2.11: create the FAB users (admin: Admin role; prefixed: the Viewer role's permissions minus
+        "all DAGs"), or grant ``can_read`` on ``DAG:<id>`` for their prefixes, in one process."""
+        spec = {
+            "step": step,
+            "users": {u: [self.ui_passwords[u], p] for u, p in self.ui_users.items()},
+            "dag_ids": self.dag_ids(),
+            "menu_items": self.ui_menu_items,
+        }
+        self._run_python(_FAB_USERS_SCRIPT, json.dumps(spec))
+
+    def _run_python(self, code: str, *args: str) -> None:
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            env=self.env,
+            cwd=self.home,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            stdin=subprocess.DEVNULL,
+        )
+        if proc.returncode != 0:
+            raise AirflowEnvError(
+                f"python -c exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
 
     # ------------------------------------------------------------------ processes
     def airflow_cli(
@@ -621,14 +688,30 @@ class AirflowEnv:
         except (OSError, urllib.error.URLError):
             return False
 
+    def api_token(self, username: str) -> str:
+        """3.x with ``ui_users``: a JWT for that user from the simple auth manager's ``/auth/token``."""
+        body = json.dumps({"username": username, "password": self.ui_passwords[username]}).encode()
+        request = urllib.request.Request(
+            f"{self.api_url}/auth/token",
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return str(json.loads(resp.read())["access_token"])
+
     def api(self, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:
-        """3.x REST call on the api-server (all requests are admin: simple_auth_manager_all_admins)."""
+        """3.x REST call on the api-server as an admin (simple_auth_manager_all_admins, or with ``ui_users``
+        a token of the first admin user)."""
         if not self.is_airflow3:
             raise AirflowEnvError("the REST API is only used on Airflow 3 (2.11 runs without webserver)")
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(
-            f"{self.api_url}{path}", data=data, method=method, headers={"Content-Type": "application/json"}
-        )
+        headers = {"Content-Type": "application/json"}
+        if self.ui_users:
+            if self._api_token is None:
+                self._api_token = self.api_token(next(u for u, p in self.ui_users.items() if p is None))
+            headers["Authorization"] = f"Bearer {self._api_token}"
+        request = urllib.request.Request(f"{self.api_url}{path}", data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as resp:
                 payload = resp.read()
@@ -934,6 +1017,33 @@ class AirflowEnv:
     def set_variable(self, key: str, value: Any) -> None:
         text = value if isinstance(value, str) else json.dumps(value)
         self.airflow_cli("variables", "set", key, text)
+
+
+# 2.11 FAB users for ``ui_users`` (argv[1]: JSON spec from ``AirflowEnv._run_fab_users``).
+_FAB_USERS_SCRIPT = """
+import json, sys
+from airflow.providers.fab.auth_manager.cli_commands.utils import get_application_builder
+spec = json.loads(sys.argv[1])
+with get_application_builder() as appbuilder:
+    sm = appbuilder.sm
+    for user, (password, prefix) in spec["users"].items():
+        role_name = "Admin" if prefix is None else "smart_ext_only_" + user
+        if spec["step"] == "create":
+            role = sm.find_role(role_name) or sm.add_role(role_name)
+            if prefix is not None:
+                for perm in sm.find_role("Viewer").permissions:
+                    if perm.resource.name != "DAGs":
+                        sm.add_permission_to_role(role, perm)
+                for item in spec["menu_items"]:
+                    sm.add_permission_to_role(role, sm.create_permission("menu_access", item))
+            if not sm.add_user(user, user, "test", user + "@example.invalid", role, password):
+                raise SystemExit("could not create user " + user)
+        elif prefix is not None:
+            role = sm.find_role(role_name)
+            for dag_id in spec["dag_ids"]:
+                if dag_id.startswith(prefix):
+                    sm.add_permission_to_role(role, sm.create_permission("can_read", "DAG:" + dag_id))
+"""
 
 
 def iter_dag_files(folders: Iterable[Path]) -> Iterator[Path]:

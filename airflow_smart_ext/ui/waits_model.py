@@ -1,0 +1,255 @@
+"""The Waits view's data: every live wait of our sensors, what it waits for, who shares it, its next check.
+
+Pure: computed from the trigger rows alone (no Airflow import here; ``waits_source`` reads the rows). The
+schedule is a pure function of (seed, start, now, deadline) and the sharing key a pure function of the check
+spec, so the server computes what the triggerer will do without asking it.
+
+Estimates, said plainly: ``checks_made`` counts the *scheduled* checks due so far (a lower bound when a
+shared check served a wait early; checks missed while no triggerer ran are counted as due). Checks per hour
+are taken at each wait's current interval; a group's shared rate is its most frequent sharing member (plus
+the members with ``share=False``); sharing happens within one triggerer process, so with several triggerers
+the real saving can be smaller.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_smart_ext.ui.waits_schedule import Conditions, Schedules, read_wait, redact_sealed, trigger_paths
+
+__all__ = [
+    "SORTS",
+    "InvalidQuery",
+    "LiveWait",
+    "WaitsQuery",
+    "build_report",
+    "redact_sealed",
+    "trigger_paths",
+]
+
+SORTS = ("next_check", "deadline")
+MAX_LIMIT = 100_000
+DEFAULT_LIMIT = 1000
+
+
+class InvalidQuery(ValueError):
+    """A bad query parameter; the message names the parameter and its accepted values."""
+
+
+@dataclass(frozen=True)
+class LiveWait:
+    """One deferred task instance of ours and its trigger row (kwargs with sealed envelopes opened)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    try_number: int
+    classpath: str
+    kwargs: Mapping[str, Any]
+    ti_start: float | None
+    trigger_created: float | None
+    #: ``kwargs`` as they may be shown: every secret "***" (``waits_source`` sets it). None: ``kwargs`` hold
+    #: no secret but sealed envelopes (shown as "***").
+    shown_kwargs: Mapping[str, Any] | None = None
+    #: The run's ``ds``/``ts``/``logical_date``/``data_interval_*`` as the triggerer ships them (ISO strings):
+    #: a zero-worker sensor check's sharing key (hence its seed) depends on them.
+    run_dates: Mapping[str, str | None] | None = None
+
+
+@dataclass(frozen=True)
+class WaitsQuery:
+    """The filters, sort and limit of a report (``from_params`` parses and validates them)."""
+
+    dag_id: str | None = None
+    conn_id: str | None = None
+    sensor_class: str | None = None  # the dotted class path or the class name
+    due_within: float | None = None  # seconds: only waits whose next check is due within them
+    sort: str = "next_check"
+    limit: int = DEFAULT_LIMIT
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> WaitsQuery:
+        """From URL/CLI parameters; an empty value means "not given" (an HTML form sends empty fields)."""
+        known = ("dag_id", "conn_id", "sensor_class", "due_within", "sort", "limit")
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise InvalidQuery(f"unknown parameter(s) {unknown}; accepted parameters: {', '.join(known)}")
+        given = {name: str(params[name]).strip() for name in known if name in params}
+        given = {name: value for name, value in given.items() if value}
+        due_within = None
+        if "due_within" in given:
+            due_within = _number(given["due_within"])
+            if due_within is None or due_within < 0:
+                raise InvalidQuery(
+                    f"due_within must be a number of seconds >= 0; got {given['due_within']!r}"
+                )
+        sort = given.get("sort", "next_check")
+        if sort not in SORTS:
+            raise InvalidQuery(f"sort must be one of {', '.join(SORTS)}; got {sort!r}")
+        limit = DEFAULT_LIMIT
+        if "limit" in given:
+            raw = given["limit"]
+            if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+                raise InvalidQuery(f"limit must be a whole number from 1 to {MAX_LIMIT}; got {raw!r}")
+            limit = int(raw)
+        return cls(
+            given.get("dag_id"), given.get("conn_id"), given.get("sensor_class"), due_within, sort, limit
+        )
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+@dataclass
+class _Member:
+    """A wait's row and what its group's totals need."""
+
+    row: dict[str, Any]
+    share: bool  # shares its check with identical waits (``share=True``)
+    rate: float  # checks per hour at its current interval (0: no check ahead)
+    rate_limit: float | None  # its explicit checks per second on the connection (None: the config's)
+
+
+def _row(wait: LiveWait, conditions: Conditions, schedules: Schedules) -> tuple[str, _Member]:
+    """(sharing key, the wait's row and rates)."""
+    base: dict[str, Any] = {
+        "dag_id": wait.dag_id,
+        "run_id": wait.run_id,
+        "task_id": wait.task_id,
+        "map_index": wait.map_index,
+        "try_number": wait.try_number,
+        "path": trigger_paths()[wait.classpath],
+    }
+    try:
+        facts = read_wait(wait, base["path"])
+        condition = conditions.of(wait, base["path"])
+        scheduled, checks, rate = schedules.plan(facts, condition.seed)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+        # A row we cannot read must not break the page; the error type only (its text may quote kwargs).
+        row = {
+            **base,
+            **dict.fromkeys(("check_type", "sensor_class", "conn_id", "next_check", "next_check_in")),
+            **dict.fromkeys(("deadline", "deadline_in", "sharing_key_hash", "started_at")),
+            "next_check_exact": False,
+            "condition": f"unreadable trigger kwargs ({type(err).__name__})",
+            "shared_with": 1,
+            "checks_made": 0,
+            "last_outcome": "unknown",
+        }
+        return f"unreadable|{wait.dag_id}|{wait.run_id}|{wait.task_id}|{wait.map_index}", _Member(
+            row, False, 0.0, None
+        )
+    now = schedules.now
+    base.update(
+        check_type=condition.check_type,
+        sensor_class=condition.sensor_class,
+        conn_id=condition.conn_id,
+        condition=condition.words,
+        sharing_key_hash=condition.group,
+        shared_with=1,
+        checks_made=checks,
+        next_check=schedules.iso(scheduled.at) if scheduled else None,
+        next_check_in=round(scheduled.at - now, 3) if scheduled else None,
+        next_check_exact=condition.exact,
+        deadline=schedules.iso(facts.deadline),
+        deadline_in=None if facts.deadline is None else round(facts.deadline - now, 3),
+        # The server cannot see the triggerer's memory: a wait still deferred has only been answered "not yet"
+        # (or by errors it rides out, which the trigger does not persist), so that is all it may say.
+        last_outcome="not yet",
+        started_at=schedules.iso(facts.started_at),
+    )
+    return condition.key, _Member(base, facts.share, rate, facts.rate_limit)
+
+
+def _matches(row: Mapping[str, Any], query: WaitsQuery) -> bool:
+    if query.dag_id is not None and row["dag_id"] != query.dag_id:
+        return False
+    if query.conn_id is not None and row["conn_id"] != query.conn_id:
+        return False
+    if query.sensor_class is not None:
+        sensor_class = row["sensor_class"] or ""
+        if query.sensor_class not in (sensor_class, sensor_class.rpartition(".")[2]):
+            return False
+    if query.due_within is not None:
+        due_in = row["next_check_in"]
+        if due_in is None or due_in > query.due_within:
+            return False
+    return True
+
+
+def _sort_key(row: Mapping[str, Any], field: str) -> tuple[Any, ...]:
+    value = row[f"{field}_in"]
+    return (value is None, value or 0.0, row["dag_id"], row["run_id"], row["task_id"], row["map_index"])
+
+
+def build_report(waits: Iterable[LiveWait], query: WaitsQuery, now: float) -> dict[str, Any]:
+    """The Waits view's data, JSON-ready (``generated_at``, ``total``, ``waits``, ``groups``,
+    ``connections``, ``summary``). Groups count every wait given (what really shares); the lists show
+    the groups and connections of the waits that pass the filters. A connection's ``rate_limit`` is the
+    smallest explicit one of its waits (None: ``[smart_ext] max_checks_per_second_per_connection``)."""
+    conditions, schedules = Conditions(), Schedules(now)
+    members: dict[str, list[_Member]] = {}
+    for wait in waits:
+        if wait.classpath in trigger_paths():
+            key, member = _row(wait, conditions, schedules)
+            members.setdefault(key, []).append(member)
+    rows: list[dict[str, Any]] = []
+    groups: list[dict[str, Any]] = []
+    connections: dict[str, dict[str, Any]] = {}
+    for group in members.values():
+        for member in group:
+            member.row["shared_with"] = len(group)
+        shown = [member.row for member in group if _matches(member.row, query)]
+        if not shown:
+            continue
+        rows.extend(shown)
+        shared = max((member.rate for member in group if member.share), default=0.0)
+        shared += sum(member.rate for member in group if not member.share)
+        first = group[0].row
+        groups.append(
+            {
+                "sharing_key_hash": first["sharing_key_hash"],
+                "condition": first["condition"],
+                "tasks": len(group),
+                "checks_per_hour_unshared": round(sum(member.rate for member in group), 3),
+                "checks_per_hour_shared": round(shared, 3),
+            }
+        )
+        if first["conn_id"] is not None:
+            connection = connections.setdefault(
+                first["conn_id"], {"conn_id": first["conn_id"], "checks_per_second": 0.0, "rate_limit": None}
+            )
+            connection["checks_per_second"] += shared / 3600.0
+            limits = [member.rate_limit for member in group if member.rate_limit is not None]
+            if connection["rate_limit"] is not None:
+                limits.append(connection["rate_limit"])
+            connection["rate_limit"] = min(limits, default=None)
+    rows.sort(key=lambda row: _sort_key(row, query.sort))
+    groups.sort(key=lambda group: (-group["tasks"], group["condition"]))
+    for connection in connections.values():
+        connection["checks_per_second"] = round(connection["checks_per_second"], 6)
+    unshared_total = round(sum(group["checks_per_hour_unshared"] for group in groups), 3)
+    shared_total = round(sum(group["checks_per_hour_shared"] for group in groups), 3)
+    return {
+        "generated_at": schedules.iso(now),
+        "total": len(rows),
+        "waits": rows[: query.limit],
+        "groups": groups,
+        "connections": sorted(connections.values(), key=lambda connection: connection["conn_id"]),
+        "summary": {
+            "waits": len(rows),
+            "groups": len(groups),
+            "checks_per_hour_unshared": unshared_total,
+            "checks_per_hour_shared": shared_total,
+            "checks_saved_per_hour": round(unshared_total - shared_total, 3),
+        },
+    }

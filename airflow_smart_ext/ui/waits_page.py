@@ -1,0 +1,174 @@
+"""The Waits page: a self-contained HTML page (no external assets) from ``waits_model.build_report``.
+
+Pure: the web glue passes ``links`` (a row -> the URL of Airflow's own page of that task instance), because
+that URL's shape depends on the Airflow version and where Airflow is served. Every value is HTML-escaped.
+Links to Airflow's pages leave the frame the page is shown in on Airflow 3.1+ (``FRAME_LINKS_SCRIPT``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from html import escape
+from typing import Any
+
+from airflow_smart_ext.ui.waits_model import SORTS, WaitsQuery
+from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT
+
+TaskLink = Callable[[Mapping[str, Any]], str]
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:1rem;color:#1a202c}
+table{border-collapse:collapse;margin:.5rem 0 1.5rem}
+th,td{border:1px solid #cbd5e0;padding:.25rem .5rem;text-align:left;vertical-align:top;font-size:.85rem}
+th{background:#edf2f7} td.num{text-align:right} code{white-space:pre-wrap;word-break:break-word}
+form label{margin-right:.75rem} .muted{color:#718096} .over{color:#c53030;font-weight:bold}
+"""
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else escape(str(value))
+
+
+def _rate(value: float | None, digits: int = 1) -> str:
+    """A rate for reading (the JSON keeps the exact figure)."""
+    return "" if value is None else f"{value:,.{digits}f}"
+
+
+def _seconds(value: float | None) -> str:
+    """A duration in words ("in 1h 2m", "3s ago") for the reader next to the exact ISO time."""
+    if value is None:
+        return ""
+    whole = abs(round(value))
+    hours, rest = divmod(whole, 3600)
+    minutes, seconds = divmod(rest, 60)
+    parts = [f"{hours}h"] if hours else []
+    parts += [f"{minutes}m"] if minutes else []
+    parts += [f"{seconds}s"] if seconds or not parts else []
+    return f"in {' '.join(parts)}" if value >= 0 else f"{' '.join(parts)} ago"
+
+
+def _when(iso: str | None, seconds: float | None) -> str:
+    if iso is None:
+        return '<span class="muted">none</span>'
+    return (
+        f'<time datetime="{_text(iso)}">{_text(iso)}</time><br><span class="muted">{_seconds(seconds)}</span>'
+    )
+
+
+def _table(table_id: str, headers: Sequence[str], rows: list[str], empty: str) -> str:
+    head = "".join(f"<th>{_text(header)}</th>" for header in headers)
+    body = "".join(rows) or f'<tr class="empty"><td colspan="{len(headers)}">{_text(empty)}</td></tr>'
+    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+WAIT_HEADERS = (
+    "Task",
+    "Path",
+    "Condition",
+    "Shared with",
+    "Checks made",
+    "Next check",
+    "Deadline",
+    "Last outcome",
+)
+
+
+def _wait_row(row: Mapping[str, Any], links: TaskLink) -> str:
+    attributes = {
+        "data-dag-id": row["dag_id"],
+        "data-run-id": row["run_id"],
+        "data-task-id": row["task_id"],
+        "data-map-index": row["map_index"],
+        "data-next-check": row["next_check"] or "",
+        "data-deadline": row["deadline"] or "",
+        "data-path": row["path"],
+        "data-sharing-key": row["sharing_key_hash"] or "",
+        "data-shared-with": row["shared_with"],
+    }
+    attrs = " ".join(f'{name}="{_text(value)}"' for name, value in attributes.items())
+    mapped = f" [{row['map_index']}]" if row["map_index"] >= 0 else ""
+    task = (
+        f'<a href="{_text(links(row))}" target="_top">'
+        f"{_text(row['dag_id'])} / {_text(row['task_id'])}{mapped}</a>"
+        f'<br><span class="muted">{_text(row["run_id"])} (try {_text(row["try_number"])})</span>'
+    )
+    estimate = "" if row.get("next_check_exact", True) else '<br><span class="muted">(estimate)</span>'
+    cells = (
+        task,
+        _text(row["path"]),
+        f"<code>{_text(row['condition'])}</code>",
+        f'<td class="num">{_text(row["shared_with"])}',
+        f'<td class="num">{_text(row["checks_made"])}',
+        _when(row["next_check"], row["next_check_in"]) + estimate,
+        _when(row["deadline"], row["deadline_in"]),
+        _text(row["last_outcome"]),
+    )
+    tds = "".join(cell if cell.startswith("<td") else f"<td>{cell}" for cell in cells)
+    return f"<tr {attrs}>{tds}</tr>"
+
+
+def _group_row(group: Mapping[str, Any]) -> str:
+    return (
+        f'<tr data-sharing-key="{_text(group["sharing_key_hash"])}" data-tasks="{_text(group["tasks"])}">'
+        f"<td><code>{_text(group['condition'])}</code></td><td class=num>{_text(group['tasks'])}</td>"
+        f"<td class=num>{_rate(group['checks_per_hour_unshared'])}</td>"
+        f"<td class=num>{_rate(group['checks_per_hour_shared'])}</td></tr>"
+    )
+
+
+def _connection_row(connection: Mapping[str, Any]) -> str:
+    limit = connection["rate_limit"]
+    over = limit is not None and connection["checks_per_second"] > limit
+    return (
+        f'<tr data-conn-id="{_text(connection["conn_id"])}"><td>{_text(connection["conn_id"])}</td>'
+        f'<td class="num{" over" if over else ""}">{_rate(connection["checks_per_second"], 3)}</td>'
+        f"<td class=num>{_text('default' if limit is None else limit)}</td></tr>"
+    )
+
+
+def _filter_form(query: WaitsQuery) -> str:
+    def field(name: str, label: str, value: Any) -> str:
+        return f'<label>{label} <input name="{name}" value="{_text(value)}" size="18"></label>'
+
+    options = "".join(
+        f'<option value="{sort}"{" selected" if sort == query.sort else ""}>{sort.replace("_", " ")}</option>'
+        for sort in SORTS
+    )
+    return (
+        '<form method="get" id="filters">'
+        + field("dag_id", "DAG", query.dag_id)
+        + field("conn_id", "Connection", query.conn_id)
+        + field("sensor_class", "Sensor class", query.sensor_class)
+        + field("due_within", "Due within (s)", query.due_within)
+        + f'<label>Sort by <select name="sort">{options}</select></label>'
+        + '<button type="submit">Filter</button> <a href="?">clear</a></form>'
+    )
+
+
+def render_waits(report: Mapping[str, Any], query: WaitsQuery, links: TaskLink) -> str:
+    """The full page: summary, filters, the waits, the groups of shared checks and the connections' rates."""
+    summary = report["summary"]
+    shown = len(report["waits"])
+    more = f" (first {shown} shown; raise the limit)" if shown < report["total"] else ""
+    waits = [_wait_row(row, links) for row in report["waits"]]
+    groups = [_group_row(group) for group in report["groups"]]
+    connections = [_connection_row(connection) for connection in report["connections"]]
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Waits</title>'
+        f"<style>{STYLE}</style></head><body><h1>Waits</h1>"
+        f'<p id="summary">{_text(summary["waits"])} live waits{_text(more)} in {_text(summary["groups"])} '
+        f"groups; checks per hour: {_rate(summary['checks_per_hour_unshared'])} without sharing, "
+        f"{_rate(summary['checks_per_hour_shared'])} with sharing "
+        f"({_rate(summary['checks_saved_per_hour'])} saved). Generated at "
+        f'<time datetime="{_text(report["generated_at"])}">{_text(report["generated_at"])}</time>. '
+        '<a href="api/waits">JSON</a></p>'
+        + _filter_form(query)
+        + _table("waits", WAIT_HEADERS, waits, "No live waits match.")
+        + '<p class="muted">Checks made: the scheduled checks due so far (a lower bound).</p>'
+        + "<h2>Shared checks</h2>"
+        + _table("groups", ("Condition", "Tasks", "Checks/h unshared", "Checks/h shared"), groups, "None.")
+        + "<h2>Connections</h2>"
+        + _table("connections", ("Connection", "Checks/s", "Rate limit (checks/s)"), connections, "None.")
+        + FRAME_LINKS_SCRIPT
+        + "</body></html>"
+    )

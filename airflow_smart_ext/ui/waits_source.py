@@ -1,0 +1,138 @@
+"""Read the live waits of our sensors from Airflow's metadata DB (the glue of the Waits view).
+
+One query: deferred task instances joined to their trigger rows (of our two classpaths) and their runs. The
+kwargs are decrypted as ``Trigger.kwargs`` does and sealed values opened (the sharing key is computed on
+opened values); the copy that may be shown has every secret masked. Both are cached per trigger row (its
+kwargs never change: a page refresh decrypts only new trigger rows), each kwarg shared by
+equal values (the redaction is the costly part).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from airflow_smart_ext import compat, sealing
+from airflow_smart_ext.ui.waits_model import LiveWait, redact_sealed, trigger_paths
+
+__all__ = ["load_live_waits"]
+
+_CACHE_SIZE = 50_000  # entries per cache (cleared when full)
+_EPOCH = datetime.datetime(1970, 1, 1)
+# More readable DAG ids than this are filtered here, not in SQL (bound-parameter limits, e.g. SQLite's).
+_IN_LIST_LIMIT = 500
+Opened = tuple[Any, Any]  # (a value with its sealed values opened, the value as it may be shown)
+# (trigger id, created) -> opened, shown: a trigger row's kwargs never change (the pair is unique even where
+# SQLite reuses the id of a deleted last row); an int key also spares hashing kilobytes of Fernet text per row.
+_BY_TRIGGER: dict[tuple[int, Any], tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
+_BY_VALUE: dict[tuple[str, Any], Opened] = {}  # (kwarg name, its value or JSON) -> one Opened per value
+
+
+def _epoch(value: datetime.datetime | None) -> float | None:
+    """Epoch seconds of a value of Airflow's ``UtcDateTime`` (always UTC: its offset is zero)."""
+    return None if value is None else (value.replace(tzinfo=None) - _EPOCH).total_seconds()
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> Any:
+    if len(cache) >= _CACHE_SIZE:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def _open_value(name: str, value: Any) -> Opened:
+    """One kwarg, opened and as it may be shown; the same objects for equal values (waits on one condition
+    share them: the redaction, the costly part, runs once, and the model memoises conditions by object)."""
+    # Containers by their JSON; scalars as they are (typed: 1, 1.0 and True are equal keys otherwise).
+    key = (
+        name,
+        json.dumps(value, sort_keys=True, default=str)
+        if isinstance(value, (dict, list))
+        else (type(value), value),
+    )
+    cached = _BY_VALUE.get(key)
+    if cached is None:
+        opened = value
+        # Unreadable (another [core] fernet_key): the envelopes stay, so such waits stay apart and hidden.
+        with contextlib.suppress(sealing.SealedValueUnreadable):
+            if sealing.is_sealed(value):
+                opened = sealing.unseal(value)  # also registers each opened value with the secrets masker
+        # Sealed values as "***", then whatever Airflow's secrets masker hides (under this kwarg's name).
+        cached = _remember(_BY_VALUE, key, (opened, compat.redact_secrets(redact_sealed(value), name)))
+    return cached  # type: ignore[no-any-return]
+
+
+def _opened(trigger: tuple[int, Any], stored: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """A trigger row's kwargs with sealed values opened, and as they may be shown."""
+    cached = _BY_TRIGGER.get(trigger)
+    if cached is None:
+        parts = {
+            name: _open_value(name, value) for name, value in compat.decrypt_trigger_kwargs(stored).items()
+        }
+        opened = {name: part[0] for name, part in parts.items()}
+        cached = _remember(_BY_TRIGGER, trigger, (opened, {name: part[1] for name, part in parts.items()}))
+    return cached  # type: ignore[no-any-return]
+
+
+def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveWait]:
+    """Every deferred task instance waiting on one of our triggers (``dag_ids=None``: all DAGs)."""
+    if dag_ids is not None and not dag_ids:
+        return []
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.trigger import Trigger
+    from airflow.utils.state import TaskInstanceState
+    from sqlalchemy import and_, select
+
+    query = (
+        select(
+            TaskInstance.dag_id,
+            TaskInstance.run_id,
+            TaskInstance.task_id,
+            TaskInstance.map_index,
+            TaskInstance.try_number,
+            TaskInstance.start_date,
+            Trigger.id.label("trigger_id"),
+            Trigger.classpath,
+            Trigger.encrypted_kwargs,
+            Trigger.created_date,
+            compat.dag_run_logical_date().label("logical_date"),
+            DagRun.data_interval_start,
+            DagRun.data_interval_end,
+        )
+        .join(Trigger, TaskInstance.trigger_id == Trigger.id)
+        .join(DagRun, and_(DagRun.dag_id == TaskInstance.dag_id, DagRun.run_id == TaskInstance.run_id))
+        .where(TaskInstance.state == TaskInstanceState.DEFERRED, Trigger.classpath.in_(list(trigger_paths())))
+    )
+    readable = None if dag_ids is None else set(dag_ids)
+    if readable is not None and len(readable) <= _IN_LIST_LIMIT:
+        query = query.where(TaskInstance.dag_id.in_(sorted(readable)))
+    waits = []
+    dates: dict[tuple[Any, Any, Any], dict[str, str | None]] = {}  # one dict per run, not per task
+    for row in session.execute(query):
+        if readable is not None and row.dag_id not in readable:
+            continue
+        kwargs, shown = _opened((row.trigger_id, row.created_date), row.encrypted_kwargs)
+        run_key = (row.logical_date, row.data_interval_start, row.data_interval_end)
+        run_dates = dates.get(run_key)
+        if run_dates is None:
+            run_dates = dates[run_key] = compat.run_dates(*run_key)
+        waits.append(
+            LiveWait(
+                dag_id=row.dag_id,
+                run_id=row.run_id,
+                task_id=row.task_id,
+                map_index=row.map_index,
+                try_number=row.try_number,
+                classpath=row.classpath,
+                kwargs=kwargs,
+                ti_start=_epoch(row.start_date),
+                trigger_created=_epoch(row.created_date),
+                shown_kwargs=shown,
+                run_dates=run_dates,
+            )
+        )
+    return waits

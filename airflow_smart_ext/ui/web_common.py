@@ -1,0 +1,55 @@
+"""What the 3.x FastAPI glue and the 2.11 Flask glue share: the paths and the Calendars view's parameters.
+
+Pure (no Airflow import): the glue modules differ only in how they authenticate and reach the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from airflow_smart_ext.ui.waits_model import InvalidQuery
+
+URL_PREFIX = "/smart-ext"
+#: (menu name, path below ``URL_PREFIX``) of the pages shown in Airflow's navigation.
+PAGES = (("Waits", "/waits"), ("Calendars", "/calendars"))
+
+DEFAULT_RUNS = 10
+MAX_RUNS = 100
+
+
+def calendars_query(params: Mapping[str, str]) -> tuple[str | None, int]:
+    """(dag_id or None, how many next runs) from the Calendars view's URL parameters."""
+    unknown = sorted(set(params) - {"dag_id", "runs"})
+    if unknown:
+        raise InvalidQuery(f"unknown parameter(s) {unknown}; accepted parameters: dag_id, runs")
+    dag_id = (params.get("dag_id") or "").strip() or None
+    runs_text = (params.get("runs") or "").strip()
+    if not runs_text:
+        return dag_id, DEFAULT_RUNS
+    if not runs_text.isdigit() or not 1 <= int(runs_text) <= MAX_RUNS:
+        raise InvalidQuery(f"runs must be a whole number from 1 to {MAX_RUNS}, got {runs_text!r}")
+    return dag_id, int(runs_text)
+
+
+def airflow_root(root_path: str) -> str:
+    """Where Airflow is served, from the root path our pages are mounted at (a proxy's sub-path kept)."""
+    return root_path[: -len(URL_PREFIX)] if root_path.endswith(URL_PREFIX) else root_path.rstrip("/")
+
+
+#: For every page: Airflow 3.1+ shows our pages in an iframe sandboxed without ``allow-top-navigation``, so a
+#: ``target="_top"`` link to one of Airflow's own pages is blocked there. The frame is same-origin, so the
+#: link is handed to the UI's router instead (history entry + ``popstate``): the page opens in the UI itself.
+#: Outside a frame (2.11, or the page opened directly) links work as they are.
+FRAME_LINKS_SCRIPT = """<script>
+if (window.top !== window) {
+  document.addEventListener("click", function (event) {
+    var link = event.target.closest && event.target.closest('a[target="_top"]');
+    if (!link || event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey) return;
+    var top = window.top;
+    try { if (new URL(link.href).origin !== top.location.origin) return; } catch (e) { return; }
+    event.preventDefault();
+    top.history.pushState(null, "", link.href);
+    top.dispatchEvent(new PopStateEvent("popstate", {state: null}));
+  });
+}
+</script>"""

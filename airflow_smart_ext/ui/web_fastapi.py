@@ -1,0 +1,91 @@
+"""The Waits and Calendars views on Airflow 3.x's api-server (a FastAPI app mounted at ``/smart-ext``).
+
+Airflow mounts a plugin's app as it is, so authentication is ours, done with Airflow's own dependencies
+(``airflow.api_fastapi.core_api.security``) the way its ``GET /api/v2/dags`` route does it:
+``get_user`` takes the JWT from an ``Authorization: Bearer`` header or else from the ``_token`` cookie the
+UI's login sets (httponly, same origin: the UI shows our page in an iframe, which sends it); no or a bad
+token -> 401/403. ``requires_access_dag("GET")`` (``compat.requires_dag_read``) then checks DAG read access
+(of the ``dag_id`` asked for, if any) and the auth manager's ``get_authorized_dag_ids`` limits the rows to
+the DAGs the user may read. (Airflow 3.0's ``get_user`` reads the header only.)
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.common.db.common import SessionDep
+from airflow.api_fastapi.core_api.security import GetUserDep
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.ui import waits_model, waits_page, waits_source
+from airflow_smart_ext.ui.web_common import airflow_root, calendars_query
+
+
+def readable_dag_ids(user: GetUserDep) -> set[str]:
+    """The DAG ids the user may read (what Airflow's ``ReadableDagsFilterDep`` computes)."""
+    return get_auth_manager().get_authorized_dag_ids(user=user, method="GET")
+
+
+ReadableDagIds = Annotated[set[str], Depends(readable_dag_ids)]
+
+
+def _waits_report(request: Request, session: Any, dag_ids: set[str]) -> tuple[dict[str, Any], Any]:
+    query = waits_model.WaitsQuery.from_params(request.query_params)
+    waits = waits_source.load_live_waits(session, dag_ids)
+    return waits_model.build_report(waits, query, time.time()), query
+
+
+def _calendars(request: Request, session: Any, dag_ids: set[str]) -> list[dict[str, Any]]:
+    dag_id, runs = calendars_query(request.query_params)
+    from airflow_smart_ext.ui import calendars_model
+
+    if dag_id is not None:
+        dag_ids = dag_ids & {dag_id}
+    return calendars_model.load_calendars(session, dag_ids, time.time(), runs)
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(
+        title="airflow-smart-ext: Waits and Calendars",
+        dependencies=[Depends(compat.requires_dag_read())],
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+
+    @app.exception_handler(waits_model.InvalidQuery)
+    async def bad_query(request: Request, error: waits_model.InvalidQuery) -> JSONResponse:
+        return JSONResponse(status_code=400, content={"detail": str(error)})
+
+    # Responses built directly: FastAPI's response-model encoding would double the time for 10,000 rows.
+    @app.get("/api/waits")
+    def api_waits(request: Request, session: SessionDep, dag_ids: ReadableDagIds) -> JSONResponse:
+        return JSONResponse(_waits_report(request, session, dag_ids)[0])
+
+    @app.get("/waits")
+    def waits(request: Request, session: SessionDep, dag_ids: ReadableDagIds) -> HTMLResponse:
+        report, query = _waits_report(request, session, dag_ids)
+        root = airflow_root(request.scope.get("root_path", ""))
+
+        def link(row: Any) -> str:
+            return compat.task_page_url(root, row["dag_id"], row["run_id"], row["task_id"], row["map_index"])
+
+        return HTMLResponse(waits_page.render_waits(report, query, link))
+
+    @app.get("/api/calendars")
+    def api_calendars(request: Request, session: SessionDep, dag_ids: ReadableDagIds) -> JSONResponse:
+        return JSONResponse(_calendars(request, session, dag_ids))
+
+    @app.get("/calendars")
+    def calendars(request: Request, session: SessionDep, dag_ids: ReadableDagIds) -> HTMLResponse:
+        from airflow_smart_ext.ui import calendars_page
+
+        reports = _calendars(request, session, dag_ids)
+        root = airflow_root(request.scope.get("root_path", ""))
+        return HTMLResponse(calendars_page.render_calendars(reports, root))
+
+    return app

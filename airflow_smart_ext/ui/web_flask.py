@@ -1,0 +1,107 @@
+"""The Waits and Calendars views on Airflow 2.11's webserver: a Flask blueprint at ``/smart-ext``.
+
+Access is checked the way the webserver's own DAG list does: ``airflow.www.auth.has_access_view()`` (the
+FAB session cookie ``session``; anonymous -> redirect to the login page, a user without website access ->
+403), then the auth manager's ``get_permitted_dag_ids`` limits the rows to the DAGs the user may read.
+Only Flask is imported here at module level (the scheduler imports the plugin too and has Flask loaded);
+the webserver's modules are imported per request, where they are already loaded.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.ui import waits_model, waits_page, waits_source
+from airflow_smart_ext.ui.web_common import URL_PREFIX, calendars_query
+
+
+def _readable_dag_ids() -> set[str]:
+    from airflow.www.extensions.init_auth_manager import get_auth_manager
+
+    return get_auth_manager().get_permitted_dag_ids(methods=["GET"])
+
+
+def _root() -> str:
+    return request.script_root.rstrip("/")
+
+
+def _waits_report(session: Any) -> tuple[dict[str, Any], waits_model.WaitsQuery]:
+    query = waits_model.WaitsQuery.from_params(request.args.to_dict())
+    waits = waits_source.load_live_waits(session, _readable_dag_ids())
+    return waits_model.build_report(waits, query, time.time()), query
+
+
+def _calendars(session: Any) -> list[dict[str, Any]]:
+    dag_id, runs = calendars_query(request.args.to_dict())
+    from airflow_smart_ext.ui import calendars_model
+
+    dag_ids = _readable_dag_ids()
+    if dag_id is not None:
+        dag_ids &= {dag_id}
+    return calendars_model.load_calendars(session, dag_ids, time.time(), runs)
+
+
+def _require_login() -> Any:
+    """Before every request: None when the user may use the website, else the webserver's own answer."""
+    from airflow.www.auth import has_access_view
+
+    return has_access_view()(lambda: None)()
+
+
+def _bad_query(error: waits_model.InvalidQuery) -> tuple[Response, int]:
+    return jsonify(detail=str(error)), 400
+
+
+def api_waits() -> Response:
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return jsonify(_waits_report(session)[0])
+
+
+def waits() -> Response:
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        report, query = _waits_report(session)
+    root = _root()
+
+    def link(row: Any) -> str:
+        return compat.task_page_url(root, row["dag_id"], row["run_id"], row["task_id"], row["map_index"])
+
+    return Response(waits_page.render_waits(report, query, link), mimetype="text/html")
+
+
+def api_calendars() -> Response:
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return jsonify(_calendars(session))
+
+
+def calendars() -> Response:
+    from airflow.utils.session import create_session
+
+    from airflow_smart_ext.ui import calendars_page
+
+    with create_session() as session:
+        reports = _calendars(session)
+    return Response(calendars_page.render_calendars(reports, _root()), mimetype="text/html")
+
+
+def create_blueprint() -> Blueprint:
+    blueprint = Blueprint("smart_ext", __name__, url_prefix=URL_PREFIX)
+    blueprint.before_request(_require_login)
+    blueprint.register_error_handler(waits_model.InvalidQuery, _bad_query)
+    for path, view in (
+        ("/waits", waits),
+        ("/api/waits", api_waits),
+        ("/calendars", calendars),
+        ("/api/calendars", api_calendars),
+    ):
+        blueprint.add_url_rule(path, view_func=view, methods=["GET"])
+    return blueprint

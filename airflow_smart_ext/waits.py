@@ -1,0 +1,163 @@
+"""``python -m airflow_smart_ext.waits``: the Waits view in a terminal, read from Airflow's metadata DB.
+
+For operators without the UI: the same rows, groups and connections as ``/smart-ext/api/waits`` (``--json``
+prints exactly that report), with the same filters. Run it where ``airflow`` itself runs (same config).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from airflow_smart_ext.ui.waits_model import SORTS, InvalidQuery, WaitsQuery, build_report
+
+CONDITION_WIDTH = 60  # the table cuts long conditions (``--json`` has them whole)
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _in(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    sign, seconds = ("-" if seconds < 0 else ""), abs(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{sign}{seconds / size:.1f}{unit}"
+    return f"{sign}{seconds:.0f}s"
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max([len(header), *(len(row[i]) for row in rows)]) for i, header in enumerate(headers)]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [headers, *rows]
+    )
+
+
+def render_text(report: Mapping[str, Any]) -> str:
+    """The report as terminal tables: waits, then groups, then connections and the summary."""
+    waits = [
+        [
+            wait["dag_id"],
+            wait["run_id"],
+            wait["task_id"] + (f"[{wait['map_index']}]" if wait["map_index"] >= 0 else ""),
+            wait["path"],
+            _short(wait["condition"], CONDITION_WIDTH),
+            str(wait["shared_with"]),
+            str(wait["checks_made"]),
+            _cell(wait["next_check"]) + ("" if wait["next_check_exact"] else " ~"),
+            _in(wait["next_check_in"]),
+            _in(wait["deadline_in"]),
+            wait["last_outcome"],
+        ]
+        for wait in report["waits"]
+    ]
+    headers = [
+        "DAG",
+        "RUN",
+        "TASK",
+        "PATH",
+        "CONDITION",
+        "SHARED",
+        "CHECKS",
+        "NEXT CHECK",
+        "IN",
+        "DEADLINE IN",
+    ]
+    parts = [_table([*headers, "LAST OUTCOME"], waits)]
+    shown = len(report["waits"])
+    if shown < report["total"]:
+        parts.append(f"({shown} of {report['total']} waits shown; raise --limit for more)")
+    groups = [
+        [
+            _short(group["condition"], CONDITION_WIDTH),
+            str(group["tasks"]),
+            f"{group['checks_per_hour_unshared']:g}",
+            f"{group['checks_per_hour_shared']:g}",
+        ]
+        for group in report["groups"]
+    ]
+    parts.append(_table(["CONDITION", "TASKS", "CHECKS/H UNSHARED", "CHECKS/H SHARED"], groups))
+    connections = [
+        [item["conn_id"], f"{item['checks_per_second']:g}", _cell(item["rate_limit"])]
+        for item in report["connections"]
+    ]
+    parts.append(_table(["CONNECTION", "CHECKS/S", "RATE LIMIT"], connections))
+    summary = report["summary"]
+    parts.append(
+        f"{summary['waits']} waits in {summary['groups']} groups: "
+        f"{summary['checks_per_hour_shared']:g} checks/h "
+        f"with sharing instead of {summary['checks_per_hour_unshared']:g} "
+        f"({summary['checks_saved_per_hour']:g} saved); '~': estimated (templates rendered in the triggerer)."
+    )
+    return "\n\n".join(parts) + "\n"
+
+
+@contextlib.contextmanager
+def _logs_to_stderr() -> Iterator[None]:
+    """Keep stdout for the report alone (``--json | jq``): Airflow's console logging writes to stdout -- to
+    whatever ``sys.stdout`` is or to the stream it was configured with, by version -- and importing its
+    models logs alembic's INFO lines. Both ways are sent to stderr while Airflow is used."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        for stream in {sys.stdout, sys.__stdout__}:
+            if stream is not None:
+                stream.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m airflow_smart_ext.waits",
+        description="Every live wait of airflow_smart_ext's deferrable sensors: its condition (secrets "
+        "redacted), who shares it, checks made, the next check and the deadline.",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON (the API's)")
+    parser.add_argument("--dag-id", help="only this DAG")
+    parser.add_argument("--conn-id", help="only checks on this connection")
+    parser.add_argument("--sensor-class", help="only this sensor class (dotted path or class name)")
+    parser.add_argument(
+        "--due-within", metavar="S", help="only waits whose next check is due within S seconds"
+    )
+    parser.add_argument("--sort", help=f"one of {', '.join(SORTS)} (default next_check)")
+    parser.add_argument("--limit", help="at most this many waits (1-100000, default 1000)")
+    args = parser.parse_args(argv)
+    names = ("dag_id", "conn_id", "sensor_class", "due_within", "sort", "limit")
+    params = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    try:
+        query = WaitsQuery.from_params(params)
+    except InvalidQuery as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    with _logs_to_stderr():
+        from airflow.utils.session import create_session
+
+        from airflow_smart_ext.ui.waits_source import load_live_waits
+
+        with create_session() as session:
+            waits = load_live_waits(session, [query.dag_id] if query.dag_id else None)
+    report = build_report(waits, query, time.time())
+    print(json.dumps(report, indent=2) if args.json else render_text(report), end="\n" if args.json else "")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""DAGs for the real-browser UI test (tests/integration/test_ui_live.py): deferrable SQL sensors that stay
+waiting (``SELECT 0`` is never true, timeout 1 h) and one business-day timetable for the Calendars view.
+
+``ui_open_*`` DAGs are readable by the test's restricted user, ``ui_hidden_waits`` is not.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from airflow import DAG
+
+from airflow_smart_ext.sensors import BackoffSqlSensor
+from airflow_smart_ext.timetables import BusinessDaysTimetable
+
+START = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+CONN_ID = "ui_sqlite"
+# Long enough for the test, short gaps so several checks are made: poke 30 s, up to 120 s between checks.
+WAIT: dict[str, Any] = {"poke_interval": 30, "max_wait": 120, "timeout": 3600, "deferrable": True}
+SHARED_TASKS = ("shared_1", "shared_2", "shared_3")
+
+
+def _dag(dag_id: str, schedule: Any) -> DAG:
+    return DAG(
+        dag_id=dag_id,
+        start_date=START,
+        catchup=False,
+        tags=["airflow-smart-ext", "integration"],
+        schedule=schedule,
+    )
+
+
+with _dag("ui_open_waits", schedule=None):
+    for task_id in SHARED_TASKS:  # one condition, three tasks: one shared check
+        BackoffSqlSensor(
+            task_id=task_id, conn_id=CONN_ID, sql="SELECT 0 AS shared", start_from_trigger=False, **WAIT
+        )
+    BackoffSqlSensor(task_id="zero_worker", conn_id=CONN_ID, sql="SELECT 0 AS zero_worker", **WAIT)
+    BackoffSqlSensor(
+        task_id="worker_first",
+        conn_id=CONN_ID,
+        sql="SELECT 0 AS worker_first",
+        start_from_trigger=False,
+        **WAIT,
+    )
+    BackoffSqlSensor(
+        task_id="templated",
+        conn_id=CONN_ID,
+        sql="SELECT 0 AS templated WHERE :token IS NOT NULL",
+        parameters={"token": "{{ conn.ui_secret_conn.password }}"},
+        start_from_trigger=False,
+        **WAIT,
+    )
+
+with _dag("ui_hidden_waits", schedule=None):
+    BackoffSqlSensor(
+        task_id="hidden", conn_id=CONN_ID, sql="SELECT 0 AS hidden", start_from_trigger=False, **WAIT
+    )
+
+
+def _next_weekday(days_ahead: int) -> dt.date:
+    """A Monday-Friday date ``days_ahead`` days or a little more from today: a holiday among the next runs."""
+    day = dt.date.today() + dt.timedelta(days=days_ahead)
+    while day.weekday() >= 5:
+        day += dt.timedelta(days=1)
+    return day
+
+
+EXTRA_HOLIDAY = _next_weekday(3)
+
+with _dag(
+    "ui_open_calendar",
+    schedule=BusinessDaysTimetable(country="US", extra_holidays=[EXTRA_HOLIDAY], timezone="UTC"),
+):
+    BackoffSqlSensor(task_id="never_runs", conn_id=CONN_ID, sql="SELECT 1", **WAIT)

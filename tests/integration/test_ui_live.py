@@ -1,0 +1,295 @@
+"""The Waits and Calendars views in a real headless Chromium (issue 26), on a real Airflow.
+
+One Airflow for the module with real logins (``AirflowEnv(ui_users=...)``): an admin and a viewer who may
+read only ``ui_open_*`` DAGs. Seven deferrable SQL sensors wait (tests/integration/dags/ui_waits_dags.py):
+three on one condition, one zero-worker, one worker-first, one templated with a connection password, one in
+a DAG the viewer may not read. Chromium logs in on Airflow's own login page and opens our pages from
+Airflow's navigation; the test reads the rendered rows and checks them against the metadata DB: each next
+check is recomputed with ``airflow_smart_ext.backoff`` from the trigger row (not by the page's code).
+
+Screenshots go to a temp dir, and also to ``$SMART_EXT_UI_SCREENSHOTS`` (e.g. docs/) on Airflow 3.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import json
+import os
+import shutil
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed
+from airflow_smart_ext.conditions.spec import sharing_key
+from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
+from airflow_smart_ext.triggers.start import CLASSPATH as ZERO_WORKER
+from tests.integration.harness import TERMINAL_TI_STATES, TEST_DAGS_DIR, AirflowEnv
+from tests.integration.test_sensors_live import add_connection_fields, start_run
+from tests.integration.ui_browser import chromium, no_browser_reason
+from tests.integration.ui_pages import anonymous_get, base_url, fetch, login, open_from_nav, wait_rows
+
+SECRET = f"ui-pw-{uuid.uuid4().hex}"
+USERS = {"admin": None, "viewer": "ui_open_"}
+OPEN, HIDDEN, CALENDAR = "ui_open_waits", "ui_hidden_waits", "ui_open_calendar"
+SHARED = {"shared_1", "shared_2", "shared_3"}
+OPEN_TASKS = SHARED | {"zero_worker", "worker_first", "templated"}
+SCREENSHOTS_ENV = "SMART_EXT_UI_SCREENSHOTS"
+
+
+def wait_deferred(env: AirflowEnv, count: int, timeout: float = 300) -> None:
+    """Until ``count`` task instances are deferred (polling the DB); fail at once when one ends."""
+    deadline = time.monotonic() + timeout
+    rows: list[tuple[Any, ...]] = []
+    while time.monotonic() < deadline:
+        rows = env.query(
+            "SELECT dag_id, task_id, state FROM task_instance WHERE dag_id IN (%s, %s)", (OPEN, HIDDEN)
+        )
+        ended = [r for r in rows if r[2] in TERMINAL_TI_STATES]
+        assert not ended, [(d, t, state, env.task_log(d, _run_id(env, d), t)) for d, t, state in ended]
+        if sum(r[2] == "deferred" for r in rows) >= count:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"fewer than {count} deferred tasks within {timeout}s: {rows}")
+
+
+def _run_id(env: AirflowEnv, dag_id: str) -> str:
+    return str(env.dag_runs(dag_id)[-1]["run_id"])
+
+
+@pytest.fixture(scope="module")
+def ui_env() -> Iterator[AirflowEnv]:
+    reason = no_browser_reason()
+    if reason:
+        pytest.skip(f"NO BROWSER: {reason}")
+    env = AirflowEnv(
+        dag_sources=[TEST_DAGS_DIR / "ui_waits_dags.py"], ui_users=USERS, ui_menu_items=("Waits", "Calendars")
+    )
+    try:
+        env.start()
+        database = env.home / "ui_condition.db"
+        sqlite3.connect(database).close()
+        add_connection_fields(env, "ui_sqlite", "sqlite", host=str(database))
+        env.add_connection("ui_secret_conn", f"http://user:{SECRET}@example.invalid")
+        env.wait_for_dag(CALENDAR)
+        for dag_id in (OPEN, HIDDEN):
+            start_run(env, dag_id)
+        env.grant_ui_dag_access()
+        wait_deferred(env, len(OPEN_TASKS) + 1)
+        yield env
+    finally:
+        env.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(ui_env: AirflowEnv) -> Iterator[WebDriver]:
+    driver = chromium()
+    try:
+        login(driver, ui_env, "admin")
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _decrypt(env: AirflowEnv, stored: str) -> dict[str, Any]:
+    """A trigger row's kwargs as Airflow stores them (Fernet-encrypted serialized JSON)."""
+    from cryptography.fernet import Fernet
+
+    text = (
+        stored
+        if stored.startswith("{")
+        else Fernet(env.env["AIRFLOW__CORE__FERNET_KEY"]).decrypt(stored.encode()).decode()
+    )
+    if env.is_airflow3:
+        from airflow.sdk import serde
+
+        opened: Any = serde.deserialize(json.loads(text))
+        return dict(opened)
+    from airflow.serialization.serialized_objects import BaseSerialization
+
+    return dict(BaseSerialization.deserialize(json.loads(text)))
+
+
+def trigger_rows(env: AirflowEnv) -> dict[tuple[str, str], dict[str, Any]]:
+    """(dag_id, task_id) -> classpath, kwargs and the try's start of every deferred task."""
+    rows = env.query_dicts(
+        "SELECT ti.dag_id, ti.task_id, ti.start_date, t.classpath, t.kwargs FROM task_instance ti "
+        "JOIN trigger t ON t.id = ti.trigger_id WHERE ti.state = 'deferred'"
+    )
+    return {
+        (r["dag_id"], r["task_id"]): {
+            "classpath": r["classpath"],
+            "kwargs": _decrypt(env, r["kwargs"]),
+            "ti_start": r["start_date"].timestamp(),
+        }
+        for r in rows
+    }
+
+
+def pure_next_check(row: dict[str, Any], now: float) -> float | None:
+    """The next check at ``now`` from the trigger row alone, with the pure schedule."""
+    kwargs = row["kwargs"]
+    if row["classpath"] == WORKER_FIRST:
+        policy = BackoffPolicy.from_dict(kwargs["policy"])
+        found = policy.next_check(
+            kwargs["seed"], kwargs["started_at"], now, kwargs["deadline"], after=kwargs["after"]
+        )
+    else:
+        start = kwargs["start"]
+        check = dict(start["check"])
+        for name, path in start["fields"].items():  # the template fields travel beside the spec
+            assert len(path) == 1, path  # our DAG's zero-worker sensor has top-level fields only
+            check[path[0]] = kwargs[name]
+        policy = BackoffPolicy.from_dict(start["policy"])
+        anchor = aligned_start(row["ti_start"], policy.initial)
+        deadline = row["ti_start"] + float(start["timeout"])
+        found = policy.next_check(condition_seed(sharing_key(check)), anchor, now, deadline, after=0)
+    return None if found is None else found.at
+
+
+def _dag_module() -> Any:
+    """tests/integration/dags/ui_waits_dags.py as the DAG processor parses it (its holiday is relative to today)."""
+    spec = importlib.util.spec_from_file_location("ui_waits_dags", TEST_DAGS_DIR / "ui_waits_dags.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _epoch(iso: str) -> float:
+    return dt.datetime.fromisoformat(iso).timestamp()
+
+
+def screenshot(driver: WebDriver, env: AirflowEnv, name: str, tmp_path: Path) -> None:
+    """Always into the test's temp dir; also into $SMART_EXT_UI_SCREENSHOTS on Airflow 3 (docs/)."""
+    driver.switch_to.default_content()
+    path = tmp_path / f"ui-{name}-{env.airflow_version}.png"
+    assert driver.save_screenshot(str(path)), path
+    target = os.environ.get(SCREENSHOTS_ENV)
+    if target and env.is_airflow3:
+        shutil.copyfile(path, Path(target) / f"ui-{name}.png")
+
+
+def test_waits_page_from_airflow_navigation(ui_env: AirflowEnv, admin: WebDriver, tmp_path: Path) -> None:
+    before = time.time()
+    open_from_nav(admin, ui_env, "Waits")
+    rows = wait_rows(admin)
+    after = time.time()
+    source = admin.page_source
+    assert SECRET not in source
+    ours = {r["taskId"]: r for r in rows if r["dagId"] == OPEN}
+    assert set(ours) == OPEN_TASKS, rows
+    assert any(r["dagId"] == HIDDEN for r in rows), "the admin sees every DAG's waits"
+
+    triggers = trigger_rows(ui_env)
+    expected_path = {WORKER_FIRST: "worker-first", ZERO_WORKER: "zero-worker"}
+    for task_id, row in ours.items():
+        trigger = triggers[(OPEN, task_id)]
+        assert row["path"] == expected_path[trigger["classpath"]], (task_id, row)
+        candidates = [pure_next_check(trigger, now) for now in (before, after)]
+        shown = _epoch(row["nextCheck"])
+        assert any(c is not None and abs(shown - c) <= 1.0 for c in candidates), (task_id, shown, candidates)
+    assert ours["zero_worker"]["path"] == "zero-worker"
+    assert ours["worker_first"]["path"] == "worker-first"
+    assert {ours[t]["sharingKey"] for t in SHARED} == {ours["shared_1"]["sharingKey"]}
+    assert {int(ours[t]["sharedWith"]) for t in SHARED} == {3}
+    assert len({ours[t]["sharingKey"] for t in OPEN_TASKS}) == 4
+    assert all(int(ours[t]["sharedWith"]) == 1 for t in OPEN_TASKS - SHARED)
+    for task_id, words in {
+        "shared_1": "AS shared",
+        "zero_worker": "AS zero_worker",
+        "templated": "AS templated",
+    }.items():
+        assert words in ours[task_id]["condition"] and "ui_sqlite" in ours[task_id]["condition"], ours[
+            task_id
+        ]
+    assert "***" in ours["templated"]["condition"], ours["templated"]
+
+    status, body = fetch(admin, base_url(ui_env) + "/smart-ext/api/waits")
+    assert status == 200, body[:500]
+    assert SECRET not in body
+    report = json.loads(body)
+    assert {w["task_id"] for w in report["waits"] if w["dag_id"] == OPEN} == OPEN_TASKS
+    assert {w["conn_id"] for w in report["waits"]} == {"ui_sqlite"}
+    groups = {g["sharing_key_hash"]: g["tasks"] for g in report["groups"]}
+    assert groups[ours["shared_1"]["sharingKey"]] == 3, report["groups"]
+    screenshot(admin, ui_env, "waits", tmp_path)
+
+
+def test_bad_query_parameter_is_a_4xx_with_a_message(ui_env: AirflowEnv, admin: WebDriver) -> None:
+    base = base_url(ui_env)
+    for path in (
+        "/smart-ext/api/waits?due_within=soon",
+        "/smart-ext/waits?sort=sideways",
+        "/smart-ext/api/waits?bogus=1",
+    ):
+        status, body = fetch(admin, base + path)
+        assert 400 <= status < 500, (path, status, body[:300])
+        assert any(name in body for name in ("due_within", "sort", "bogus")), (path, body[:300])
+
+
+def test_restricted_user_sees_none_of_a_forbidden_dags_waits(ui_env: AirflowEnv) -> None:
+    driver = chromium()
+    try:
+        login(driver, ui_env, "viewer")
+        open_from_nav(driver, ui_env, "Waits")
+        rows = wait_rows(driver)
+        assert {r["taskId"] for r in rows if r["dagId"] == OPEN} == OPEN_TASKS, rows
+        assert HIDDEN not in driver.page_source
+        status, body = fetch(driver, base_url(ui_env) + "/smart-ext/api/waits")
+        assert status == 200, body[:300]
+        assert HIDDEN not in body and OPEN in body
+        status, body = fetch(driver, base_url(ui_env) + f"/smart-ext/api/waits?dag_id={HIDDEN}")
+        assert HIDDEN not in body or status in (403, 404), (status, body[:300])
+    finally:
+        driver.quit()
+
+
+def test_anonymous_requests_get_no_data(ui_env: AirflowEnv) -> None:
+    for path in (
+        "/smart-ext/api/waits",
+        "/smart-ext/waits",
+        "/smart-ext/api/calendars",
+        "/smart-ext/calendars",
+    ):
+        status, location, body = anonymous_get(base_url(ui_env) + path)
+        if ui_env.is_airflow3:
+            assert status in (401, 403), (path, status, body[:300])
+        else:  # FAB: a redirect to its login page
+            assert status in (401, 403) or (status in (301, 302, 303, 307) and "login" in location), (
+                path,
+                status,
+                location,
+            )
+        assert OPEN not in body and SECRET not in body, (path, body[:300])
+
+
+def test_calendars_page_shows_next_runs_and_a_skipped_holiday(
+    ui_env: AirflowEnv, admin: WebDriver, tmp_path: Path
+) -> None:
+    open_from_nav(admin, ui_env, "Calendars")
+    section = admin.execute_script(
+        """
+        const s = document.querySelector(arguments[0]);
+        if (!s) return null;
+        return {
+            next: Array.from(s.querySelectorAll('table.next-runs tr[data-day]')).map(e => e.dataset.day),
+            skipped: Array.from(s.querySelectorAll('ul.skipped li[data-date]')).map(
+                e => [e.dataset.date, e.textContent.trim()]),
+        };
+        """,
+        f"section[data-dag-id='{CALENDAR}']",
+    )
+    assert section is not None, admin.page_source[:2000]
+    assert len(section["next"]) >= 5, section
+    holiday = _dag_module().EXTRA_HOLIDAY.isoformat()
+    assert "holiday" in dict(section["skipped"]).get(holiday, ""), section  # the day, with its reason
+    assert holiday not in section["next"], section
+    screenshot(admin, ui_env, "calendars", tmp_path)

@@ -1,0 +1,333 @@
+"""The Calendars view (issue 26): reports from real timetables, the month grid, the page and the DB source."""
+
+from __future__ import annotations
+
+import calendar as stdlib_calendar
+import datetime
+import importlib
+import json
+import textwrap
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pendulum
+import pytest
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.calendars import BusinessCalendar
+from airflow_smart_ext.timetables import (
+    BusinessDaysTimetable,
+    DelayedDailyTimetable,
+    MonthlyBusinessDayTimetable,
+)
+from airflow_smart_ext.ui.calendars_model import calendar_report
+from airflow_smart_ext.ui.calendars_page import render_calendars
+
+UTC = datetime.timezone.utc
+NOW = datetime.datetime(2026, 11, 20, 12, 0, tzinfo=UTC)  # a Friday; Thanksgiving is Thu 2026-11-26
+THANKSGIVING = datetime.date(2026, 11, 26)
+EXTRA = datetime.date(2026, 12, 7)  # a Monday made a holiday by the calendar's own list
+
+
+def business_timetable() -> BusinessDaysTimetable:
+    calendar = BusinessCalendar(country="US", extra_holidays=[EXTRA])
+    return BusinessDaysTimetable(calendar, timezone="America/New_York", delay=datetime.timedelta(hours=6))
+
+
+def cells(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        cell["date"]: cell
+        for month in report["month"]["months"]
+        for week in month["weeks"]
+        for cell in week
+        if cell is not None
+    }
+
+
+def instants(run: dict[str, Any]) -> tuple[datetime.datetime, ...]:
+    keys = ("data_interval_start", "data_interval_end", "run_after")
+    return tuple(datetime.datetime.fromisoformat(run[key]) for key in keys)
+
+
+@pytest.mark.parametrize(
+    "timetable",
+    [business_timetable(), MonthlyBusinessDayTimetable(n=-1, country="US"), DelayedDailyTimetable()],
+    ids=["business-days", "last-business-day", "daily"],
+)
+def test_the_next_runs_are_what_the_timetable_itself_schedules(timetable: Any) -> None:
+    report = calendar_report("d", timetable, NOW, runs=6, past=2)
+    # independently: the scheduler's own API, with catchup from well before now, first runs due after now
+    infos = timetable.iter_runs(NOW - datetime.timedelta(days=120), 200)
+    expected = [info for info in infos if info.run_after > NOW][:6]
+    assert [instants(run) for run in report["next_runs"]] == [
+        (info.data_interval.start, info.data_interval.end, info.run_after) for info in expected
+    ]
+    latest_due = [info for info in infos if info.run_after <= NOW][-2:]
+    assert [instants(run) for run in report["previous_runs"]] == [
+        (info.data_interval.start, info.data_interval.end, info.run_after) for info in latest_due
+    ]
+    assert report["error"] is None and report["summary"] == timetable.summary
+
+
+def test_a_holiday_is_skipped_with_its_name_and_marked_in_the_grid() -> None:
+    report = calendar_report("d", business_timetable(), NOW, runs=15, past=1)
+    skipped = {skip["date"]: skip["reason"] for skip in report["skipped"]}
+    assert skipped[THANKSGIVING.isoformat()] == "US holiday: Thanksgiving Day"
+    assert skipped[EXTRA.isoformat()] == "extra holiday"
+    assert THANKSGIVING.isoformat() not in {run["day"] for run in report["next_runs"]}
+    grid = cells(report)
+    for day in (THANKSGIVING, EXTRA):
+        assert grid[day.isoformat()]["classes"] == ["holiday"]
+    assert "Thanksgiving Day" in grid[THANKSGIVING.isoformat()]["title"]
+    assert grid["2026-11-20"]["classes"] == ["business", "run", "today"]
+
+
+def test_weekends_and_business_days_are_marked_on_every_day_of_both_months() -> None:
+    report = calendar_report("d", business_timetable(), NOW, runs=3, past=0)
+    grid = cells(report)
+    assert len(grid) == 30 + 31  # November and December 2026
+    holidays = BusinessCalendar(country="US").holidays_in(2026) | {EXTRA}  # the library's list, and ours
+    assert {THANKSGIVING, datetime.date(2026, 12, 25)} <= holidays
+    for iso, cell in grid.items():
+        day = datetime.date.fromisoformat(iso)
+        if day in holidays:
+            assert cell["classes"] == ["holiday"], cell
+        elif day.weekday() >= 5:
+            assert cell["classes"] == ["weekend"], cell
+            assert "weekend (Sat/Sun)" in cell["title"]
+        else:
+            assert cell["classes"][:2] == ["business", "run"], cell
+    assert sum("weekend" in cell["classes"] for cell in grid.values()) == 17  # 9 in Nov 2026, 8 in Dec
+
+
+def test_calendar_algebra_days_are_closed_and_a_holiday_wins_over_a_weekend() -> None:
+    us, gb = BusinessCalendar(country="US"), BusinessCalendar(country="GB")
+    report = calendar_report("d", BusinessDaysTimetable(us - gb), NOW, runs=1)  # US open while GB is closed
+    grid = cells(report)
+    assert [iso for iso, cell in grid.items() if "run" in cell["classes"]] == [
+        "2026-12-28"
+    ]  # a UK bank holiday
+    assert grid["2026-11-19"]["classes"] == ["closed"] and "GB open (excluded)" in grid["2026-11-19"]["title"]
+    assert report["next_runs"][0]["day"] == "2026-12-28"
+    fri_sat = BusinessCalendar(weekend=(4, 5))
+    christmas = cells(calendar_report("d", BusinessDaysTimetable(us & fri_sat), NOW, runs=1))["2026-12-25"]
+    assert christmas["classes"] == ["holiday"]  # a Friday: both a US holiday and a Fri/Sat weekend day
+    assert "US holiday: Christmas Day" in christmas["title"] and "weekend (Fri/Sat)" in christmas["title"]
+
+
+def test_the_grid_starts_weeks_on_monday_with_each_month_in_place() -> None:
+    report = calendar_report("d", business_timetable(), datetime.datetime(2027, 1, 15, tzinfo=UTC), runs=1)
+    assert report["month"]["weekdays"][0] == "Mon"
+    titles = [(month["year"], month["month"]) for month in report["month"]["months"]]
+    assert titles == [(2027, 1), (2027, 2)]
+    for month in report["month"]["months"]:
+        first_week = month["weeks"][0]
+        first_weekday = datetime.date(month["year"], month["month"], 1).weekday()
+        assert first_week[first_weekday]["day"] == 1 and first_week[:first_weekday] == [None] * first_weekday
+        assert all(len(week) == 7 for week in month["weeks"])
+        days = [cell["day"] for week in month["weeks"] for cell in week if cell is not None]
+        assert days == list(range(1, stdlib_calendar.monthrange(month["year"], month["month"])[1] + 1))
+
+
+def test_a_monthly_timetable_runs_on_one_business_day_and_says_why_not_the_others() -> None:
+    report = calendar_report("m", MonthlyBusinessDayTimetable(n=3, country="US"), NOW, runs=2)
+    runs = [iso for iso, cell in cells(report).items() if "run" in cell["classes"]]
+    assert runs == ["2026-11-04", "2026-12-03"]  # Nov 2 Mon, 3 Tue, 4 Wed; Dec 1 Tue, 2 Wed, 3 Thu
+    assert "not the 3rd US business day" in cells(report)["2026-11-05"]["title"]
+    ranges = [skip for skip in report["skipped"] if "days" in skip]
+    assert ranges and all(skip["reason"].endswith("not the 3rd US business day") for skip in ranges)
+    assert [skip["date"] for skip in report["skipped"]] == sorted(skip["date"] for skip in report["skipped"])
+
+
+def test_stored_runs_are_shown_as_previous_runs_in_the_timetables_zone() -> None:
+    stored = {
+        "run_id": "scheduled__x",
+        "state": "failed",
+        "data_interval_start": datetime.datetime(2026, 11, 19, 5, tzinfo=UTC),
+        "data_interval_end": datetime.datetime(2026, 11, 20, 5, tzinfo=UTC),
+        "run_after": datetime.datetime(2026, 11, 20, 11, tzinfo=UTC),
+        "path": "/dags/d/runs/scheduled__x",
+    }
+    report = calendar_report("d", business_timetable(), NOW.timestamp(), previous_runs=[stored])
+    assert report["previous_runs"] == [
+        {
+            **stored,
+            "data_interval_start": "2026-11-19T00:00:00-05:00",
+            "data_interval_end": "2026-11-20T00:00:00-05:00",
+            "run_after": "2026-11-20T06:00:00-05:00",
+        }
+    ]
+
+
+def test_a_start_date_bounds_the_runs_and_the_grid() -> None:
+    start = datetime.datetime(2026, 11, 24, 5, tzinfo=UTC)  # Tue 00:00 New York
+    report = calendar_report("d", business_timetable(), NOW, runs=2, start_date=start)
+    assert [run["day"] for run in report["next_runs"]] == ["2026-11-24", "2026-11-25"]
+    assert report["previous_runs"] == []
+    grid = cells(report)
+    assert "run" not in grid["2026-11-23"]["classes"] and "run" in grid["2026-11-24"]["classes"]
+
+
+def test_a_calendar_beyond_its_holiday_data_reports_the_error_instead_of_raising() -> None:
+    report = calendar_report("d", business_timetable(), datetime.datetime(2300, 6, 1, tzinfo=UTC))
+    assert report["error"] and report["next_runs"] == [] and report["month"]["months"] == []
+    page = render_calendars([report], "")
+    assert 'class="error"' in page
+
+
+class _Page(HTMLParser):
+    """The sections, month cells and text of a rendered page (as a browser would read them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.root: dict[str, str | None] | None = None
+        self.sections: list[str | None] = []
+        self.cells: dict[str, dict[str, str | None]] = {}
+        self.links: list[str | None] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if attributes.get("id") == "calendars":
+            self.root = attributes
+        if tag == "section" and attributes.get("class") == "calendar":
+            self.sections.append(attributes.get("data-dag-id"))
+        if tag == "td" and attributes.get("data-date"):
+            self.cells[f"{self.sections[-1]}/{attributes['data-date']}"] = attributes
+        if tag == "a":
+            self.links.append(attributes.get("href"))
+
+
+def test_the_page_escapes_a_hostile_dag_id_and_shows_one_section_per_dag() -> None:
+    hostile = "\"><script>alert('x')</script><b a='"
+    reports = [
+        calendar_report(hostile, business_timetable(), NOW),
+        calendar_report("plain", DelayedDailyTimetable(), NOW),
+    ]
+    reports[0]["path"] = "/dags/%22%3E%3Cscript%3E"
+    page = render_calendars(reports, "/root")
+    # our one script (FRAME_LINKS_SCRIPT) is the only script; the hostile one is text
+    assert page.count("<script>") == 1 and "<script>alert" not in page and "<b a=" not in page
+    parsed = _Page()
+    parsed.feed(page)
+    assert parsed.root is not None and parsed.sections == [hostile, "plain"]
+    holiday = parsed.cells[f"{hostile}/{THANKSGIVING.isoformat()}"]
+    assert holiday["class"] == "holiday" and "Thanksgiving Day" in (holiday["title"] or "")
+    assert "run" in (parsed.cells["plain/2026-11-26"]["class"] or "")
+    assert "/root/dags/%22%3E%3Cscript%3E" in parsed.links and "/root/smart-ext/api/calendars" in parsed.links
+
+
+def test_the_page_without_dags_says_so() -> None:
+    assert "No DAG you may read" in render_calendars([], "")
+
+
+# --- the metadata DB ------------------------------------------------------------------------------------------
+
+DAG_FILE = """
+import datetime
+from airflow_smart_ext.calendars import BusinessCalendar
+from airflow_smart_ext.timetables import BusinessDaysTimetable
+
+try:
+    from airflow.sdk import DAG
+except ImportError:  # Airflow 2.11
+    from airflow import DAG
+
+START = datetime.datetime(2026, 11, 24, 5, tzinfo=datetime.timezone.utc)
+with DAG("cal_business", schedule=BusinessDaysTimetable(BusinessCalendar(country="US"),
+         timezone="America/New_York", delay=datetime.timedelta(hours=6)), start_date=START, catchup=False):
+    pass
+with DAG("cal_cron", schedule="@daily", start_date=START, catchup=False):
+    pass
+"""
+
+
+def _store_dags_3(folder: Path) -> None:
+    """Parse ``folder`` and store its DAGs in bundle ``dags-folder`` as the DAG processor does. The DagBag is in
+    ``airflow.dag_processing.dagbag`` from 3.2, in ``airflow.models.dagbag`` on 3.0/3.1; 3.0 stores with
+    ``DagBag.sync_to_db``, 3.1+ with ``sync_bag_to_db``."""
+    where = "airflow.dag_processing.dagbag" if compat.AIRFLOW_V_3_2_PLUS else "airflow.models.dagbag"
+    module = importlib.import_module(where)
+    bag = module.DagBag(dag_folder=str(folder), bundle_path=folder)
+    assert not bag.import_errors, bag.import_errors
+    if compat.AIRFLOW_V_3_1_PLUS:
+        module.sync_bag_to_db(bag, "dags-folder", None)
+    else:
+        bag.sync_to_db("dags-folder", None)
+
+
+@pytest.fixture
+def calendars_db(airflow_db: Any, tmp_path: Path) -> Iterator[None]:
+    """Two DAGs parsed and stored as Airflow stores them (one with our timetable) and three runs of ours."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete, insert
+
+    (tmp_path / "cal_dags.py").write_text(textwrap.dedent(DAG_FILE))
+    if compat.AIRFLOW_V_3_0_PLUS:
+        from airflow.dag_processing.bundles.manager import DagBundlesManager
+
+        DagBundlesManager().sync_bundles_to_db()
+        _store_dags_3(tmp_path)
+    else:
+        from airflow.models.dagbag import DagBag as LegacyDagBag
+
+        legacy = LegacyDagBag(dag_folder=str(tmp_path))
+        assert not legacy.import_errors, legacy.import_errors
+        legacy.sync_to_db()  # type: ignore[attr-defined,unused-ignore]
+    with create_session() as session:
+        for index, state in enumerate(("success", "failed", "running")):
+            start = datetime.datetime(2026, 11, 16 + index, 5, tzinfo=UTC)
+            row = {
+                "dag_id": "cal_business",
+                "run_id": f"scheduled__{index}",
+                "run_type": "scheduled",
+                "state": state,
+                compat.dag_run_logical_date().key: start,
+                "data_interval_start": start,
+                "data_interval_end": start + datetime.timedelta(days=1),
+            }
+            if "run_after" in DagRun.__table__.c:
+                row["run_after"] = start + datetime.timedelta(days=1, hours=6)
+            session.execute(insert(DagRun.__table__).values(**row))
+    yield
+    with create_session() as session:
+        session.execute(delete(DagRun.__table__).where(DagRun.dag_id == "cal_business"))
+
+
+def test_load_calendars_reads_our_serialized_dags_and_their_latest_runs(calendars_db: None) -> None:
+    from airflow.utils.session import create_session
+
+    from airflow_smart_ext.ui.calendars_model import load_calendars
+
+    with create_session() as session:
+        reports = load_calendars(session, None, NOW, 3, past=2)
+        assert load_calendars(session, [], NOW, 3) == []
+        assert load_calendars(session, ["cal_cron", "missing"], NOW, 3) == []
+        assert [r["dag_id"] for r in load_calendars(session, ["cal_business"], NOW, 3)] == ["cal_business"]
+    assert [report["dag_id"] for report in reports] == ["cal_business"]
+    assert json.loads(json.dumps(reports)) == reports  # the JSON endpoint's answer as it is
+    report = reports[0]
+    assert report["error"] is None and report["path"] == compat.dag_page_path("cal_business")
+    # the stored start_date (Tue 2026-11-24 00:00 New York) bounds the next runs
+    assert [run["day"] for run in report["next_runs"]] == ["2026-11-24", "2026-11-25", "2026-11-27"]
+    previous = report["previous_runs"]
+    assert [(run["run_id"], run["state"]) for run in previous] == [
+        ("scheduled__1", "failed"),
+        ("scheduled__2", "running"),
+    ]
+    assert previous[0]["data_interval_start"] == "2026-11-17T00:00:00-05:00"
+    assert previous[0]["path"] == compat.dag_page_path("cal_business", "scheduled__1")
+
+
+def test_the_run_link_and_dag_link_point_at_airflows_own_pages() -> None:
+    expected = "/dags/a%2Fb/runs/r%201" if compat.AIRFLOW_V_3_0_PLUS else "/dags/a%2Fb/grid?dag_run_id=r+1"
+    assert compat.dag_page_path("a/b", "r 1") == expected
+    assert compat.dag_page_path("a/b").startswith("/dags/a%2Fb")
+
+
+def test_pendulum_datetimes_from_the_db_are_localized_too() -> None:
+    stored = {"run_id": "r", "run_after": pendulum.datetime(2026, 11, 20, 11, tz="UTC"), "path": "/x"}
+    report = calendar_report("d", business_timetable(), NOW, previous_runs=[stored])
+    assert report["previous_runs"][0]["run_after"] == "2026-11-20T06:00:00-05:00"

@@ -1,0 +1,463 @@
+"""The Waits view's data (issue 26): grouping, next checks, filters, redaction, the DB source, the CLI."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from cryptography.fernet import Fernet
+
+from airflow_smart_ext import compat, sealing
+from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed
+from airflow_smart_ext.conditions import sharing_key
+from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
+from airflow_smart_ext.triggers.start import CLASSPATH as ZERO_WORKER
+from airflow_smart_ext.ui.waits_model import InvalidQuery, LiveWait, WaitsQuery, build_report
+
+NOW = 1_790_000_000.0
+POLICY: dict[str, Any] = {"initial": 60.0, "factor": 2.0, "cap": 600.0, "jitter": "full", "splay": 0.0}
+SECRET = "pw-4e1d-never-shown"  # a rendered password: sealed under a name the masker hides
+MASKED = "reg-77c2-never-shown"  # registered with the masker (as a rendered connection password is)
+
+
+def sql_check(sql: str = "SELECT ok FROM t", conn_id: str = "warehouse") -> dict[str, Any]:
+    return {
+        "type": "sql",
+        "conn_id": conn_id,
+        "sql": sql,
+        "parameters": None,
+        "hook_params": None,
+        "selector": None,
+        "success": None,
+        "failure": None,
+        "fail_on_empty": False,
+    }
+
+
+def sensor_check(**kwargs: Any) -> dict[str, Any]:
+    return {
+        "type": "sensor",
+        "classpath": "airflow.providers.standard.sensors.filesystem.FileSensor",
+        "kwargs": kwargs,
+        "context": {"dag_id": "d", "task_id": "t", "run_id": "r", "ds": "2026-09-21"},
+    }
+
+
+def worker_first(
+    check: dict[str, Any], *, dag_id: str = "d", task_id: str = "t", started: float = NOW - 900, **extra: Any
+) -> LiveWait:
+    kwargs = {
+        "check": check,
+        "policy": extra.pop("policy", POLICY),
+        "seed": "seed-of-the-condition",
+        "started_at": aligned_start(started, 60.0),
+        "deadline": started + extra.pop("timeout", 3600.0),
+        "after": 0,
+        "share": True,
+        "rate_limit": extra.pop("rate_limit", None),
+    }
+    return LiveWait(dag_id, "run", task_id, -1, 1, WORKER_FIRST, kwargs, started, started + 1, **extra)
+
+
+def zero_worker(
+    check: dict[str, Any],
+    fields: dict[str, Any],
+    *,
+    dag_id: str = "z",
+    started: float = NOW - 300,
+    **extra: Any,
+) -> LiveWait:
+    in_spec = check["kwargs"] if check["type"] == "sensor" else check
+    prefix = ["kwargs"] if check["type"] == "sensor" else []
+    start = {
+        "check": {**check, **({"kwargs": dict(in_spec)} if prefix else {})},
+        "fields": {name: [*prefix, name] for name in fields},
+        "policy": extra.pop("policy", POLICY),
+        "timeout": extra.pop("timeout", 3600.0),
+        "execution_timeout": None,
+        "backstop_seconds": 3660.0,
+        "share": True,
+    }
+    kwargs = {"start": start, **fields}
+    return LiveWait(
+        dag_id, "run", extra.pop("task_id", "t"), -1, 1, ZERO_WORKER, kwargs, started, started, **extra
+    )
+
+
+def report(*waits: LiveWait, **params: str) -> dict[str, Any]:
+    return build_report(waits, WaitsQuery.from_params(params), NOW)
+
+
+def by_task(result: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(row["dag_id"], row["task_id"]): row for row in result["waits"]}
+
+
+# ---- grouping --------------------------------------------------------------------------------------------
+
+
+def test_identical_conditions_share_one_group_and_different_ones_do_not() -> None:
+    result = report(
+        worker_first(sql_check(), task_id="a"),
+        worker_first(sql_check(), task_id="b", started=NOW - 100),
+        zero_worker(sql_check(), {}, dag_id="z", task_id="c"),  # the same check on the other path
+        worker_first(sql_check("SELECT other FROM t"), task_id="d"),
+        worker_first(sql_check(conn_id="lake"), task_id="e"),
+    )
+    rows = by_task(result)
+    same = {rows[("d", "a")]["sharing_key_hash"], rows[("d", "b")]["sharing_key_hash"]}
+    assert same == {rows[("z", "c")]["sharing_key_hash"]}
+    assert rows[("d", "a")]["shared_with"] == 3
+    assert rows[("d", "d")]["shared_with"] == rows[("d", "e")]["shared_with"] == 1
+    assert len({row["sharing_key_hash"] for row in result["waits"]}) == 3
+    groups = {group["sharing_key_hash"]: group for group in result["groups"]}
+    shared = groups[rows[("d", "a")]["sharing_key_hash"]]
+    assert shared["tasks"] == 3 and shared["condition"] == "SQL on warehouse: SELECT ok FROM t"
+    # three waits on one check: one check serves them all
+    assert shared["checks_per_hour_shared"] < shared["checks_per_hour_unshared"]
+    summary = result["summary"]
+    assert summary["groups"] == 3 and summary["waits"] == 5
+    assert summary["checks_saved_per_hour"] == pytest.approx(
+        summary["checks_per_hour_unshared"] - summary["checks_per_hour_shared"], abs=0.01
+    )
+    assert {item["conn_id"] for item in result["connections"]} == {"warehouse", "lake"}
+
+
+def test_a_sensor_condition_names_its_class_and_connection() -> None:
+    row = report(worker_first(sensor_check(filepath="/data/in.csv", fs_conn_id="nfs")))["waits"][0]
+    assert row["check_type"] == "sensor" and row["conn_id"] == "nfs"
+    assert row["sensor_class"] == "airflow.providers.standard.sensors.filesystem.FileSensor"
+    assert row["condition"] == "FileSensor(filepath='/data/in.csv', fs_conn_id='nfs') for 2026-09-21"
+
+
+# ---- the schedule ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("jitter", ["none", "full", "equal", "decorrelated"])
+@pytest.mark.parametrize("elapsed", [5.0, 700.0, 3590.0, 3700.0])
+def test_the_next_check_is_the_pure_schedule(jitter: str, elapsed: float) -> None:
+    policy = {**POLICY, "jitter": jitter, "splay": 30.0}
+    first = worker_first(sql_check(), started=NOW - elapsed, policy=policy)
+    zero = zero_worker(
+        sensor_check(fs_conn_id="nfs"), {"filepath": "/in"}, started=NOW - elapsed, policy=policy
+    )
+    rows = by_task(report(first, zero))
+    pure = BackoffPolicy.from_dict(policy)
+
+    kwargs = first.kwargs
+    expected = pure.next_check(kwargs["seed"], kwargs["started_at"], NOW, kwargs["deadline"], after=0)
+    assert rows[("d", "t")]["next_check_in"] == (None if expected is None else round(expected.at - NOW, 3))
+    assert rows[("d", "t")]["deadline_in"] == round(kwargs["deadline"] - NOW, 3)
+
+    # zero-worker: the triggerer's seed (the condition, run dates included), anchor and deadline
+    check = sensor_check(fs_conn_id="nfs", filepath="/in")
+    check["context"] = {"dag_id": "z", "task_id": "t", "run_id": "run", "map_index": -1, "try_number": 1}
+    check["context"].update(
+        dict.fromkeys(("ds", "ts", "logical_date", "data_interval_start", "data_interval_end"))
+    )
+    started = NOW - elapsed
+    seed = condition_seed(sharing_key(check))
+    expected = pure.next_check(seed, aligned_start(started, 60.0), NOW, started + 3600.0, after=0)
+    row = rows[("z", "t")]
+    assert row["next_check_in"] == (None if expected is None else round(expected.at - NOW, 3))
+    assert row["next_check_exact"] is True and row["path"] == "zero-worker"
+    if expected is not None:
+        assert row["next_check"] == datetime.datetime.fromtimestamp(
+            expected.at, datetime.timezone.utc
+        ).isoformat(timespec="milliseconds")
+        assert row["checks_made"] >= 1 and row["last_outcome"] == "not yet"
+
+
+def test_checks_made_counts_the_scheduled_checks_due() -> None:
+    policy = {**POLICY, "jitter": "none"}  # checks at 0, 60, 180, 420, 900, 1500, ... after the anchor
+    started = 1_789_999_200.0  # on the minute grid: the anchor is the start itself
+    rows = by_task(
+        report(
+            worker_first(sql_check(), started=started, policy=policy),
+            zero_worker(sql_check(), {}, started=started, policy=policy),
+        )
+    )
+    assert NOW - started == 800.0
+    assert rows[("d", "t")]["checks_made"] == 4  # #0 (on the worker) .. #3
+    assert rows[("z", "t")]["checks_made"] == 4  # #0 at the start, then #1 .. #3 in the triggerer
+
+
+def test_a_decorrelated_schedule_is_replayed_only_within_the_reports_budget() -> None:
+    policy: dict[str, Any] = {
+        "initial": 1.0,
+        "factor": 2.0,
+        "cap": 10.0,
+        "jitter": "decorrelated",
+        "splay": 0.0,
+    }
+    long_wait = worker_first(sql_check(), task_id="long", started=NOW - 2_000_000, timeout=3e6, policy=policy)
+    short_wait = worker_first(sql_check("SELECT 2"), task_id="short", started=NOW - 600, policy=policy)
+    rows = by_task(report(long_wait, short_wait))
+    # ~2,000,000 checks to replay: over the budget -- no next check, a cheap lower bound (each sleep <= cap)
+    assert rows[("d", "long")]["next_check"] is None
+    assert rows[("d", "long")]["checks_made"] == int((NOW - long_wait.kwargs["started_at"]) / 10.0)
+    kwargs = short_wait.kwargs
+    expected = BackoffPolicy.from_dict(policy).next_check(
+        kwargs["seed"], kwargs["started_at"], NOW, kwargs["deadline"], after=0
+    )
+    assert expected is not None and rows[("d", "short")]["next_check_in"] == round(expected.at - NOW, 3)
+
+
+def test_a_templated_zero_worker_field_is_marked_as_estimated() -> None:
+    row = report(zero_worker(sql_check(), {"sql": "SELECT ok FROM t WHERE ds = '{{ ds }}'"}))["waits"][0]
+    assert row["next_check_exact"] is False
+    assert row["condition"] == "SQL on warehouse: SELECT ok FROM t WHERE ds = '{{ ds }}'"
+
+
+# ---- filters, sort, limit, query errors ------------------------------------------------------------------
+
+
+def waits_for_filters() -> list[LiveWait]:
+    return [
+        worker_first(sql_check(), dag_id="a", task_id="soon", started=NOW - 60, timeout=7200.0),
+        worker_first(sql_check("SELECT 2"), dag_id="a", task_id="late", started=NOW - 3000, timeout=3100.0),
+        worker_first(sensor_check(fs_conn_id="nfs"), dag_id="b", task_id="file", started=NOW - 2000),
+    ]
+
+
+def test_filters_by_dag_connection_sensor_class_and_due_within() -> None:
+    waits = waits_for_filters()
+    assert {r["task_id"] for r in build_report(waits, WaitsQuery(dag_id="a"), NOW)["waits"]} == {
+        "soon",
+        "late",
+    }
+    assert {r["task_id"] for r in build_report(waits, WaitsQuery(conn_id="nfs"), NOW)["waits"]} == {"file"}
+    for name in ("FileSensor", "airflow.providers.standard.sensors.filesystem.FileSensor"):
+        assert [r["task_id"] for r in build_report(waits, WaitsQuery(sensor_class=name), NOW)["waits"]] == [
+            "file"
+        ]
+    everything = build_report(waits, WaitsQuery(), NOW)["waits"]
+    cut = sorted(row["next_check_in"] for row in everything)[1]
+    due = build_report(waits, WaitsQuery(due_within=cut), NOW)
+    assert due["total"] == 2 and all(row["next_check_in"] <= cut for row in due["waits"])
+    assert {g["tasks"] for g in due["groups"]} == {1} and due["summary"]["waits"] == 2
+
+
+def test_sort_by_next_check_or_deadline_and_limit() -> None:
+    waits = waits_for_filters()
+    by_next = build_report(waits, WaitsQuery(), NOW)["waits"]
+    assert [row["next_check_in"] for row in by_next] == sorted(row["next_check_in"] for row in by_next)
+    by_deadline = build_report(waits, WaitsQuery(sort="deadline"), NOW)["waits"]
+    assert [row["task_id"] for row in by_deadline] == ["late", "file", "soon"]
+    limited = build_report(waits, WaitsQuery(sort="deadline", limit=2), NOW)
+    assert limited["total"] == 3 and [row["task_id"] for row in limited["waits"]] == ["late", "file"]
+
+
+def test_query_parameters_are_parsed_and_empty_ones_ignored() -> None:
+    query = WaitsQuery.from_params(
+        {"dag_id": "a", "conn_id": "", "due_within": "90.5", "sort": "deadline", "limit": "7"}
+    )
+    assert query == WaitsQuery(dag_id="a", due_within=90.5, sort="deadline", limit=7)
+
+
+@pytest.mark.parametrize(
+    ("params", "names"),
+    [
+        ({"due_within": "-1"}, ["due_within", ">= 0"]),
+        ({"due_within": "soon"}, ["due_within", "seconds"]),
+        ({"due_within": "nan"}, ["due_within"]),
+        ({"sort": "name"}, ["sort", "next_check, deadline"]),
+        ({"limit": "0"}, ["limit", "1 to 100000"]),
+        ({"limit": "100001"}, ["limit", "1 to 100000"]),
+        ({"limit": "ten"}, ["limit", "1 to 100000"]),
+        ({"dag": "a"}, ["'dag'", "dag_id, conn_id, sensor_class, due_within, sort, limit"]),
+    ],
+)
+def test_a_bad_parameter_is_named_with_its_accepted_values(params: dict[str, str], names: list[str]) -> None:
+    with pytest.raises(InvalidQuery) as raised:
+        WaitsQuery.from_params(params)
+    assert isinstance(raised.value, ValueError)
+    assert all(name in str(raised.value) for name in names), str(raised.value)
+
+
+def test_an_unreadable_row_is_shown_without_breaking_the_report() -> None:
+    broken = LiveWait("d", "r", "t", -1, 1, WORKER_FIRST, {"check": {"type": "sql"}}, NOW, NOW)
+    result = report(broken, worker_first(sql_check(), task_id="ok"))
+    rows = by_task(result)
+    assert rows[("d", "t")]["condition"].startswith("unreadable trigger kwargs")
+    assert rows[("d", "ok")]["next_check"] is not None
+
+
+# ---- redaction -------------------------------------------------------------------------------------------
+
+
+def test_a_value_left_sealed_is_shown_as_stars() -> None:
+    envelope = {sealing.SEALED: "gAAAA-not-openable-here"}
+    result = report(worker_first(sensor_check(path="/in", token=envelope)))
+    assert "gAAAA" not in json.dumps(result)
+    assert "token='***'" in result["waits"][0]["condition"]
+
+
+# ---- the metadata DB: waits_source and the CLI -----------------------------------------------------------
+
+
+class KeyedFernet:
+    """Airflow's Fernet wrapper shape around a real key (sealing's ``compat.get_fernet``)."""
+
+    is_encrypted = True
+
+    def __init__(self, key: bytes) -> None:
+        self._fernet = Fernet(key)
+
+    def encrypt(self, msg: bytes) -> bytes:
+        return self._fernet.encrypt(msg)
+
+    def decrypt(self, msg: bytes | str, ttl: int | None = None) -> bytes:
+        return self._fernet.decrypt(msg, ttl)
+
+
+def _utc(epoch: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc)
+
+
+@pytest.fixture
+def deferred_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """Deferred task instances of both paths with their trigger rows, in a real migrated metadata DB."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.trigger import Trigger
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete, insert
+
+    keyed = KeyedFernet(Fernet.generate_key())
+    monkeypatch.setattr(compat, "get_fernet", lambda: keyed)
+    compat.mask_secret(MASKED)
+    now = time.time()
+    started = now - 600
+
+    def sealed_check() -> dict[str, Any]:  # sealed as BackoffTrigger.serialize does: new tokens each time
+        check = sensor_check(filepath="/in", token=SECRET)
+        return {key: value if key == "type" else sealing.seal(value, "check") for key, value in check.items()}
+
+    policy = dict(POLICY)
+    rows: dict[str, tuple[str, dict[str, Any]]] = {
+        "sealed_a": (WORKER_FIRST, {"check": sealed_check(), "policy": policy, "seed": "s1"}),
+        "sealed_b": (WORKER_FIRST, {"check": sealed_check(), "policy": policy, "seed": "s1"}),
+        "masked": (
+            ZERO_WORKER,
+            {
+                "start": {
+                    "check": sql_check(f"SELECT ok FROM t WHERE key = '{MASKED}'"),
+                    "fields": {"parameters": ["parameters"]},
+                    "policy": policy,
+                    "timeout": 3600.0,
+                    "execution_timeout": None,
+                    "backstop_seconds": 3660.0,
+                },
+                "parameters": {"password": SECRET},
+            },
+        ),
+    }
+    for _classpath, kwargs in rows.values():
+        if "check" in kwargs:
+            kwargs.update(started_at=aligned_start(started, 60.0), deadline=started + 3600.0, after=0)
+    assert SECRET not in json.dumps(rows["sealed_a"][1])
+    run_columns = {
+        "dag_id": "waits_db",
+        "run_id": "run_1",
+        "run_type": "manual",
+        compat.dag_run_logical_date().key: _utc(now - 3600),
+        "data_interval_start": _utc(now - 7200),
+        "data_interval_end": _utc(now - 3600),
+    }
+    if "run_after" in DagRun.__table__.c:
+        run_columns["run_after"] = _utc(now - 3600)
+    with create_session() as session:
+        session.execute(insert(DagRun.__table__).values(**run_columns))
+        for task_id, (classpath, kwargs) in rows.items():
+            trigger = Trigger(classpath=classpath, kwargs=kwargs, created_date=_utc(started + 1))
+            session.add(trigger)
+            session.flush()
+            ti = {
+                "dag_id": "waits_db",
+                "run_id": "run_1",
+                "task_id": task_id,
+                "map_index": -1,
+                "try_number": 1,
+                "state": "deferred",
+                "start_date": _utc(started),
+                "trigger_id": trigger.id,
+                "pool": "default_pool",
+                "pool_slots": 1,
+            }  # 3.x's ``id`` is left to its column default: a str on 3.0/3.1, a UUID from 3.2
+            session.execute(insert(TaskInstance.__table__).values(**ti))
+    yield {"now": now, "started": started}
+    with create_session() as session:
+        session.execute(delete(TaskInstance.__table__).where(TaskInstance.dag_id == "waits_db"))
+        session.execute(delete(DagRun.__table__).where(DagRun.dag_id == "waits_db"))
+        session.execute(delete(Trigger.__table__))
+
+
+def test_the_source_reads_deferred_waits_of_both_paths(deferred_db: dict[str, Any]) -> None:
+    from airflow.utils.session import create_session
+
+    from airflow_smart_ext.ui.waits_source import load_live_waits
+
+    with create_session() as session:
+        waits = load_live_waits(session, None)
+        assert load_live_waits(session, []) == []
+        assert load_live_waits(session, ["other_dag"]) == []
+        assert len(load_live_waits(session, ["waits_db"])) == 3
+        many = [f"other_{number}" for number in range(600)]  # past the IN-list limit: filtered in Python
+        assert load_live_waits(session, many) == []
+        assert len(load_live_waits(session, [*many, "waits_db"])) == 3
+    result = build_report(waits, WaitsQuery(), deferred_db["now"])
+    rows = {row["task_id"]: row for row in result["waits"]}
+    assert set(rows) == {"sealed_a", "sealed_b", "masked"}
+    # different tokens, one secret: one condition once opened
+    assert rows["sealed_a"]["sharing_key_hash"] == rows["sealed_b"]["sharing_key_hash"]
+    assert rows["sealed_a"]["shared_with"] == 2 and rows["masked"]["shared_with"] == 1
+    assert rows["sealed_a"]["path"] == "worker-first" and rows["masked"]["path"] == "zero-worker"
+    assert rows["sealed_a"]["condition"] == "FileSensor(filepath='/in', token='***') for 2026-09-21"
+    assert rows["masked"]["condition"] == (
+        "SQL on warehouse: SELECT ok FROM t WHERE key = '***' with parameters {'password': '***'}"
+    )
+    assert rows["masked"]["started_at"] == _utc(deferred_db["started"]).isoformat(timespec="milliseconds")
+    text = json.dumps(result)
+    assert SECRET not in text and MASKED not in text
+
+
+def test_the_cli_prints_the_table_and_the_json(
+    deferred_db: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from airflow_smart_ext.waits import main
+
+    assert main(["--dag-id", "waits_db", "--sort", "deadline"]) == 0
+    table = capsys.readouterr().out
+    assert "sealed_a" in table and "zero-worker" in table and "worker-first" in table
+    assert "FileSensor(filepath='/in', token='***')" in table and "3 waits in 2 groups" in table
+    assert main(["--json", "--conn-id", "warehouse"]) == 0
+    printed = capsys.readouterr().out
+    assert [row["task_id"] for row in json.loads(printed)["waits"]] == ["masked"]
+    assert SECRET not in table + printed and MASKED not in table + printed
+    assert main(["--limit", "0"]) == 2
+    assert "limit must be a whole number from 1 to 100000" in capsys.readouterr().err
+
+
+def test_python_m_waits_runs_against_the_metadata_db(deferred_db: dict[str, Any]) -> None:
+    """The module entry point, in a process of its own: without the Fernet key the worker sealed with, the
+    sealed values cannot be opened -- they stay hidden, and the two waits stay apart. (``MASKED`` is known
+    only to this test process's masker, as a connection password is to a process that loaded it.)"""
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow_smart_ext.waits", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )
+    rows = {row["task_id"]: row for row in json.loads(done.stdout)["waits"]}
+    assert set(rows) == {"sealed_a", "sealed_b", "masked"}
+    assert rows["sealed_a"]["condition"] == "FileSensor(filepath='/in', token='***') for 2026-09-21"
+    assert rows["sealed_a"]["sharing_key_hash"] != rows["sealed_b"]["sharing_key_hash"]
+    assert "{'password': '***'}" in rows["masked"]["condition"]  # a sensitive name, in any process
+    assert SECRET not in done.stdout + done.stderr
