@@ -150,11 +150,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     with _logs_to_stderr():
         from airflow.utils.session import create_session
 
+        from airflow_smart_ext.conditions.runtime import connection_rate_limit
         from airflow_smart_ext.ui.waits_source import load_live_waits
 
         with create_session() as session:
-            waits = load_live_waits(session, [query.dag_id] if query.dag_id else None)
-    report = build_report(waits, query, time.time())
+            waits = load_live_waits(session, None)  # every DAG: groups count all who share (as the JSON)
+    report = build_report(waits, query, time.time(), connection_rate_limit(None))
     print(json.dumps(report, indent=2) if args.json else render_text(report), end="\n" if args.json else "")
     return 0
 

@@ -84,6 +84,14 @@ def config_non_negative_float(key: str, default: float) -> float:
     return number
 
 
+def connection_rate_limit(explicit: float | None) -> float | None:
+    """Checks per second allowed on a check's connection: the wait's own ``rate_limit``, else ``[smart_ext]
+    max_checks_per_second_per_connection`` (0 there: None, no limit)."""
+    if explicit is not None:
+        return explicit
+    return config_non_negative_float("max_checks_per_second_per_connection", 0.0) or None
+
+
 # --- running blocking work off the event loop ---------------------------------------------------------
 
 _pool: CheckThreads | None = None

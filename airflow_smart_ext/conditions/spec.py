@@ -109,6 +109,20 @@ def validate_check_spec(check: Mapping[str, Any]) -> None:
         raise ValueError(f"check spec must be JSON-serializable: {err}") from err
 
 
+def place_template_fields(
+    check: Mapping[str, Any], fields: Mapping[str, list[Any]], values: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A zero-worker start spec's check with each template field's value put back at its path (``fields``:
+    name -> path of keys into the check). Copies only along the paths: ``check`` itself is left as it is."""
+    placed = dict(check)
+    for name, path in fields.items():
+        target = placed
+        for key in path[:-1]:
+            target[key] = target = dict(target[key])
+        target[path[-1]] = values[name]
+    return placed
+
+
 def sharing_key(check: Mapping[str, Any]) -> str:
     """Identical waits have equal keys."""
     shared = {"type": check["type"], **check_type(check).shared_identity(check)}

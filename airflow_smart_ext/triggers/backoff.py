@@ -287,9 +287,7 @@ class BackoffTrigger(compat.BaseTrigger):
             self._leave()
 
     def _limits(self) -> sharing.CheckLimits:
-        rate = self.rate_limit
-        if rate is None:
-            rate = config_non_negative_float("max_checks_per_second_per_connection", 0.0) or None
+        rate = runtime.connection_rate_limit(self.rate_limit)
         return sharing.CheckLimits(
             time_limit=runtime.check_time_limit(self.check_timeout, self._backoff_policy.initial),
             rate_limit=rate,

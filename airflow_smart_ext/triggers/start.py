@@ -20,8 +20,8 @@ from typing import Any
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import ScheduledCheck, aligned_start, condition_seed
-from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
+from airflow_smart_ext.conditions.spec import place_template_fields, sharing_key
 from airflow_smart_ext.triggers import log_lines, sharing
 from airflow_smart_ext.triggers.backoff import BackoffTrigger
 from airflow_smart_ext.triggers.events import iso
@@ -103,12 +103,9 @@ class BackoffStartTrigger(compat.BaseTrigger):
         super().render_template_fields(context, jinja_env)  # type: ignore[misc]  # 3.3+ only (never called on 2.11)
 
     def _check_spec(self, run_facts: dict[str, Any]) -> dict[str, Any]:
-        check = copy.deepcopy(self.start["check"])
-        for name, path in self.start["fields"].items():
-            target = check
-            for key in path[:-1]:
-                target = target[key]
-            target[path[-1]] = getattr(self, name)
+        fields = self.start["fields"]
+        values = {name: getattr(self, name) for name in fields}
+        check = place_template_fields(copy.deepcopy(self.start["check"]), fields, values)
         if check["type"] == "sensor":
             check["context"] = run_facts
         return check

@@ -31,7 +31,6 @@ from airflow_smart_ext.conditions import (
     sharing_key,
     validate_check_spec,
 )
-from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import error_type_paths, resolve_error_types
 from airflow_smart_ext.triggers import log_lines, sharing
 from airflow_smart_ext.triggers.backoff import coalescing_window, sharing_window_config
@@ -244,9 +243,7 @@ class ConditionWatcher(compat.EventTriggerBase):
     # -- the poll (once per shared stream on 3.3+) --
 
     def _limits(self) -> sharing.CheckLimits:
-        rate = self.rate_limit
-        if rate is None:
-            rate = config_non_negative_float("max_checks_per_second_per_connection", 0.0) or None
+        rate = runtime.connection_rate_limit(self.rate_limit)
         return sharing.CheckLimits(
             time_limit=runtime.check_time_limit(self.check_timeout, self.policy.initial), rate_limit=rate
         )

@@ -262,9 +262,13 @@ def load_calendars(
     of ours; only the timetable is deserialized. Each report has ``path``: Airflow's page of the DAG."""
     if dag_ids is not None and not dag_ids:
         return []
-    found = []
+    found, unreadable = [], []
     for dag_id, stored, compressed in compat.latest_serialized_dags(session, dag_ids, CLASSPATHS):
-        dag = _stored_dag(stored, compressed).get("dag", {})
+        try:
+            dag = _stored_dag(stored, compressed).get("dag", {})
+        except Exception as err:  # one unreadable row must not hide every other DAG's calendar
+            unreadable.append((dag_id, f"cannot read its serialized DAG: {type(err).__name__}"))
+            continue
         encoded = dag.get("timetable") or {}
         if encoded.get("__type") in CLASSPATHS:
             found.append((dag_id, encoded, dag))
@@ -272,20 +276,20 @@ def load_calendars(
     reports = []
     for dag_id, encoded, dag in found:
         try:
-            timetable = _timetable(encoded)
+            report = calendar_report(
+                dag_id,
+                _timetable(encoded),
+                now,
+                runs,
+                past,
+                start_date=_epoch_date(dag.get("start_date")),
+                end_date=_epoch_date(dag.get("end_date")),
+                previous_runs=previous.get(dag_id, []),
+            )
         except Exception as err:  # stored by another release with arguments this one refuses: say so, go on
-            error = f"cannot read its timetable: {type(err).__name__}: {err}"
-            reports.append({**_empty_report(dag_id, error), "path": compat.dag_page_path(dag_id)})
-            continue
-        report = calendar_report(
-            dag_id,
-            timetable,
-            now,
-            runs,
-            past,
-            start_date=_epoch_date(dag.get("start_date")),
-            end_date=_epoch_date(dag.get("end_date")),
-            previous_runs=previous.get(dag_id, []),
-        )
+            report = _empty_report(dag_id, f"cannot read its timetable: {type(err).__name__}: {err}")
         reports.append({**report, "path": compat.dag_page_path(dag_id)})
+    reports += [
+        {**_empty_report(dag_id, error), "path": compat.dag_page_path(dag_id)} for dag_id, error in unreadable
+    ]
     return reports

@@ -93,12 +93,17 @@ class WaitsQuery:
         limit = DEFAULT_LIMIT
         if "limit" in given:
             raw = given["limit"]
-            if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
+            if not whole_number(raw) or not 1 <= int(raw) <= MAX_LIMIT:
                 raise InvalidQuery(f"limit must be a whole number from 1 to {MAX_LIMIT}; got {raw!r}")
             limit = int(raw)
         return cls(
             given.get("dag_id"), given.get("conn_id"), given.get("sensor_class"), due_within, sort, limit
         )
+
+
+def whole_number(text: str) -> bool:
+    """ASCII digits only, and few (``"²".isdigit()`` is true; ``int()`` refuses it and very long strings)."""
+    return text.isascii() and text.isdigit() and len(text) <= 9
 
 
 def _number(text: str) -> float | None:
@@ -120,7 +125,7 @@ class _Member:
 
 
 def _row(wait: LiveWait, conditions: Conditions, schedules: Schedules) -> tuple[str, _Member]:
-    """(sharing key, the wait's row and rates)."""
+    """(sharing key, the wait's row and rates); a row that cannot be read (or computed) is shown as such."""
     base: dict[str, Any] = {
         "dag_id": wait.dag_id,
         "run_id": wait.run_id,
@@ -133,7 +138,28 @@ def _row(wait: LiveWait, conditions: Conditions, schedules: Schedules) -> tuple[
         facts = read_wait(wait, base["path"])
         condition = conditions.of(wait, base["path"])
         scheduled, checks, rate = schedules.plan(facts, condition.seed)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+        now = schedules.now
+        base.update(
+            check_type=condition.check_type,
+            sensor_class=condition.sensor_class,
+            conn_id=condition.conn_id,
+            condition=condition.words,
+            sharing_key_hash=condition.group,
+            shared_with=1,
+            checks_made=checks,
+            next_check=schedules.iso(scheduled.at) if scheduled else None,
+            next_check_in=round(scheduled.at - now, 3) if scheduled else None,
+            next_check_exact=condition.exact,
+            deadline=schedules.iso(facts.deadline),
+            deadline_in=None if facts.deadline is None else round(facts.deadline - now, 3),
+            # The server cannot see the triggerer's memory: a wait still deferred has only been answered
+            # "not yet" (or by errors it rides out, which the trigger does not persist): all it may say.
+            last_outcome="not yet",
+            started_at=schedules.iso(facts.started_at),
+        )
+        rate_limit = None if facts.rate_limit is None else float(facts.rate_limit)
+        return condition.key, _Member(base, facts.share, rate, rate_limit)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError) as err:
         # A row we cannot read must not break the page; the error type only (its text may quote kwargs).
         row = {
             **base,
@@ -148,26 +174,6 @@ def _row(wait: LiveWait, conditions: Conditions, schedules: Schedules) -> tuple[
         return f"unreadable|{wait.dag_id}|{wait.run_id}|{wait.task_id}|{wait.map_index}", _Member(
             row, False, 0.0, None
         )
-    now = schedules.now
-    base.update(
-        check_type=condition.check_type,
-        sensor_class=condition.sensor_class,
-        conn_id=condition.conn_id,
-        condition=condition.words,
-        sharing_key_hash=condition.group,
-        shared_with=1,
-        checks_made=checks,
-        next_check=schedules.iso(scheduled.at) if scheduled else None,
-        next_check_in=round(scheduled.at - now, 3) if scheduled else None,
-        next_check_exact=condition.exact,
-        deadline=schedules.iso(facts.deadline),
-        deadline_in=None if facts.deadline is None else round(facts.deadline - now, 3),
-        # The server cannot see the triggerer's memory: a wait still deferred has only been answered "not yet"
-        # (or by errors it rides out, which the trigger does not persist), so that is all it may say.
-        last_outcome="not yet",
-        started_at=schedules.iso(facts.started_at),
-    )
-    return condition.key, _Member(base, facts.share, rate, facts.rate_limit)
 
 
 def _matches(row: Mapping[str, Any], query: WaitsQuery) -> bool:
@@ -191,11 +197,14 @@ def _sort_key(row: Mapping[str, Any], field: str) -> tuple[Any, ...]:
     return (value is None, value or 0.0, row["dag_id"], row["run_id"], row["task_id"], row["map_index"])
 
 
-def build_report(waits: Iterable[LiveWait], query: WaitsQuery, now: float) -> dict[str, Any]:
+def build_report(
+    waits: Iterable[LiveWait], query: WaitsQuery, now: float, default_rate_limit: float | None = None
+) -> dict[str, Any]:
     """The Waits view's data, JSON-ready (``generated_at``, ``total``, ``waits``, ``groups``,
     ``connections``, ``summary``). Groups count every wait given (what really shares); the lists show
     the groups and connections of the waits that pass the filters. A connection's ``rate_limit`` is the
-    smallest explicit one of its waits (None: ``[smart_ext] max_checks_per_second_per_connection``)."""
+    smallest explicit one of its waits, else ``default_rate_limit`` (``runtime.connection_rate_limit(None)``:
+    ``[smart_ext] max_checks_per_second_per_connection``; None: no limit)."""
     conditions, schedules = Conditions(), Schedules(now)
     members: dict[str, list[_Member]] = {}
     for wait in waits:
@@ -237,6 +246,8 @@ def build_report(waits: Iterable[LiveWait], query: WaitsQuery, now: float) -> di
     groups.sort(key=lambda group: (-group["tasks"], group["condition"]))
     for connection in connections.values():
         connection["checks_per_second"] = round(connection["checks_per_second"], 6)
+        if connection["rate_limit"] is None:
+            connection["rate_limit"] = default_rate_limit
     unshared_total = round(sum(group["checks_per_hour_unshared"] for group in groups), 3)
     shared_total = round(sum(group["checks_per_hour_shared"] for group in groups), 3)
     return {

@@ -122,7 +122,7 @@ def _connection_row(connection: Mapping[str, Any]) -> str:
     return (
         f'<tr data-conn-id="{_text(connection["conn_id"])}"><td>{_text(connection["conn_id"])}</td>'
         f'<td class="num{" over" if over else ""}">{_rate(connection["checks_per_second"], 3)}</td>'
-        f"<td class=num>{_text('default' if limit is None else limit)}</td></tr>"
+        f"<td class=num>{_text('none' if limit is None else limit)}</td></tr>"
     )
 
 
@@ -164,7 +164,7 @@ def render_waits(report: Mapping[str, Any], query: WaitsQuery, links: TaskLink) 
         '<a href="api/waits">JSON</a></p>'
         + _filter_form(query)
         + _table("waits", WAIT_HEADERS, waits, "No live waits match.")
-        + '<p class="muted">Checks made: the scheduled checks due so far (a lower bound).</p>'
+        + '<p class="muted">Checks made: the scheduled checks due so far (an estimate, not a count).</p>'
         + "<h2>Shared checks</h2>"
         + _table("groups", ("Condition", "Tasks", "Checks/h unshared", "Checks/h shared"), groups, "None.")
         + "<h2>Connections</h2>"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, aligned_start, condition_seed
-from airflow_smart_ext.conditions.spec import check_type, sharing_key
+from airflow_smart_ext.conditions.spec import check_type, place_template_fields, sharing_key
 
 if TYPE_CHECKING:
     from airflow_smart_ext.ui.waits_model import LiveWait
@@ -104,18 +104,6 @@ def read_wait(wait: LiveWait, path: str) -> WaitFacts:
     )
 
 
-def _place_fields(start: Mapping[str, Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The start trigger's check spec with its template fields put back at their paths (unrendered here:
-    the triggerer renders them; the server shows the value as stored)."""
-    check = dict(start["check"])  # copied along each field's path only; the stored spec stays as it is
-    for name, path in start["fields"].items():
-        target = check
-        for key in path[:-1]:
-            target[key] = target = dict(target[key])
-        target[path[-1]] = kwargs[name]
-    return check
-
-
 def check_specs(wait: LiveWait, path: str) -> tuple[Mapping[str, Any], Mapping[str, Any], bool]:
     """(the check spec with opened values, the same with every secret "***", whether the server knows it
     exactly: False when a template field holds Jinja markup, which the triggerer renders -- the sharing key,
@@ -127,7 +115,9 @@ def check_specs(wait: LiveWait, path: str) -> tuple[Mapping[str, Any], Mapping[s
     from airflow_smart_ext.sensors.shipping import has_template  # the sensors' own rule (imports Airflow)
 
     start = kwargs["start"]
-    check, shown_check = _place_fields(start, kwargs), _place_fields(shown["start"], shown)
+    # unrendered here: the triggerer renders the fields; the server shows the values as stored
+    check = place_template_fields(start["check"], start["fields"], kwargs)
+    shown_check = place_template_fields(shown["start"]["check"], start["fields"], shown)
     if check["type"] == "sensor":  # the run facts the triggerer ships (compat.trigger_run_context)
         context = {
             "dag_id": wait.dag_id,
@@ -182,8 +172,8 @@ class Conditions:
             shared,
             condition_seed(shared),
             kind.name,
-            kind.conn_id(check),
-            kind.sensor_class(check),
+            kind.conn_id(shown_check),  # shown values only: a secret connection id stays "***"
+            kind.sensor_class(shown_check),
             kind.describe(shown_check),
             hashlib.blake2b(shared.encode(), key=_GROUP_SALT, digest_size=8).hexdigest(),
             exact,
@@ -272,7 +262,7 @@ class Schedules:
         now, policy = self.now, self.policy(facts.policy)
         seed = facts.seed if facts.seed is not None else seed
         anchor = facts.anchor if facts.anchor is not None else aligned_start(facts.started_at, policy.initial)
-        if not self._affordable(policy, seed, anchor, max(now, facts.deadline or now)):
+        if not self._affordable(policy, seed, anchor, now):  # the replay ends at now (+ one step)
             # Over the replay budget: every decorrelated sleep is <= cap, so at least this many were due.
             return None, int(max(0.0, now - anchor) / policy.cap_seconds), 0.0
         offset_of = self.offset_of(policy, seed)

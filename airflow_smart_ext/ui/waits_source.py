@@ -115,7 +115,12 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
     for row in session.execute(query):
         if readable is not None and row.dag_id not in readable:
             continue
-        kwargs, shown = _opened((row.trigger_id, row.created_date), row.encrypted_kwargs)
+        try:
+            kwargs, shown = _opened((row.trigger_id, row.created_date), row.encrypted_kwargs)
+        except (
+            Exception
+        ):  # e.g. Fernet's InvalidToken (a rotated key): this row shows as unreadable, the rest
+            kwargs = shown = {}  # stays (the model marks a row without kwargs "unreadable trigger kwargs")
         run_key = (row.logical_date, row.data_interval_start, row.data_interval_end)
         run_dates = dates.get(run_key)
         if run_dates is None:

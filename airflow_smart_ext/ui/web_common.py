@@ -5,9 +5,9 @@ Pure (no Airflow import): the glue modules differ only in how they authenticate 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-from airflow_smart_ext.ui.waits_model import InvalidQuery
+from airflow_smart_ext.ui.waits_model import InvalidQuery, whole_number
 
 URL_PREFIX = "/smart-ext"
 #: (menu name, path below ``URL_PREFIX``) of the pages shown in Airflow's navigation.
@@ -26,9 +26,22 @@ def calendars_query(params: Mapping[str, str]) -> tuple[str | None, int]:
     runs_text = (params.get("runs") or "").strip()
     if not runs_text:
         return dag_id, DEFAULT_RUNS
-    if not runs_text.isdigit() or not 1 <= int(runs_text) <= MAX_RUNS:
+    if not whole_number(runs_text) or not 1 <= int(runs_text) <= MAX_RUNS:
         raise InvalidQuery(f"runs must be a whole number from 1 to {MAX_RUNS}, got {runs_text!r}")
     return dag_id, int(runs_text)
+
+
+def single_params(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The URL's parameters, each given once and free of control characters (a NUL would reach the database
+    driver: an error there is a 500, not the 400 a bad parameter gets)."""
+    params: dict[str, str] = {}
+    for name, value in pairs:
+        if name in params:
+            raise InvalidQuery(f"parameter {name!r} is given more than once; give it once")
+        if any(ord(char) < 32 or ord(char) == 127 for char in name + value):
+            raise InvalidQuery(f"parameter {name!r} holds a control character")
+        params[name] = value
+    return params
 
 
 def airflow_root(root_path: str) -> str:

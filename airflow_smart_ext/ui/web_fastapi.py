@@ -21,8 +21,14 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from airflow_smart_ext import compat
+from airflow_smart_ext.conditions.runtime import connection_rate_limit
 from airflow_smart_ext.ui import waits_model, waits_page, waits_source
-from airflow_smart_ext.ui.web_common import airflow_root, calendars_query
+from airflow_smart_ext.ui.web_common import airflow_root, calendars_query, single_params
+
+
+def _params(request: Request) -> dict[str, str]:
+    """The query's parameters, checked before Airflow's access check reads ``dag_id`` (``single_params``)."""
+    return single_params(request.query_params.multi_items())
 
 
 def readable_dag_ids(user: GetUserDep) -> set[str]:
@@ -34,13 +40,13 @@ ReadableDagIds = Annotated[set[str], Depends(readable_dag_ids)]
 
 
 def _waits_report(request: Request, session: Any, dag_ids: set[str]) -> tuple[dict[str, Any], Any]:
-    query = waits_model.WaitsQuery.from_params(request.query_params)
+    query = waits_model.WaitsQuery.from_params(_params(request))
     waits = waits_source.load_live_waits(session, dag_ids)
-    return waits_model.build_report(waits, query, time.time()), query
+    return waits_model.build_report(waits, query, time.time(), connection_rate_limit(None)), query
 
 
 def _calendars(request: Request, session: Any, dag_ids: set[str]) -> list[dict[str, Any]]:
-    dag_id, runs = calendars_query(request.query_params)
+    dag_id, runs = calendars_query(_params(request))
     from airflow_smart_ext.ui import calendars_model
 
     if dag_id is not None:
@@ -51,7 +57,8 @@ def _calendars(request: Request, session: Any, dag_ids: set[str]) -> list[dict[s
 def create_app() -> FastAPI:
     app = FastAPI(
         title="airflow-smart-ext: Waits and Calendars",
-        dependencies=[Depends(compat.requires_dag_read())],
+        # the parameters first: Airflow's access check reads ``dag_id`` from them (a NUL there would be a 500)
+        dependencies=[Depends(_params), Depends(compat.requires_dag_read())],
         docs_url=None,
         redoc_url=None,
         openapi_url=None,

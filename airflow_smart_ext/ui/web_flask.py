@@ -1,8 +1,8 @@
 """The Waits and Calendars views on Airflow 2.11's webserver: a Flask blueprint at ``/smart-ext``.
 
 Access is checked the way the webserver's own DAG list does: ``airflow.www.auth.has_access_view()`` (the
-FAB session cookie ``session``; anonymous -> redirect to the login page, a user without website access ->
-403), then the auth manager's ``get_permitted_dag_ids`` limits the rows to the DAGs the user may read.
+FAB session cookie ``session``; anonymous -> redirect to the login page (the JSON: 401), a user without
+website access -> 403), then the auth manager's ``get_permitted_dag_ids`` limits the rows to the DAGs the user may read.
 Only Flask is imported here at module level (the scheduler imports the plugin too and has Flask loaded);
 the webserver's modules are imported per request, where they are already loaded.
 """
@@ -15,8 +15,9 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from airflow_smart_ext import compat
+from airflow_smart_ext.conditions.runtime import connection_rate_limit
 from airflow_smart_ext.ui import waits_model, waits_page, waits_source
-from airflow_smart_ext.ui.web_common import URL_PREFIX, calendars_query
+from airflow_smart_ext.ui.web_common import URL_PREFIX, calendars_query, single_params
 
 
 def _readable_dag_ids() -> set[str]:
@@ -30,13 +31,13 @@ def _root() -> str:
 
 
 def _waits_report(session: Any) -> tuple[dict[str, Any], waits_model.WaitsQuery]:
-    query = waits_model.WaitsQuery.from_params(request.args.to_dict())
+    query = waits_model.WaitsQuery.from_params(single_params(request.args.items(multi=True)))
     waits = waits_source.load_live_waits(session, _readable_dag_ids())
-    return waits_model.build_report(waits, query, time.time()), query
+    return waits_model.build_report(waits, query, time.time(), connection_rate_limit(None)), query
 
 
 def _calendars(session: Any) -> list[dict[str, Any]]:
-    dag_id, runs = calendars_query(request.args.to_dict())
+    dag_id, runs = calendars_query(single_params(request.args.items(multi=True)))
     from airflow_smart_ext.ui import calendars_model
 
     dag_ids = _readable_dag_ids()
@@ -46,9 +47,13 @@ def _calendars(session: Any) -> list[dict[str, Any]]:
 
 
 def _require_login() -> Any:
-    """Before every request: None when the user may use the website, else the webserver's own answer."""
+    """Before every request: None when the user may use the website, else the webserver's own answer (the
+    JSON answers an anonymous script with a 401, not with the login page's redirect)."""
     from airflow.www.auth import has_access_view
+    from airflow.www.extensions.init_auth_manager import get_auth_manager
 
+    if request.endpoint in _JSON_ENDPOINTS and not get_auth_manager().is_logged_in():
+        return jsonify(detail="Not authenticated: log in to Airflow first"), 401
     return has_access_view()(lambda: None)()
 
 
@@ -93,8 +98,12 @@ def calendars() -> Response:
     return Response(calendars_page.render_calendars(reports, _root()), mimetype="text/html")
 
 
+_BLUEPRINT = "smart_ext"
+_JSON_ENDPOINTS = (f"{_BLUEPRINT}.api_waits", f"{_BLUEPRINT}.api_calendars")
+
+
 def create_blueprint() -> Blueprint:
-    blueprint = Blueprint("smart_ext", __name__, url_prefix=URL_PREFIX)
+    blueprint = Blueprint(_BLUEPRINT, __name__, url_prefix=URL_PREFIX)
     blueprint.before_request(_require_login)
     blueprint.register_error_handler(waits_model.InvalidQuery, _bad_query)
     for path, view in (

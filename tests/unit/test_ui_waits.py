@@ -19,6 +19,7 @@ from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.start import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.ui.waits_model import InvalidQuery, LiveWait, WaitsQuery, build_report
+from tests.unit.test_sealing import KeyedFernet
 
 NOW = 1_790_000_000.0
 POLICY: dict[str, Any] = {"initial": 60.0, "factor": 2.0, "cap": 600.0, "jitter": "full", "splay": 0.0}
@@ -270,6 +271,8 @@ def test_query_parameters_are_parsed_and_empty_ones_ignored() -> None:
         ({"limit": "0"}, ["limit", "1 to 100000"]),
         ({"limit": "100001"}, ["limit", "1 to 100000"]),
         ({"limit": "ten"}, ["limit", "1 to 100000"]),
+        ({"limit": "\u00b2"}, ["limit", "1 to 100000"]),  # a digit to str.isdigit, not to int()
+        ({"limit": "9" * 5000}, ["limit", "1 to 100000"]),  # past int()'s digit limit
         ({"dag": "a"}, ["'dag'", "dag_id, conn_id, sensor_class, due_within, sort, limit"]),
     ],
 )
@@ -288,7 +291,53 @@ def test_an_unreadable_row_is_shown_without_breaking_the_report() -> None:
     assert rows[("d", "ok")]["next_check"] is not None
 
 
+@pytest.mark.parametrize(
+    "broken",
+    [
+        pytest.param({}, id="no-kwargs-at-all"),  # what the source gives a row it cannot decrypt
+        pytest.param({"deadline": 1e13}, id="deadline-past-year-9999"),
+        pytest.param({"deadline": float("inf"), "policy": {**POLICY, "jitter": "decorrelated"}}, id="inf"),
+        pytest.param({"rate_limit": "fast"}, id="non-numeric-rate-limit"),
+    ],
+)
+def test_no_row_breaks_the_report_whatever_its_kwargs(broken: dict[str, Any]) -> None:
+    kwargs = {**worker_first(sql_check()).kwargs, **broken} if broken else {}
+    odd = LiveWait("d", "r", "odd", -1, 1, WORKER_FIRST, kwargs, NOW, NOW)
+    result = report(odd, worker_first(sql_check(), task_id="ok"))
+    rows = by_task(result)
+    assert rows[("d", "ok")]["next_check"] is not None
+    json.dumps(result)  # and the JSON can be written
+    if not broken:
+        assert rows[("d", "odd")]["condition"].startswith("unreadable trigger kwargs")
+
+
+def test_a_connection_without_its_own_rate_limit_shows_the_configured_one() -> None:
+    waits = [worker_first(sql_check(conn_id="a")), worker_first(sql_check(conn_id="b"), rate_limit=0.5)]
+    result = build_report(waits, WaitsQuery(), NOW, default_rate_limit=2.0)
+    assert {c["conn_id"]: c["rate_limit"] for c in result["connections"]} == {"a": 2.0, "b": 0.5}
+
+
+def test_a_long_decorrelated_wait_has_a_next_check_however_far_its_deadline() -> None:
+    policy = {**POLICY, "initial": 5.0, "jitter": "decorrelated"}
+    wait = worker_first(sql_check(), started=NOW - 60, timeout=7 * 86400.0, policy=policy)
+    row = by_task(report(wait))[("d", "t")]
+    kwargs = wait.kwargs
+    expected = BackoffPolicy.from_dict(policy).next_check(
+        kwargs["seed"], kwargs["started_at"], NOW, kwargs["deadline"], after=0
+    )
+    assert expected is not None and row["next_check_in"] == round(expected.at - NOW, 3)
+
+
 # ---- redaction -------------------------------------------------------------------------------------------
+
+
+def test_a_connection_id_is_shown_as_its_shown_copy_says() -> None:
+    check = sensor_check(secret_conn_id="prod-payments-db", filepath="/in")
+    shown = {**check, "kwargs": {"secret_conn_id": "***", "filepath": "/in"}}
+    wait = worker_first(check, shown_kwargs={**worker_first(shown).kwargs})
+    result = report(wait)
+    assert by_task(result)[("d", "t")]["conn_id"] == "***"
+    assert "prod-payments-db" not in json.dumps(result)
 
 
 def test_a_value_left_sealed_is_shown_as_stars() -> None:
@@ -299,21 +348,6 @@ def test_a_value_left_sealed_is_shown_as_stars() -> None:
 
 
 # ---- the metadata DB: waits_source and the CLI -----------------------------------------------------------
-
-
-class KeyedFernet:
-    """Airflow's Fernet wrapper shape around a real key (sealing's ``compat.get_fernet``)."""
-
-    is_encrypted = True
-
-    def __init__(self, key: bytes) -> None:
-        self._fernet = Fernet(key)
-
-    def encrypt(self, msg: bytes) -> bytes:
-        return self._fernet.encrypt(msg)
-
-    def decrypt(self, msg: bytes | str, ttl: int | None = None) -> bytes:
-        return self._fernet.decrypt(msg, ttl)
 
 
 def _utc(epoch: float) -> datetime.datetime:

@@ -18,7 +18,7 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.plugin import SmartExtPlugin
 from airflow_smart_ext.ui import waits_source
-from airflow_smart_ext.ui.waits_model import LiveWait, WaitsQuery, build_report
+from airflow_smart_ext.ui.waits_model import InvalidQuery, LiveWait, WaitsQuery, build_report
 from airflow_smart_ext.ui.waits_page import render_waits
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT, airflow_root, calendars_query
 from tests.unit.test_ui_waits import NOW, sensor_check, sql_check, worker_first
@@ -105,6 +105,20 @@ def test_the_plugin_registers_the_views_this_airflow_can_show() -> None:
 DAGS = ("sales_daily", "sales_hourly", "hr_daily")
 
 
+def fake_waits_source(monkeypatch: pytest.MonkeyPatch) -> list[Collection[str] | None]:
+    """One wait per DAG in ``DAGS`` from a stand-in ``load_live_waits``; returns the DAG ids it was asked for
+    (what the glue passed: the user's readable DAGs)."""
+    asked: list[Collection[str] | None] = []
+
+    def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveWait]:
+        asked.append(dag_ids)
+        waits = [worker_first(sql_check(), dag_id=dag_id, task_id="wait") for dag_id in DAGS]
+        return [wait for wait in waits if dag_ids is None or wait.dag_id in dag_ids]
+
+    monkeypatch.setattr(waits_source, "load_live_waits", load_live_waits)
+    return asked
+
+
 @pytest.fixture
 def web(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """A client of the plugin's app mounted as the api-server mounts it, tokens of two users, the DAG ids the
@@ -134,14 +148,7 @@ def web(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, 
         for dag_id in DAGS:
             session.merge(DagModel(dag_id=dag_id, bundle_name="ui-test", is_stale=False))
 
-    asked: list[Collection[str] | None] = []
-
-    def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveWait]:
-        asked.append(dag_ids)
-        waits = [worker_first(sql_check(), dag_id=dag_id, task_id="wait") for dag_id in DAGS]
-        return [wait for wait in waits if dag_ids is None or wait.dag_id in dag_ids]
-
-    monkeypatch.setattr(waits_source, "load_live_waits", load_live_waits)
+    asked = fake_waits_source(monkeypatch)
     parent = FastAPI()
     for registered in SmartExtPlugin.fastapi_apps:
         parent.mount(registered["url_prefix"], registered["app"])
@@ -220,7 +227,15 @@ def test_a_restricted_user_sees_only_the_dags_it_may_read(web: dict[str, Any]) -
 @needs_airflow_3
 @pytest.mark.parametrize(
     ("query", "name"),
-    [("due_within=-1", "due_within"), ("sort=name", "sort"), ("limit=0", "limit"), ("colour=red", "colour")],
+    [
+        ("due_within=-1", "due_within"),
+        ("sort=name", "sort"),
+        ("limit=0", "limit"),
+        ("limit=%C2%B2", "limit"),  # "²": a digit to str.isdigit, not to int()
+        ("colour=red", "colour"),
+        ("limit=1&limit=2", "'limit'"),
+        ("dag_id=a%00b", "'dag_id'"),  # checked before Airflow's access check reads it
+    ],
 )
 def test_a_bad_parameter_is_a_400_naming_it(web: dict[str, Any], query: str, name: str) -> None:
     for path in ("/smart-ext/api/waits", "/smart-ext/waits"):
@@ -259,14 +274,7 @@ def webserver(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict
     with create_session() as session:
         for dag_id in DAGS:
             session.merge(DagModel(dag_id=dag_id, is_active=True))
-    asked: list[Collection[str] | None] = []
-
-    def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveWait]:
-        asked.append(dag_ids)
-        waits = [worker_first(sql_check(), dag_id=dag_id, task_id="wait") for dag_id in DAGS]
-        return [wait for wait in waits if dag_ids is None or wait.dag_id in dag_ids]
-
-    monkeypatch.setattr(waits_source, "load_live_waits", load_live_waits)
+    asked = fake_waits_source(monkeypatch)
     monkeypatch.setenv("AIRFLOW__FAB__UPDATE_FAB_PERMS", "False")  # no sync of every role: ours are below
     app = create_app(config={"WTF_CSRF_ENABLED": False}, testing=True)
     security = app.appbuilder.sm
@@ -298,14 +306,12 @@ def _logged_in(webserver: dict[str, Any], user: str) -> Any:
 @pytest.mark.skipif(compat.AIRFLOW_V_3_0_PLUS, reason="the Flask blueprint serves Airflow 2.11")
 def test_flask_views_need_a_login_and_filter_by_readable_dags(webserver: dict[str, Any]) -> None:
     anonymous = webserver["app"].test_client()
-    for path in (
-        "/smart-ext/waits",
-        "/smart-ext/api/waits",
-        "/smart-ext/calendars",
-        "/smart-ext/api/calendars",
-    ):
+    for path in ("/smart-ext/waits", "/smart-ext/calendars"):  # a page: the login page, as Airflow's own
         answer = anonymous.get(path)
         assert answer.status_code == 302 and "/login/" in answer.headers["Location"], path
+    for path in ("/smart-ext/api/waits", "/smart-ext/api/calendars"):  # the JSON: a 401 for scripts
+        answer = anonymous.get(path)
+        assert answer.status_code == 401 and "Not authenticated" in answer.get_json()["detail"], path
     assert webserver["asked"] == []
 
     viewer = _logged_in(webserver, "viewer")
@@ -344,3 +350,21 @@ def test_calendars_are_limited_to_readable_dags(web: dict[str, Any], monkeypatch
     page = web["client"].get("/smart-ext/calendars?dag_id=sales_daily", headers=headers)
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert asked[-1] == ({"sales_daily"}, 10)
+
+
+@pytest.mark.parametrize(
+    ("pairs", "word"),
+    [
+        ([("limit", "1"), ("limit", "2")], "more than once"),
+        ([("dag_id", "a\x00b")], "control character"),
+        ([("dag\x7f", "a")], "control character"),
+    ],
+)
+def test_repeated_parameters_and_control_characters_are_a_bad_query(
+    pairs: list[tuple[str, str]], word: str
+) -> None:
+    from airflow_smart_ext.ui.web_common import single_params
+
+    with pytest.raises(InvalidQuery, match=word):
+        single_params(pairs)
+    assert single_params([("dag_id", "a"), ("sort", "deadline")]) == {"dag_id": "a", "sort": "deadline"}
