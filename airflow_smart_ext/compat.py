@@ -901,17 +901,18 @@ __all__ += [
 
 
 def task_page_url(airflow_root: str, dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
-    """Airflow's own page of one task instance, below ``airflow_root`` (the path Airflow is served at)."""
+    """Airflow's own page of one task instance, below ``airflow_root`` (the path Airflow is served at): the
+    page of its run (``dag_page_path``) narrowed to the task."""
     from urllib.parse import quote, urlencode
 
+    run_page = airflow_root + dag_page_path(dag_id, run_id)
     if AIRFLOW_V_3_0_PLUS:
-        url = f"{airflow_root}/dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
-        url += f"/tasks/{quote(task_id, safe='')}"
+        url = f"{run_page}/tasks/{quote(task_id, safe='')}"
         return f"{url}/mapped/{map_index}" if map_index >= 0 else url
-    params: dict[str, Any] = {"dag_run_id": run_id, "task_id": task_id}
+    params: dict[str, Any] = {"task_id": task_id}
     if map_index >= 0:
         params["map_index"] = map_index
-    return f"{airflow_root}/dags/{quote(dag_id, safe='')}/grid?{urlencode(params)}"
+    return f"{run_page}&{urlencode(params)}"
 
 
 def plugin_ui_parts() -> dict[str, Any]:
