@@ -1049,3 +1049,54 @@ def dag_page_path(dag_id: str, run_id: str | None = None) -> str:
 
 
 __all__ += ["dag_page_path", "dag_run_columns", "latest_serialized_dags"]
+
+
+# --- Memory per zero-worker wait (issue 25) -----------------------------------------------------------------
+# 3.3.2 (jobs/triggerer_job_runner.py): for a start-from-trigger task, ``create_triggers`` deserializes the
+# whole DAG per trigger (``create_runtime_ti``: ``DagSerialization.from_dict(dag_data).get_task(...)``, no
+# cache), sets the runtime task instance (``task`` -> the DAG with all its tasks) as ``task_instance`` and
+# builds the template context (cached on that task instance; it holds the DAG, the task, the TI, the params
+# and the accessors). ``run_trigger`` keeps both for as long as the trigger runs (its local ``ti`` and its
+# ``context`` argument) although it reads them only before ``run()`` starts: the log context and the span
+# take the TI's ids, ``render_template_fields`` takes the context; after an event it reads neither (the
+# event goes to the supervisor, which ends the task from the database). A trigger dropping its own
+# references frees nothing; emptying that context and detaching the task from that task instance does.
+START_CONTEXT_RELEASABLE = AIRFLOW_V_3_3_PLUS
+
+
+def release_start_context(trigger: Any, context: Any) -> None:
+    """Let go of the template context and the DAG Airflow built to render a start-from-trigger task, once the
+    trigger has taken what it needs from them (plain values). The task instance keeps its ids, try and run
+    data. A no-op where Airflow builds neither (2.11 renders nothing; 3.0-3.2 start on a worker)."""
+    if not START_CONTEXT_RELEASABLE:
+        return
+    if context is not None:
+        context.clear()
+    ti = getattr(trigger, "task_instance", None)
+    if ti is not None and getattr(ti, "task", None) is not None:
+        ti.task = None
+
+
+__all__ += ["START_CONTEXT_RELEASABLE", "release_start_context"]
+
+
+# --- Trigger queues (issue 25: identical waits meet in one triggerer) -----------------------------------------
+def trigger_queue_unavailable() -> str | None:
+    """Why a worker's deferral cannot choose its trigger's queue on this deployment (None: it can)."""
+    if not AIRFLOW_V_3_2_PLUS:
+        return "trigger queues need Airflow 3.2 or later"
+    from airflow.configuration import conf
+
+    if not conf.getboolean("triggerer", "queues_enabled", fallback=False):
+        return "[triggerer] queues_enabled is False"
+    return None
+
+
+def set_deferral_queue(task: Any, queue: str) -> None:
+    """3.2+: a worker's deferral gives its trigger the queue ``ti.task.queue`` (sdk task_runner
+    ``_defer_task``). This try already ran on its executor queue, and a resumed try parses the task afresh,
+    so setting it just before deferring moves only the trigger."""
+    task.queue = queue
+
+
+__all__ += ["set_deferral_queue", "trigger_queue_unavailable"]

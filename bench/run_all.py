@@ -47,6 +47,9 @@ SCRIPTS: list[tuple[str, str]] = [
     ("zero_worker", "bench_zero_worker.py"),  # issue 15; needs SMART_EXT_BENCH_PG_DSN (or ..._TEST_PG_DSN)
     ("watchers", "bench_watchers.py"),  # issue 27; Airflow 3.x and a PostgreSQL server, as zero_worker
     ("ui", "bench_ui.py"),  # issue 26; Airflow 3.x (PostgreSQL metadata DB when a server DSN is set)
+    ("soak", "bench_soak.py"),  # issue 25; 10 min here (SMART_EXT_SOAK_MINUTES); the hour runs standalone
+    ("wait_memory", "bench_wait_memory.py"),  # issue 25; Airflow 3.x, SQLite: a fresh Airflow per scenario
+    ("ha", "bench_ha.py"),  # issue 25; HA triggerers: needs a PostgreSQL server, as zero_worker
 ]
 DEFAULT_OUT = REPO_ROOT / "docs" / "benchmarks.md"
 

@@ -175,6 +175,8 @@ class AbandonedChecks:
         with self._lock:
             if record.detached:
                 self._detached_by_key[record.key] -= 1
+                if self._detached_by_key[record.key] <= 0:
+                    del self._detached_by_key[record.key]
                 self.detached -= 1
             if record.owner is not None:
                 self._running_by_owner[record.owner] -= 1

@@ -22,7 +22,7 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 from airflow_smart_ext import compat
@@ -62,6 +62,10 @@ def _config_value(key: str, default: Any) -> Any:
     return _config_cache[cache_key]
 
 
+def config_text(key: str, default: str = "") -> str:
+    return str(_config_value(key, default))
+
+
 def config_positive_int(key: str, default: int) -> int:
     value = _config_value(key, default)
     try:
@@ -98,7 +102,7 @@ _pool: CheckThreads | None = None
 _pool_lock = threading.Lock()
 ABANDONED = AbandonedChecks()
 # asyncio.Semaphore binds to the loop that first uses it: keep one set per running loop.
-_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
+_semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _ConnectionSlots]] = (
     weakref.WeakKeyDictionary()
 )
 #: Which condition the check running in this task is for (the round sets its group's sharing key): a
@@ -137,16 +141,7 @@ async def run_blocking(func: Callable[..., T], *args: Any, key: str | None = Non
             f"the previous check of this condition was abandoned and is still running (on {key}); "
             "not starting another until it ends"
         )
-    slots = connection_semaphore(key)
-    await slots.acquire()
-    held = True
-
-    def release() -> None:  # on the loop only: once, when the call ends or when it is detached
-        nonlocal held
-        if held:
-            held = False
-            slots.release()
-
+    release = await take_connection_slot(key)  # on the loop only: when the call ends or is detached
     try:
         future = pool.submit(call)
     except BaseException:
@@ -198,16 +193,62 @@ def check_time_limit(check_timeout: float | None, poke_interval: float) -> float
     return min(max(poke_interval, MIN_DEFAULT_CHECK_TIME_LIMIT), MAX_DEFAULT_CHECK_TIME_LIMIT)
 
 
-def connection_semaphore(key: str) -> asyncio.Semaphore:
-    loop = asyncio.get_running_loop()
-    per_loop = _semaphores.setdefault(loop, {})
-    if key not in per_loop:
-        per_loop[key] = asyncio.Semaphore(
+class _ConnectionSlots:
+    """One key's slots and how many hold or wait for one (the entry goes when none does)."""
+
+    __slots__ = ("semaphore", "users")
+
+    def __init__(self) -> None:
+        self.semaphore = asyncio.Semaphore(
             config_positive_int(
                 "max_concurrent_checks_per_connection", DEFAULT_MAX_CONCURRENT_CHECKS_PER_CONNECTION
             )
         )
-    return per_loop[key]
+        self.users = 0
+
+
+async def take_connection_slot(key: str) -> Callable[[], None]:
+    """Wait for one of ``key``'s slots; returns its release (idempotent). A long-running triggerer keeps no
+    entry for a connection nobody is checking."""
+    loop = asyncio.get_running_loop()
+    per_loop = _semaphores.setdefault(loop, {})
+    slots = per_loop.get(key)
+    if slots is None:
+        slots = per_loop[key] = _ConnectionSlots()
+    slots.users += 1
+
+    def leave() -> None:
+        slots.users -= 1
+        if slots.users <= 0 and per_loop.get(key) is slots:
+            del per_loop[key]
+            if not per_loop:
+                _semaphores.pop(loop, None)
+
+    try:
+        await slots.semaphore.acquire()
+    except BaseException:
+        leave()
+        raise
+    held = True
+
+    def release() -> None:
+        nonlocal held
+        if held:
+            held = False
+            slots.semaphore.release()
+            leave()
+
+    return release
+
+
+@contextlib.asynccontextmanager
+async def connection_slot(key: str) -> AsyncIterator[None]:
+    """``async with connection_slot(key):`` one of ``key``'s slots for the block (cancelling frees it)."""
+    release = await take_connection_slot(key)
+    try:
+        yield
+    finally:
+        release()
 
 
 # --- shipping user code and values to the triggerer ------------------------------------------------------

@@ -132,7 +132,7 @@ class SensorSharedCheck(SharedCheck):
                 sensor = await runtime.run_blocking(self._build, key=key)
             apoke = getattr(sensor, "apoke", None)
             if apoke is not None and inspect.iscoroutinefunction(apoke):
-                async with runtime.connection_semaphore(key):  # a coroutine: cancelling it frees the slot
+                async with runtime.connection_slot(key):  # a coroutine: cancelling it frees the slot
                     result = await apoke(ctx)
             else:
                 result = await runtime.run_blocking(self._poke, ctx, key=key)

@@ -67,10 +67,12 @@ def defer(
         poking.log_not_yet(sensor, worker_pokes, after, nxt, now)
     # Slots of the schedule that passed before this deferral were no checks: the trigger starts after them.
     after = max(after, nxt.index - 1)
-    from airflow_smart_ext.triggers import BackoffTrigger  # lazy: keep DAG parsing cheap
+    from airflow_smart_ext.triggers import BackoffTrigger, routing  # lazy: keep DAG parsing cheap
 
+    check = sensor.deferrable_check(context)
+    routing.route(sensor, check)
     trigger = BackoffTrigger(
-        check=sensor.deferrable_check(context),
+        check=check,
         policy=sensor.backoff_policy.to_dict(),
         seed=seed,
         started_at=anchor,

@@ -126,6 +126,11 @@ class BackoffTrigger(compat.BaseTrigger):
         # long wait): computed off the event loop. The other strategies are O(1) and stay inline.
         self._offload_schedule = self._backoff_policy.jitter == "decorrelated"
         self._offsets: dict[int, float] = {}  # the few offsets of the current step (O(1) strategies)
+        # The schedule followed: our own (seed, started_at) until ``run`` joins a group that already follows
+        # one for this policy (one condition, one schedule per process); ``started_at`` and the deadline stay
+        # this wait's own.
+        self._schedule_seed = seed
+        self._anchor = started_at
         self._group: sharing.CheckGroup | None = None
         self._subscription: sharing.Subscription | None = None
 
@@ -164,18 +169,23 @@ class BackoffTrigger(compat.BaseTrigger):
         if offset is None:
             if len(self._offsets) > 4:
                 self._offsets.clear()
-            offset = self._offsets[index] = self._backoff_policy.offset(self.seed, index)
+            offset = self._offsets[index] = self._backoff_policy.offset(self._schedule_seed, index)
         return offset
 
     def _next_inline(self, after: int) -> ScheduledCheck | None:
         return self._backoff_policy.next_check(
-            self.seed, self.started_at, sharing.now(), self.deadline, after=after, offset_of=self._offset
+            self._schedule_seed,
+            self._anchor,
+            sharing.now(),
+            self.deadline,
+            after=after,
+            offset_of=self._offset,
         )
 
     def _interval_before_inline(self, scheduled: ScheduledCheck) -> float:
         if scheduled.index <= 0:
-            return scheduled.at - self.started_at
-        return scheduled.at - (self.started_at + self._offset(scheduled.index - 1))
+            return scheduled.at - self._anchor
+        return scheduled.at - (self._anchor + self._offset(scheduled.index - 1))
 
     async def _next(self, after: int) -> ScheduledCheck | None:
         if self._offload_schedule:
@@ -183,7 +193,9 @@ class BackoffTrigger(compat.BaseTrigger):
         return self._next_inline(after)
 
     def _next_blocking(self, after: int, now: float) -> ScheduledCheck | None:
-        return self._backoff_policy.next_check(self.seed, self.started_at, now, self.deadline, after=after)
+        return self._backoff_policy.next_check(
+            self._schedule_seed, self._anchor, now, self.deadline, after=after
+        )
 
     async def _sharing_window(self, scheduled: ScheduledCheck, config: tuple[float, float]) -> float:
         """How much earlier than due another check of the group may serve this one (:func:`coalescing_window`)."""
@@ -191,8 +203,10 @@ class BackoffTrigger(compat.BaseTrigger):
 
     async def _interval_before(self, scheduled: ScheduledCheck) -> float:
         if self._offload_schedule and scheduled.index > 0:
-            previous = await runtime.run_blocking(self._backoff_policy.offset, self.seed, scheduled.index - 1)
-            return scheduled.at - (self.started_at + previous)
+            previous = await runtime.run_blocking(
+                self._backoff_policy.offset, self._schedule_seed, scheduled.index - 1
+            )
+            return scheduled.at - (self._anchor + previous)
         return self._interval_before_inline(scheduled)
 
     # -- run --
@@ -220,11 +234,16 @@ class BackoffTrigger(compat.BaseTrigger):
                 self.deadline,
                 checks_complete=scheduled is not None and scheduled.index <= max(self.after, -1) + 1,
             )
+            joined = self._join_group_schedule(group)
+            if joined:  # the group's next check (its numbering); not one due now after the worker's check
+                scheduled = await self._next(-1)
+                if scheduled is not None and self.after >= 0 and scheduled.at <= sharing.now():
+                    scheduled = await self._next(scheduled.index)
             log_lines.emit(
                 self.log,
                 "info",
                 "BackoffTrigger: %s; seed=%s started_at=%s (%.3f) deadline=%s; resuming after check #%d; "
-                "next check #%s at %s; sharing=%s (group of %d)",
+                "next check #%s at %s; sharing=%s (group of %d%s)",
                 self._backoff_policy.describe(),
                 self.seed,
                 iso(self.started_at),
@@ -235,6 +254,7 @@ class BackoffTrigger(compat.BaseTrigger):
                 iso(scheduled.at if scheduled else None),
                 "on" if self.share else "off",
                 group.subscribers,
+                f"; joined its schedule, anchored {iso(self._anchor)}" if joined else "",
             )
             while True:
                 if scheduled is None:
@@ -285,6 +305,20 @@ class BackoffTrigger(compat.BaseTrigger):
                 scheduled = following
         finally:
             self._leave()
+
+    def _join_group_schedule(self, group: sharing.CheckGroup) -> bool:
+        """Follow the schedule the group already runs for this policy; ``True`` when it is not our own.
+
+        Identical waits that started apart (another grid cell, a later try, a rebuilt trigger) would each
+        run their own schedule: one condition checked on two timelines. The first wait of a policy sets the
+        group's schedule; later ones adopt its seed and anchor (their deadline stays their own).
+        """
+        seed, anchor = group.schedule_for(self._backoff_policy, (self._schedule_seed, self._anchor))
+        if (seed, anchor) == (self._schedule_seed, self._anchor):
+            return False
+        self._schedule_seed, self._anchor = seed, anchor
+        self._offsets.clear()
+        return True
 
     def _limits(self) -> sharing.CheckLimits:
         rate = runtime.connection_rate_limit(self.rate_limit)

@@ -23,7 +23,7 @@ import asyncio
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -166,6 +166,8 @@ class Subscription:
             await future
         finally:
             self._future = None
+            if self._due is not None:  # woken by news (or cancelled) before its moment: no entry stays
+                _waker().disarm(self._due, self)
             self._due = None
         return bool(self.news)
 
@@ -180,17 +182,29 @@ class _Waker:
     """
 
     def __init__(self) -> None:
-        self._due: dict[float, list[Subscription]] = {}
+        # moment -> (its subscriptions, in order, and its loop timer)
+        self._due: dict[float, tuple[dict[Subscription, None], _Cancellable]] = {}
 
     def arm(self, at: float, subscription: Subscription) -> None:
-        batch = self._due.get(at)  # waits on one shared schedule are due at the very same moment
-        if batch is None:
-            batch = self._due[at] = []
-            call_later(max(0.0, at - now()), lambda: self._fire(at))
-        batch.append(subscription)
+        entry = self._due.get(at)  # waits on one shared schedule are due at the very same moment
+        if entry is None:
+            entry = self._due[at] = ({}, call_later(max(0.0, at - now()), lambda: self._fire(at)))
+        entry[0][subscription] = None
+
+    def disarm(self, at: float, subscription: Subscription) -> None:
+        """A wait that ended before its moment leaves it; the last one out cancels the moment's timer (a
+        wait for a far deadline must not hold an entry until then)."""
+        entry = self._due.get(at)
+        if entry is None:
+            return
+        entry[0].pop(subscription, None)
+        if not entry[0]:
+            del self._due[at]
+            entry[1].cancel()
 
     def _fire(self, at: float) -> None:
-        due = [subscription for subscription in self._due.pop(at, ()) if subscription._due == at]
+        batch, _timer = self._due.pop(at, ({}, None))
+        due = [subscription for subscription in batch if subscription._due == at]
         run_sliced(due, Subscription._wake)
 
 
@@ -242,6 +256,11 @@ class CheckGroup:
         # older round (too old for its window) was still running.
         self._inflight: dict[asyncio.Future[Observation], float] = {}
         self._subscriptions: set[Subscription] = set()
+        self._schedules: dict[Hashable, tuple[str, float]] = {}  # policy -> (seed, anchor) of its schedule
+
+    def schedule_for(self, policy: Hashable, own: tuple[str, float]) -> tuple[str, float]:
+        """The (seed, anchor) this group's waits of ``policy`` follow: the first one's, for the group's life."""
+        return self._schedules.setdefault(policy, own)
 
     # -- observations --
 
@@ -431,6 +450,7 @@ class CheckGroup:
         inflight, self._inflight = self._inflight, {}
         for task in inflight:
             task.cancel()
+        forget_idle_bucket(self.shared_check.concurrency_key)
 
 
 class SharingRegistry:
@@ -512,6 +532,26 @@ def rate_limiter(key: str, rate: float | None) -> TokenBucket | _Unlimited:
     elif rate < bucket.rate:
         bucket.rate = rate
     return bucket
+
+
+def forget_idle_bucket(key: str) -> None:
+    """Drop ``key``'s bucket once idle (its next free moment passed): an idle capacity-one bucket behaves as
+    a new one, so a long-running triggerer keeps no bucket per connection it ever checked."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # closed outside a loop: no bucket of this loop to keep or drop
+        return
+    per_loop = _buckets.get(loop)
+    bucket = per_loop.get(key) if per_loop is not None else None
+    if per_loop is None or bucket is None:
+        return
+    busy_for = bucket._next_free - now()
+    if busy_for > 0:
+        call_later(busy_for, lambda: forget_idle_bucket(key))
+        return
+    del per_loop[key]
+    if not per_loop:
+        del _buckets[loop]
 
 
 _registries: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharingRegistry] = (

@@ -10,6 +10,10 @@ failure criterion fails without retry, a skip skips), because Airflow routes a `
 Restart-safe: the start of the try (hence the schedule anchor and the deadline) comes from what Airflow
 persisted for the try (``compat.trigger_try_started_at``), the seed from the rendered condition, so a rebuilt
 trigger continues the same schedule and deadline.
+
+Memory per wait does not grow with the DAG: when ``run`` starts, the trigger keeps what it needs from the task
+instance and the template context as plain values and lets go of the copy of the DAG Airflow built for
+rendering (``compat.release_start_context``; docs/deferrable.md "Memory per wait").
 """
 
 from __future__ import annotations
@@ -88,13 +92,17 @@ class BackoffStartTrigger(compat.BaseTrigger):
         for name, value in fields.items():
             setattr(self, name, value)
         self._render_context: Any = None
+        # What the ending needs from the task instance, as plain values (taken when run() starts).
+        self._try_number = 1
+        self._maps_over_output = False
+        self._metric_tags: dict[str, str] = {}
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return CLASSPATH, {"start": self.start, **{name: getattr(self, name) for name in self.field_names}}
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         """Called by the 3.3+ triggerer before ``run``: render with the DAG's own Jinja environment (native
-        types when the DAG asks for them) and keep the context for the run's dates."""
+        types when the DAG asks for them) and keep the context until ``run`` has taken the run's dates."""
         self._render_context = context
         # Airflow's Templater picks native rendering from this attribute (else from a DAG it lacks here).
         self.render_template_as_native_obj = compat.trigger_render_native(self, context)
@@ -110,18 +118,29 @@ class BackoffStartTrigger(compat.BaseTrigger):
             check["context"] = run_facts
         return check
 
+    async def _take_run_facts(self) -> dict[str, Any]:
+        """The run facts and what the ending needs from the task instance, kept as plain values; then let go
+        of the context and the DAG Airflow built for rendering, which would otherwise stay alive for the
+        whole wait (memory per wait independent of the DAG's size: ``compat.release_start_context``)."""
+        facts = await compat.trigger_run_context(self, self._render_context)
+        self._try_number = int(facts["try_number"])
+        self._metric_tags = {
+            "dag_id": facts["dag_id"],
+            "task_id": facts["task_id"],
+            "sensor": self.start.get("sensor", ""),
+        }
+        self._maps_over_output = (
+            bool(self.start.get("do_xcom_push", True))
+            and not self.start.get("multiple_outputs")
+            and compat.task_maps_over_output(self)
+        )
+        compat.release_start_context(self, self._render_context)
+        self._render_context = None
+        return facts
+
     def _incr(self, what: str, count: int = 1) -> None:
-        ti = self.task_instance
         try:
-            compat.Stats.incr(
-                f"{_METRIC_PREFIX}.{what}",
-                count=count,
-                tags={
-                    "dag_id": getattr(ti, "dag_id", ""),
-                    "task_id": getattr(ti, "task_id", ""),
-                    "sensor": self.start.get("sensor", ""),
-                },
-            )
+            compat.Stats.incr(f"{_METRIC_PREFIX}.{what}", count=count, tags=self._metric_tags)
         except Exception as exc:  # metrics must never fail a sensor
             log_lines.emit(self.log, "debug", "Could not emit metric %s: %r", what, exc)
 
@@ -135,7 +154,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
                 "warning",
                 "The start of the try is unknown; anchoring the schedule at the current time.",
             )
-        check = self._check_spec(await compat.trigger_run_context(self, self._render_context))
+        check = self._check_spec(await self._take_run_facts())
         seed = condition_seed(sharing_key(check))
         deadline = started_at + float(start["timeout"])
         # execution_timeout ends the wait as in poke mode: the schedule stops at the earlier deadline and the
@@ -206,14 +225,14 @@ class BackoffStartTrigger(compat.BaseTrigger):
         reason = None
         if self.start.get("success_callbacks") and not compat.trigger_end_runs_success_callbacks():
             reason = "on_success_callback: this Airflow runs it only when a worker ends the task"
-        elif int(getattr(self.task_instance, "try_number", 1) or 1) > 1:
+        elif self._try_number > 1:
             # A clear or a retry stamped end_date; the scheduler's start in the triggerer keeps it and a
             # trigger's end would too (end_date before start_date); a worker's end stamps a new one.
             reason = "a later try: only a worker's end replaces the previous try's end_date"
         elif (
             payload.get("xcom_value") is not None
             and self.start.get("do_xcom_push", True)
-            and (self.start.get("multiple_outputs") or compat.task_maps_over_output(self))
+            and (self.start.get("multiple_outputs") or self._maps_over_output)
         ):
             reason = "the XCom must be pushed by a worker (multiple_outputs or a mapped downstream task)"
         if reason is not None:

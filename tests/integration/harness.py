@@ -1,4 +1,4 @@
-"""A real Airflow for tests and scripts: scheduler, dag-processor, triggerer (+ api-server on 3.x).
+"""A real Airflow for tests and scripts: scheduler, dag-processor, triggerer(s) (+ api-server on 3.x).
 
 One ``AirflowEnv`` = one temporary ``AIRFLOW_HOME`` with its own metadata DB (SQLite file, or a fresh
 PostgreSQL database created from ``SMART_EXT_TEST_PG_DSN``), its own free ports and real processes started
@@ -151,6 +151,7 @@ class _Component:
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
         self.stopped_on_purpose = False
+        self.job_id: int | None = None  # its job row, once seen (scheduler, triggerers, dag-processor)
 
     @property
     def running(self) -> bool:
@@ -178,6 +179,11 @@ class AirflowEnv:
         ui_menu_items: 2.11: plugin menu entries the prefixed users may see (FAB ``menu_access``; an admin
             grants these to non-admin roles in a real deployment too).
         extra_env: additional ``AIRFLOW__...`` settings (override the harness defaults).
+        triggerers: how many triggerers (HA): components ``triggerer``, ``triggerer-2``, ... each with its
+            own log and trigger log server port; more than one needs PostgreSQL (SQLite allows one writer).
+            ``trigger_owners()`` says which of them holds which trigger.
+        triggerer_args: extra command-line arguments per triggerer name (e.g. ``{"triggerer-2":
+            ["--queues=q1"]}``).
     """
 
     def __init__(
@@ -195,9 +201,17 @@ class AirflowEnv:
         extra_env: Mapping[str, str] | None = None,
         ui_users: Mapping[str, str | None] | None = None,
         ui_menu_items: Sequence[str] = (),
+        triggerers: int = 1,
+        triggerer_args: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         import airflow
 
+        server_pg_dsn = os.environ.get(PG_DSN_ENV, "") if pg_dsn is None else pg_dsn
+        if triggerers < 1 or (triggerers > 1 and not server_pg_dsn):
+            raise AirflowEnvError(
+                f"triggerers={triggerers}: HA triggerers need PostgreSQL (set {PG_DSN_ENV} or pg_dsn); "
+                "SQLite runs exactly one"
+            )
         self.airflow_version: str = airflow.__version__
         self.is_airflow3: bool = AIRFLOW_V_3_0_PLUS
         self._own_home = home is None
@@ -209,7 +223,7 @@ class AirflowEnv:
         self.log_folder = self.home / "logs"
         self.component_log_folder = self.home / "component-logs"
         self.dag_sources = [Path(p) for p in (dag_sources or [EXAMPLE_DAGS_DIR, TEST_DAGS_DIR])]
-        self._server_pg_dsn = os.environ.get(PG_DSN_ENV, "") if pg_dsn is None else pg_dsn
+        self._server_pg_dsn = server_pg_dsn
         self.pg_database: str | None = None
         self.sql_alchemy_conn = ""
         self.api_port = api_port or (free_port() if self.is_airflow3 else None)
@@ -222,6 +236,8 @@ class AirflowEnv:
         self.parallelism = parallelism
         self.bind_host = bind_host
         self.extra_env = dict(extra_env or {})
+        self.triggerers = triggerers
+        self.triggerer_args = {name: list(args) for name, args in (triggerer_args or {}).items()}
         self.components: dict[str, _Component] = {}
         self.env: dict[str, str] = {}
         self._started = False
@@ -259,12 +275,16 @@ class AirflowEnv:
 
     @property
     def component_names(self) -> list[str]:
-        names = ["scheduler", "triggerer"]
+        names = ["scheduler", *self.triggerer_names]
         if self.is_airflow3:
             names += ["dag-processor", "api-server"]
         elif self.with_webserver:
             names.append("webserver")
         return names
+
+    @property
+    def triggerer_names(self) -> list[str]:
+        return ["triggerer"] + [f"triggerer-{n}" for n in range(2, self.triggerers + 1)]
 
     def start(self, timeout: float = 180.0) -> AirflowEnv:
         """Prepare AIRFLOW_HOME, migrate the DB, start every component and wait until all are healthy."""
@@ -278,7 +298,8 @@ class AirflowEnv:
             self.component_log_folder.mkdir(parents=True, exist_ok=True)
             self._migrate_database()
             for name in self.component_names:
-                self.start_component(name, wait=False)
+                # Several triggerers start one after another: each one's job row is then known by its id.
+                self.start_component(name, wait=self.triggerers > 1 and name in self.triggerer_names)
             self.wait_healthy(timeout=timeout)
             if self.ui_users and not self.is_airflow3:
                 self._run_fab_users("create")
@@ -542,8 +563,10 @@ class AirflowEnv:
                 "--workers",
                 "1",
             ]
-        if name in {"scheduler", "triggerer", "dag-processor"}:
+        if name in {"scheduler", "dag-processor"}:
             return [*base, name]
+        if name in self.triggerer_names:
+            return [*base, "triggerer", *self.triggerer_args.get(name, ())]
         raise ValueError(
             f"unknown component {name!r}; expected one of {self.component_names + ['webserver']}"
         )
@@ -565,7 +588,7 @@ class AirflowEnv:
             log.flush()
             component.process = subprocess.Popen(
                 component.argv,
-                env=self.env,
+                env=self._component_env(name),
                 cwd=self.home,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -575,6 +598,11 @@ class AirflowEnv:
         self.components[name] = component
         if wait:
             self._wait_component(name, before, time.monotonic() + timeout)
+
+    def _component_env(self, name: str) -> dict[str, str]:
+        if name in self.triggerer_names[1:]:  # every triggerer serves its trigger logs on a port of its own
+            return {**self.env, "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port())}
+        return self.env
 
     def stop_component(self, name: str, grace: float = 10.0, *, crash: bool = False) -> None:
         """Kill a component's whole process tree: SIGTERM, then SIGKILL after ``grace`` seconds.
@@ -625,11 +653,9 @@ class AirflowEnv:
         return out
 
     def _job_type(self, name: str) -> str | None:
-        return {
-            "scheduler": "SchedulerJob",
-            "triggerer": "TriggererJob",
-            "dag-processor": "DagProcessorJob",
-        }.get(name)
+        if name in self.triggerer_names:
+            return "TriggererJob"
+        return {"scheduler": "SchedulerJob", "dag-processor": "DagProcessorJob"}.get(name)
 
     def _max_job_id(self, name: str) -> int:
         job_type = self._job_type(name)
@@ -647,12 +673,18 @@ class AirflowEnv:
 
     def _component_ready(self, name: str, after_job_id: int) -> bool:
         job_type = self._job_type(name)
+        known = self.components[name].job_id
+        if job_type is not None and known is not None:
+            return bool(self.query("SELECT 1 FROM job WHERE id = %s AND state = 'running'", (known,)))
         if job_type is not None:
             rows = self.query(
-                "SELECT id FROM job WHERE job_type = %s AND state = 'running' AND id > %s",
+                "SELECT MIN(id) FROM job WHERE job_type = %s AND state = 'running' AND id > %s",
                 (job_type, after_job_id),
             )
-            return bool(rows)
+            if not rows or rows[0][0] is None:
+                return False
+            self.components[name].job_id = int(rows[0][0])
+            return True
         if name == "api-server":
             return self._http_ok(f"{self.api_url}/api/v2/monitor/health")
         if name == "webserver":
@@ -949,6 +981,21 @@ class AirflowEnv:
             sql += " AND run_id = %s"
             params.append(run_id)
         return self.query_dicts(sql + " ORDER BY run_id, task_id, map_index", params)
+
+    def trigger_owners(self) -> list[dict[str, Any]]:
+        """Which triggerer holds which task's trigger (``trigger.triggerer_id`` joined to ``job``), one row
+        per trigger of a task instance: ``trigger_id``, ``triggerer_id`` (a job id; None = unassigned),
+        ``component`` (this harness's name for that job, e.g. ``triggerer-2``; None when unassigned or not
+        started here), ``latest_heartbeat`` of that job, ``dag_id``, ``run_id``, ``task_id``, ``map_index``."""
+        rows = self.query_dicts(
+            "SELECT t.id AS trigger_id, t.triggerer_id, j.latest_heartbeat, ti.dag_id, ti.run_id, ti.task_id, "
+            'ti.map_index FROM "trigger" t JOIN task_instance ti ON ti.trigger_id = t.id '
+            "LEFT JOIN job j ON j.id = t.triggerer_id ORDER BY t.id"
+        )
+        names = {c.job_id: name for name, c in self.components.items() if c.job_id is not None}
+        for row in rows:
+            row["component"] = names.get(row["triggerer_id"])
+        return rows
 
     def task_log_paths(
         self, dag_id: str, run_id: str, task_id: str, try_number: int = 1, map_index: int = -1

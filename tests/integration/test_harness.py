@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.harness import AirflowEnv
+from tests.integration.harness import AirflowEnv, AirflowEnvError
 
 DAG_ID = "smart_ext_smoke"
 
@@ -56,3 +56,22 @@ def test_task_logs_are_readable(airflow_env: AirflowEnv, smoke_run: str) -> None
         DAG_ID, smoke_run, "defer_once", try_number=tis["defer_once"]["try_number"]
     )
     assert "smoke resumed after deferral" in defer_log, defer_log[-3000:]
+
+
+def test_several_triggerers_need_postgresql() -> None:
+    with pytest.raises(AirflowEnvError, match="need PostgreSQL"):
+        AirflowEnv(triggerers=2, pg_dsn="")
+    env = AirflowEnv(triggerers=3, pg_dsn="postgresql://nobody@127.0.0.1:1/none")  # nothing started
+    try:
+        assert env.triggerer_names == ["triggerer", "triggerer-2", "triggerer-3"]
+        assert set(env.triggerer_names) <= set(env.component_names)
+    finally:
+        env.stop()
+
+
+def test_each_job_component_knows_its_job_row(airflow_env: AirflowEnv, smoke_run: str) -> None:
+    """``trigger_owners()`` names a trigger's triggerer by the job id the harness saw it start with."""
+    rows = airflow_env.query("SELECT id, job_type FROM job WHERE state = 'running'")
+    job_id = airflow_env.components["triggerer"].job_id
+    assert (job_id, "TriggererJob") in rows, (job_id, rows)
+    assert airflow_env.trigger_owners() == []  # the smoke run's trigger fired and is gone

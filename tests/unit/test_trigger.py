@@ -174,7 +174,7 @@ class VirtualClock:
 
     async def run_blocking(self, func: Any, *args: Any, key: str | None = None) -> Any:
         if key is not None:  # the key's slots, as the real run_blocking takes them
-            async with runtime.connection_semaphore(key):
+            async with runtime.connection_slot(key):
                 return await self.run_blocking(func, *args)
         with self.busy():
             return await asyncio.to_thread(func, *args)
@@ -491,6 +491,73 @@ async def test_sensor_deferred_waits_started_in_different_cells_align_without_ji
     assert POKES["grid"] == [base + 10 * k for k in range(1, 11)]  # one lattice: +10 .. +100
 
 
+# One condition, one schedule per process: identical waits (same policy) that start apart — either side of a
+# grid line, cells apart, an hour apart — all follow the schedule of the group's first wait. Each row: the
+# policy, when the waits start (seconds after a grid line), when the condition turns true.
+ONE_SCHEDULE_CASES: dict[str, tuple[BackoffPolicy, list[float], float]] = {
+    "4 ms apart across a grid line, fixed 3 s, full jitter": (
+        BackoffPolicy(initial=3, factor=1, jitter="full"),
+        [-0.002, 0.002],
+        40,
+    ),
+    "20 waits over 4 cells, x2 growth, equal jitter, splay": (
+        BackoffPolicy(initial=10, factor=2, cap=120, jitter="equal", splay=10),
+        [i * 1.9 for i in range(20)],
+        400,
+    ),
+    "a late wait joins an hour-old group": (
+        BackoffPolicy(initial=30, factor=2, cap=600, jitter="full"),
+        [0, 3600],
+        4000,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", ONE_SCHEDULE_CASES)
+async def test_identical_waits_follow_one_schedule_whatever_their_start(
+    vclock: VirtualClock, case: str
+) -> None:
+    policy, offsets, ready = ONE_SCHEDULE_CASES[case]
+    line = aligned_start(START, policy.initial) + policy.initial
+    triggers = as_deferred_by_sensors("one", policy, [line + offset for offset in offsets])
+    for trigger in triggers:
+        trigger.deadline = line + 10_000
+    READY_AT["one"] = line + ready
+
+    async def started_later(trigger: BackoffTrigger, at: float) -> dict[str, Any]:
+        await sharing.sleep(at - sharing.now())
+        return await first_event(trigger)
+
+    events = await asyncio.gather(
+        *(started_later(t, line + o) for t, o in zip(triggers, offsets, strict=True))
+    )
+    assert {e["status"] for e in events} == {"success"}
+    first = triggers[0]
+    slots = {first.started_at + policy.offset(first.seed, k) for k in range(200)}
+    assert set(POKES["one"]) <= slots  # every check on the first wait's schedule: no second timeline
+    assert len(POKES["one"]) == len(set(POKES["one"]))  # and one check per slot, however many wait
+
+
+async def test_a_joined_wait_keeps_its_own_deadline(vclock: VirtualClock) -> None:
+    """A wait joining a group whose checks are 10 minutes apart still ends at its own deadline."""
+    policy = BackoffPolicy(initial=30, factor=2, cap=600, jitter="none")
+    old, new = as_deferred_by_sensors("late", policy, [START, START + 3600])
+    old.deadline, new.deadline = START + 10_000, START + 3600 + 50
+
+    async def started_later(trigger: BackoffTrigger, at: float) -> dict[str, Any]:
+        await sharing.sleep(at - sharing.now())
+        return await first_event(trigger)
+
+    old_run = asyncio.ensure_future(first_event(old))
+    new_event = await started_later(new, START + 3600)
+    assert new_event["status"] == "timeout"
+    # its final check at its own deadline, not at the group's next slot
+    assert vclock.now == pytest.approx(START + 3650)
+    old_run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await old_run
+
+
 async def test_different_conditions_do_not_share(vclock: VirtualClock) -> None:
     policy = BackoffPolicy(initial=30, factor=1, jitter="none")
     READY_AT["x"] = READY_AT["y"] = START + 65
@@ -698,7 +765,7 @@ async def test_concurrency_is_bounded_per_connection(monkeypatch: pytest.MonkeyP
 
     async def probe() -> None:
         nonlocal active, peak
-        async with runtime.connection_semaphore("conn_id:bounded"):
+        async with runtime.connection_slot("conn_id:bounded"):
             active += 1
             peak = max(peak, active)
             await asyncio.sleep(0.01)
@@ -873,12 +940,16 @@ async def test_due_subscriber_starts_its_own_round_while_an_older_round_is_in_fl
     vclock: VirtualClock, ready_at: float, b_event_at: float, b_status_from: str
 ) -> None:
     """A is due at +10, B at +13 (window 1 s): A's 8-s round is too old for B. B must start its own round
-    at +13 (not wait until +18 and then check), and still take A's positive result when it comes first."""
+    at +13 (not wait until +18 and then check), and still take A's positive result when it comes first.
+    (B's policy differs from A's in its cap only, so it keeps its own schedule.)"""
     READY_AT["older"] = ready_at
     DELAY["older"] = 8.0
     policy = BackoffPolicy(initial=10, factor=1, jitter="none")
     a = make_trigger(sensor_check("older", cls="SlowAsyncSensor", task_id="a"), policy)
-    b = make_trigger(sensor_check("older", cls="SlowAsyncSensor", task_id="b"), policy, started_at=START + 3)
+    b_policy = BackoffPolicy(initial=10, factor=1, cap=20, jitter="none")
+    b = make_trigger(
+        sensor_check("older", cls="SlowAsyncSensor", task_id="b"), b_policy, started_at=START + 3
+    )
     (a_event, a_at), (b_event, b_at) = await asyncio.gather(
         _event_with_time(a, vclock), _event_with_time(b, vclock)
     )
@@ -1140,11 +1211,32 @@ def test_subscriber_count_is_o1_with_many_groups(monkeypatch: pytest.MonkeyPatch
         def values(self) -> Any:
             raise AssertionError("the registry scans every group")
 
+    class Keyed(conditions.SharedCheck):
+        concurrency_key = "k"
+
     registry = sharing.SharingRegistry()
     registry.groups = NoScan()
-    groups = [registry.join(f"k{i}", conditions.SharedCheck) for i in range(2000)]
-    groups.append(registry.join("k0", conditions.SharedCheck))
+    groups = [registry.join(f"k{i}", Keyed) for i in range(2000)]
+    groups.append(registry.join("k0", Keyed))
     assert registry.subscriber_count == 2001 and len(registry.groups) == 2000
     for group in groups:
         group.leave()
     assert registry.subscriber_count == 0 and registry.groups == {}
+
+
+async def test_a_connections_rate_bucket_is_forgotten_once_idle(vclock: VirtualClock) -> None:
+    """A long-running triggerer keeps no token bucket for a connection nobody checks any more."""
+
+    class OnConn(conditions.SharedCheck):
+        concurrency_key = "conn:slow_db"
+
+        async def run(self, context: Any) -> Any:
+            return None
+
+    loop = asyncio.get_running_loop()
+    bucket = sharing.rate_limiter(OnConn.concurrency_key, 0.5)
+    assert bucket.reserve() == 0 and bucket.reserve() == pytest.approx(2.0)  # busy for 4 s from now
+    sharing.CheckGroup("k", OnConn(), None).close()
+    assert OnConn.concurrency_key in sharing._buckets[loop]  # still reserved: kept
+    await sharing.sleep(4.5)
+    assert loop not in sharing._buckets

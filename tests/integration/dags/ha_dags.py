@@ -1,0 +1,44 @@
+"""HA-triggerer integration DAG (tests/integration/test_ha_triggerers_live.py): WAITS deferrable waits on
+CONDITIONS shared conditions (a marker file each), zero-worker and worker-first mixed, every condition with
+both kinds. A fixed 3 s interval (no growth, no jitter) makes "checks per condition per cycle" measurable.
+
+Nothing is templated (the folder comes from the environment at parse time), so the zero-worker waits start
+in the triggerer on 2.11 as well.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import tempfile
+
+from airflow import DAG
+from ha_sensors import ConditionFileSensor
+
+HA_DIR = os.environ.get("SMART_EXT_HA_DIR") or os.path.join(tempfile.gettempdir(), "smart-ext-ha")
+WAITS, CONDITIONS, INTERVAL = 24, 4, 3
+
+with DAG(
+    dag_id="ha_waits",
+    schedule=None,
+    start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
+    catchup=False,
+    max_active_tasks=WAITS,
+    tags=["airflow-smart-ext", "integration"],
+):
+    for number in range(WAITS):
+        condition = number % CONDITIONS
+        zero_worker = (number // CONDITIONS) % 2 == 0
+        ConditionFileSensor(
+            task_id=f"{'zw' if zero_worker else 'wf'}_c{condition}_{number:02d}",
+            path=os.path.join(HA_DIR, f"c{condition}.marker"),
+            counter_path=os.path.join(HA_DIR, f"c{condition}.checks.jsonl"),
+            deferrable=True,
+            start_from_trigger=None if zero_worker else False,
+            poke_interval=INTERVAL,
+            backoff_factor=1,
+            jitter="none",
+            timeout=600,
+            retries=2,  # a retry would show as try_number 2: every wait must end on its first try
+            retry_delay=dt.timedelta(seconds=1),
+        )
