@@ -127,18 +127,6 @@ def per_cycle(checks: list[tuple[str, float]], start: float, end: float, k: int)
     return mean, max(per_window.values(), default=0)
 
 
-def _wait(predicate: Any, timeout: float, what: str, env: Any) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = predicate()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {what}")
-        env._raise_if_component_died()
-        time.sleep(1)
-
-
 def _all_held(env: Any, n: int) -> dict[str, int] | None:
     """Per triggerer, how many triggers it holds, once all ``n`` tasks are deferred and every trigger held."""
     deferred = env.query("SELECT count(*) FROM task_instance WHERE state = 'deferred'")[0][0]
@@ -232,7 +220,7 @@ def failover_leg(work: Path, server: str, cond_dsn: str, tiny: bool) -> dict[str
         m["version"] = env.airflow_version
         _start_runs(env, dags)
         created = time.time()
-        held = _wait(lambda: _all_held(env, n), 1800, f"{n} deferred waits held by a triggerer", env)
+        held = env.poll(lambda: _all_held(env, n), 1800, f"{n} deferred waits held by a triggerer")
         m["to_all_waiting"] = time.time() - created
         all_waiting = time.time()
         print(f"[bench_ha] all {n} wait after {m['to_all_waiting']:.0f} s: {held}", flush=True)
@@ -250,14 +238,14 @@ def failover_leg(work: Path, server: str, cond_dsn: str, tiny: bool) -> dict[str
             owners = env.trigger_owners()
             return len(owners) >= n and all(o["component"] == survivor for o in owners)
 
-        _wait(moved, 600, f"{killed}'s triggers moving to {survivor}", env)
+        env.poll(moved, 600, f"{killed}'s triggers moving to {survivor}")
         reassigned_at = time.time()
         m["reassignment"] = reassigned_at - killed_at
         print(f"[bench_ha] reassigned after {m['reassignment']:.1f} s", flush=True)
         time.sleep(AFTER_CYCLES * POKE_INTERVAL)
         true_at = time.time()
         cond.set(True)
-        done = _wait(
+        done = env.poll(
             lambda: (
                 env.query(
                     "SELECT count(*) FROM task_instance WHERE state IN ('success', 'failed', 'skipped')"
@@ -266,7 +254,6 @@ def failover_leg(work: Path, server: str, cond_dsn: str, tiny: bool) -> dict[str
             ),
             900,
             "all waits ending",
-            env,
         )
         m["true_to_done"] = time.time() - true_at if done else None
         time.sleep(2)
@@ -302,17 +289,16 @@ def duplication_leg(
     cond.set(False)
     with _env(work, server, cond_dsn, triggerers, dags, routed) as env:
         _start_runs(env, dags)
-        held = _wait(lambda: _all_held(env, n), 1800, f"{n} deferred waits held by a triggerer", env)
+        held = env.poll(lambda: _all_held(env, n), 1800, f"{n} deferred waits held by a triggerer")
         start = time.time() + POKE_INTERVAL
         time.sleep((BEFORE_CYCLES + 1) * POKE_INTERVAL)
         end = time.time()
         mean, busiest = per_cycle(cond.checks(start, end), start, end, K)
         cond.set(True)
-        _wait(
+        env.poll(
             lambda: env.query("SELECT count(*) FROM task_instance WHERE state = 'success'")[0][0] >= n,
             900,
             "all waits succeeding",
-            env,
         )
         m = {
             "n": n,

@@ -32,7 +32,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -981,6 +981,17 @@ class AirflowEnv:
             sql += " AND run_id = %s"
             params.append(run_id)
         return self.query_dicts(sql + " ORDER BY run_id, task_id, map_index", params)
+
+    def poll(self, predicate: Callable[[], Any], timeout: float, what: str, interval: float = 1.0) -> Any:
+        """``predicate()``'s first truthy value, asked every ``interval`` seconds; an ``AirflowEnvError``
+        naming ``what`` after ``timeout`` seconds, or at once when a component died."""
+        deadline = time.monotonic() + timeout
+        while not (found := predicate()):
+            if time.monotonic() > deadline:
+                raise AirflowEnvError(f"timed out after {timeout:.0f}s waiting for {what}")
+            self._raise_if_component_died()
+            time.sleep(interval)
+        return found
 
     def trigger_owners(self) -> list[dict[str, Any]]:
         """Which triggerer holds which task's trigger (``trigger.triggerer_id`` joined to ``job``), one row

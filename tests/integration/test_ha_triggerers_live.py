@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from airflow_smart_ext import compat
-from tests.integration.harness import PG_DSN_ENV, TEST_DAGS_DIR, AirflowEnv, AirflowEnvError
+from tests.integration.harness import PG_DSN_ENV, TEST_DAGS_DIR, AirflowEnv
 
 pytestmark = [
     pytest.mark.skipif(
@@ -83,18 +83,6 @@ def _pids(env: AirflowEnv, name: str) -> set[int]:
     return {main.pid, *(child.pid for child in main.children(recursive=True))}
 
 
-def _poll(predicate: Any, timeout: float, what: str, env: AirflowEnv) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = predicate()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AirflowEnvError(f"timed out after {timeout}s waiting for {what}")
-        env._raise_if_component_died()
-        time.sleep(0.5)
-
-
 @pytest.fixture(scope="module")
 def failover(tmp_path_factory: pytest.TempPathFactory) -> Any:
     work = tmp_path_factory.mktemp("ha")
@@ -119,7 +107,9 @@ def failover(tmp_path_factory: pytest.TempPathFactory) -> Any:
                 return owners if all(o["component"] for o in owners) else []
             return []
 
-        owners = _poll(all_deferred_and_held, 300, f"{WAITS} deferred waits held by a triggerer", env)
+        owners = env.poll(
+            all_deferred_and_held, 300, f"{WAITS} deferred waits held by a triggerer", interval=0.5
+        )
         fo.deferred_at = time.time()
         time.sleep((BEFORE_CYCLES + 1) * INTERVAL)  # the first cycle may still be settling: not counted
         owners = env.trigger_owners()
@@ -139,7 +129,12 @@ def failover(tmp_path_factory: pytest.TempPathFactory) -> Any:
             now = {o["task_id"]: o["component"] for o in env.trigger_owners()}
             return all(now.get(task_id) == fo.survivor for task_id in moved)
 
-        _poll(all_moved, HEALTH_THRESHOLD + 90, f"{fo.killed}'s {held} triggers moving to {fo.survivor}", env)
+        env.poll(
+            all_moved,
+            HEALTH_THRESHOLD + 90,
+            f"{fo.killed}'s {held} triggers moving to {fo.survivor}",
+            interval=0.5,
+        )
         fo.reassigned_at = time.time()
         fo.runner_pids.update({pid: fo.survivor for pid in _pids(env, fo.survivor)})
         print(f"[ha] {held} triggers reassigned {fo.reassigned_at - fo.killed_at:.1f} s after the kill")

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from airflow_smart_ext import compat
-from tests.integration.harness import PG_DSN_ENV, TEST_DAGS_DIR, AirflowEnv, AirflowEnvError
+from tests.integration.harness import PG_DSN_ENV, TEST_DAGS_DIR, AirflowEnv
 
 pytestmark = [
     pytest.mark.skipif(
@@ -42,16 +42,6 @@ STEADY_CYCLES = 5
 def _checks(work: Path, condition: int) -> list[dict[str, Any]]:
     path = work / f"c{condition}.checks.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def _poll(predicate: Any, timeout: float, what: str, env: AirflowEnv) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := predicate()):
-        if time.monotonic() > deadline:
-            raise AirflowEnvError(f"timed out after {timeout}s waiting for {what}")
-        env._raise_if_component_died()
-        time.sleep(1.0)
-    return found
 
 
 def test_identical_waits_meet_in_their_conditions_triggerer(tmp_path: Path) -> None:
@@ -79,12 +69,11 @@ def test_identical_waits_meet_in_their_conditions_triggerer(tmp_path: Path) -> N
             states = [ti["state"] for ti in env.task_instances(DAG_ID, run_id)]
             return len(states) == WAITS and set(states) == {"deferred"}
 
-        _poll(all_deferred, 240, "every wait deferred", env)
-        owners = _poll(
+        env.poll(all_deferred, 240, "every wait deferred")
+        owners = env.poll(
             lambda: (rows := env.trigger_owners()) and all(r["component"] for r in rows) and rows,
             120,
             "every trigger assigned",
-            env,
         )
         queues = dict(env.query('SELECT id, queue FROM "trigger"'))
         for row in owners:

@@ -13,7 +13,6 @@ from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_se
 from airflow_smart_ext.conditions import outcome_from_exception, sharing_key
 from airflow_smart_ext.conditions.outcomes import error_class_path
 from airflow_smart_ext.sensors import parameters as sensor_parameters
-from airflow_smart_ext.sensors import poking
 from airflow_smart_ext.sensors.base import DEFERRAL_GRACE_SECONDS, STATS_XCOM_KEY, BackoffSensor
 from tests.unit.test_sensor_helpers import (
     T0,
@@ -24,14 +23,6 @@ from tests.unit.test_sensor_helpers import (
     ScriptedSensor,
     make_context,
 )
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    fake = FakeClock()
-    monkeypatch.setattr(poking, "wall_clock", fake.time)
-    monkeypatch.setattr(poking, "sleep", fake.sleep)
-    return fake
 
 
 def expected_times(

@@ -10,20 +10,11 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import sharing_key
-from airflow_smart_ext.sensors import poking
 from airflow_smart_ext.triggers import routing
 from tests.unit.test_sensor_base import Deferred, capture_defer
 from tests.unit.test_sensor_helpers import T0, FakeClock, FakeTI, PathSensor, make_context
 
 QUEUES = "smart-ext-a,smart-ext-b,smart-ext-c"
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    fake = FakeClock()
-    monkeypatch.setattr(poking, "wall_clock", fake.time)
-    monkeypatch.setattr(poking, "sleep", fake.sleep)
-    return fake
 
 
 def deferred_queue(path: str, task_id: str, dag_id: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Any]:
