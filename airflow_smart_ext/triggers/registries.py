@@ -51,7 +51,7 @@ def sizes() -> dict[str, int]:
     pool = runtime._pool
     abandoned = runtime.ABANDONED
     with abandoned._lock:
-        abandoned_keys = len(abandoned._detached_by_key)  # a Counter keeps keys counted back down to 0
+        abandoned_keys = len(abandoned._detached_by_key)
         abandoned_owners = len(abandoned._running_by_owner)
         detached = abandoned.detached
     found = {

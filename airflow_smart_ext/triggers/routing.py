@@ -11,15 +11,12 @@ Zero-worker waits cannot be routed: Airflow's scheduler creates their triggers w
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections.abc import Sequence
 from typing import Any
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.conditions.runtime import CONFIG_SECTION, config_text
-
-log = logging.getLogger(__name__)
 
 #: Airflow's ``trigger.queue`` column is a String(256).
 MAX_QUEUE_NAME = 256
