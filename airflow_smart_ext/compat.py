@@ -1061,7 +1061,9 @@ __all__ += ["dag_page_path", "dag_run_columns", "latest_serialized_dags"]
 # take the TI's ids, ``render_template_fields`` takes the context; after an event it reads neither (the
 # event goes to the supervisor, which ends the task from the database). A trigger dropping its own
 # references frees nothing; emptying that context and detaching the task from that task instance does.
-START_CONTEXT_RELEASABLE = AIRFLOW_V_3_3_PLUS
+# Bounded to the 3.3 line read above: a later runner might read the context or ``ti.task`` after ``run()``
+# starts; extend the bound once its ``run_trigger`` is read again.
+START_CONTEXT_RELEASABLE = AIRFLOW_V_3_3_PLUS and Version("3.4.0") > _AIRFLOW_BASE_VERSION
 
 
 def release_start_context(trigger: Any, context: Any) -> None:

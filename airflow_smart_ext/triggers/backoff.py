@@ -131,6 +131,7 @@ class BackoffTrigger(compat.BaseTrigger):
         # this wait's own.
         self._schedule_seed = seed
         self._anchor = started_at
+        self._check_zero_since: float | None = None  # check #0 on a joined schedule: served since then
         self._group: sharing.CheckGroup | None = None
         self._subscription: sharing.Subscription | None = None
 
@@ -198,8 +199,12 @@ class BackoffTrigger(compat.BaseTrigger):
         )
 
     async def _sharing_window(self, scheduled: ScheduledCheck, config: tuple[float, float]) -> float:
-        """How much earlier than due another check of the group may serve this one (:func:`coalescing_window`)."""
-        return coalescing_window(await self._interval_before(scheduled), config)
+        """How much earlier than due another check of the group may serve this one (:func:`coalescing_window`);
+        check #0 of a wait that joined the group: any check since the wait's start."""
+        window = coalescing_window(await self._interval_before(scheduled), config)
+        if scheduled.index == 0 and self._check_zero_since is not None:
+            window = max(window, scheduled.at - self._check_zero_since)
+        return window
 
     async def _interval_before(self, scheduled: ScheduledCheck) -> float:
         if self._offload_schedule and scheduled.index > 0:
@@ -235,10 +240,8 @@ class BackoffTrigger(compat.BaseTrigger):
                 checks_complete=scheduled is not None and scheduled.index <= max(self.after, -1) + 1,
             )
             joined = self._join_group_schedule(group)
-            if joined:  # the group's next check (its numbering); not one due now after the worker's check
-                scheduled = await self._next(-1)
-                if scheduled is not None and self.after >= 0 and scheduled.at <= sharing.now():
-                    scheduled = await self._next(scheduled.index)
+            if joined:
+                scheduled = await self._first_on_group_schedule(scheduled)
             log_lines.emit(
                 self.log,
                 "info",
@@ -305,6 +308,24 @@ class BackoffTrigger(compat.BaseTrigger):
                 scheduled = following
         finally:
             self._leave()
+
+    async def _first_on_group_schedule(self, own: ScheduledCheck | None) -> ScheduledCheck | None:
+        """Our first check once we follow the group's schedule (``own``: the first on our own schedule).
+
+        No check made yet this try (``after < 0``, e.g. a rate-limited deferral): check #0 now, as poke mode's
+        first poke, served by any check of the group since our start (``_sharing_window``), never delayed to
+        the group's next slot. Else the group's next check (its numbering), not one due now right after the
+        worker's check. A final check (at our deadline) or none (the deadline passed) stays as it was.
+        """
+        if own is None or own.final:
+            return own
+        if self.after < 0:
+            self._check_zero_since = self.started_at
+            return ScheduledCheck(0, sharing.now(), False)
+        scheduled = await self._next(-1)
+        if scheduled is not None and scheduled.at <= sharing.now():
+            scheduled = await self._next(scheduled.index)
+        return scheduled
 
     def _join_group_schedule(self, group: sharing.CheckGroup) -> bool:
         """Follow the schedule the group already runs for this policy; ``True`` when it is not our own.

@@ -2,8 +2,9 @@
 
 One list, used by the soak benchmark (sampled over hours) and by the unit test that ends waits in every way:
 what grows with waits must be back to zero once no wait is left (:data:`PER_WAIT`); the rest of
-:func:`sizes` (event loops, live check threads, the config cache, parsed dates, tuned loops) is bounded by
-configuration, not by the number of waits, and is reported so a slow growth shows.
+:func:`sizes` (event loops, live check threads, the config cache, parsed dates, tuned loops, the LRU of
+decorrelated schedules) is bounded by configuration, not by the number of waits, and is reported so a slow
+growth shows.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import TypeVar
 
+from airflow_smart_ext import backoff
 from airflow_smart_ext.conditions import runtime, sensor
 from airflow_smart_ext.triggers import gc_tuning, log_lines, sharing
 
@@ -73,6 +75,7 @@ def sizes() -> dict[str, int]:
         "runtime.config_cache": len(runtime._config_cache),
         "sensor.parsed_datetimes": len(sensor._PARSED_DATETIMES),
         "gc_tuning.loops": len(gc_tuning._tuned_loops),
+        "backoff.decorrelated_memo": len(backoff._DECORRELATED_MEMO),
     }
     return found
 

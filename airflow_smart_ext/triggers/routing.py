@@ -41,7 +41,11 @@ def parse_queues(text: str) -> list[str]:
 
 def route(task: Any, check: dict[str, Any]) -> str | None:
     """Give the trigger this task defers to the queue of its condition; the queue, or None (no routing)."""
-    queues = parse_queues(config_text("trigger_queues"))
+    try:
+        queues = parse_queues(config_text("trigger_queues"))
+    except ValueError as err:  # a deployment setting: the wait goes on unrouted, the task log says why
+        task.log.error("%s; this wait goes to any triggerer.", err)
+        return None
     if not queues:
         return None
     unavailable = compat.trigger_queue_unavailable()

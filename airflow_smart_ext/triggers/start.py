@@ -69,6 +69,10 @@ class _ScheduleFromStart(BackoffTrigger):
             return ScheduledCheck(0, now, False)
         return scheduled
 
+    async def _first_on_group_schedule(self, own: ScheduledCheck | None) -> ScheduledCheck | None:
+        # Check #0 as above (at once within one interval of the try's start), else the group's next check.
+        return await self._next(-1)
+
     async def _sharing_window(self, scheduled: ScheduledCheck, config: tuple[float, float]) -> float:
         window = await super()._sharing_window(scheduled, config)
         if scheduled.index == 0 and not scheduled.final:

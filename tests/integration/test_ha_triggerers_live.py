@@ -220,5 +220,7 @@ def test_no_burst_of_checks_after_the_move(failover: Failover) -> None:
     settled = per_cycle(fo, fo.reassigned_at + INTERVAL, fo.true_at)  # the survivor has built them by then
     assert before[0] >= 0.8, before  # every condition was checked about every cycle while both ran
     assert settled[0] >= 0.8, settled  # ... and again after the move
-    assert after[0] <= before[0] + 0.25, (before, after)
-    assert after[1] <= max(before[1], 2), (before, after)
+    # One triggerer left: one schedule per condition there (the rebuilt waits join it), so about one check
+    # per condition per cycle; two in one cycle window only when a check lands late across its boundary.
+    assert after[0] <= 1.25, (before, after)
+    assert after[1] <= 2, (before, after)

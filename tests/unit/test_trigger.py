@@ -551,11 +551,27 @@ async def test_a_joined_wait_keeps_its_own_deadline(vclock: VirtualClock) -> Non
     old_run = asyncio.ensure_future(first_event(old))
     new_event = await started_later(new, START + 3600)
     assert new_event["status"] == "timeout"
-    # its final check at its own deadline, not at the group's next slot
+    # its final check at its own deadline, not at the group's next slot; nothing on its own schedule (+3610)
     assert vclock.now == pytest.approx(START + 3650)
+    assert [at for at in POKES["late"] if at > START + 3600] == [START + 3650]
     old_run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await old_run
+
+
+async def test_a_wait_without_check_zero_checks_at_once_when_it_joins(vclock: VirtualClock) -> None:
+    """A deferral that left check #0 to the triggerer (``after=-1``: rate-limited) joining a group whose
+    checks are 10 minutes apart is checked at once, not at the group's next slot."""
+    policy = BackoffPolicy(initial=30, factor=2, cap=600, jitter="none")
+    old, new = as_deferred_by_sensors("fresh", policy, [START, START + 3600])
+    old.deadline, new.deadline, new.after = START + 10_000, START + 10_000, -1
+    READY_AT["fresh"] = START + 3601
+    old_run = asyncio.ensure_future(first_event(old))
+    await sharing.sleep(3605)
+    event = await first_event(new)
+    assert event["status"] == "success"
+    assert [at for at in POKES["fresh"] if at > START + 3600] == [START + 3605]  # check #0 now, not +3910
+    await old_run
 
 
 async def test_different_conditions_do_not_share(vclock: VirtualClock) -> None:

@@ -89,3 +89,19 @@ def test_started_at_is_unchanged_by_routing(clock: FakeClock, monkeypatch: pytes
     monkeypatch.setenv("AIRFLOW__TRIGGERER__QUEUES_ENABLED", "True")
     _, routed_check = deferred_queue("/p", "a", "d", monkeypatch)
     assert sharing_key(plain) == sharing_key(routed_check)
+
+
+def test_a_bad_queue_list_is_logged_and_the_wait_goes_on_unrouted(
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A deployment setting, not a DAG mistake: every deferrable sensor's try must not fail over it."""
+    monkeypatch.setenv("AIRFLOW__SMART_EXT__TRIGGER_QUEUES", "a,a")
+    monkeypatch.setenv("AIRFLOW__TRIGGERER__QUEUES_ENABLED", "True")
+    with caplog.at_level(logging.ERROR):
+        queue, _ = deferred_queue("/p", "a", "d", monkeypatch)  # still deferred
+    assert queue != "a"
+    logged = caplog.text + "".join(capsys.readouterr())
+    assert "trigger_queues must be distinct" in logged and "goes to any triggerer" in logged
