@@ -112,17 +112,19 @@ class Conditions:
             return [(str(cond), float(at)) for cond, at in cur.fetchall()]
 
 
-def per_cycle(checks: list[tuple[str, float]], start: float, end: float, k: int) -> tuple[float, int]:
+def per_cycle(
+    checks: list[tuple[str, float]], start: float, end: float, k: int, period: float = POKE_INTERVAL
+) -> tuple[float, int]:
     """(checks per condition per cycle over [start, end), the most checks one condition got in one full
-    ``POKE_INTERVAL`` window of the epoch grid the schedules use)."""
+    ``period`` window of the epoch grid the schedules use)."""
     if end <= start:
         return math.nan, 0
-    mean = len(checks) / k / ((end - start) / POKE_INTERVAL)
-    first = math.ceil(start / POKE_INTERVAL) * POKE_INTERVAL
+    mean = len(checks) / k / ((end - start) / period)
+    first = math.ceil(start / period) * period
     per_window: collections.Counter[tuple[str, int]] = collections.Counter(
-        (cond, int((at - first) // POKE_INTERVAL))
+        (cond, int((at - first) // period))
         for cond, at in checks
-        if first <= at < first + POKE_INTERVAL * ((end - first) // POKE_INTERVAL)
+        if first <= at < first + period * ((end - first) // period)
     )
     return mean, max(per_window.values(), default=0)
 

@@ -28,6 +28,7 @@ from airflow_smart_ext.errors import resolve_error_types
 from airflow_smart_ext.triggers import gc_tuning, log_lines, sharing
 from airflow_smart_ext.triggers.events import WaitEvents, before_yield, iso
 from airflow_smart_ext.triggers.ride_out import ErrorRideOut
+from airflow_smart_ext.triggers.wait_schedule import WaitSchedule
 
 CLASSPATH = "airflow_smart_ext.triggers.backoff.BackoffTrigger"
 
@@ -122,15 +123,9 @@ class BackoffTrigger(compat.BaseTrigger):
         # transient errors (or any, with silent_fail) are "not yet": the schedule goes on, no worker resumes
         self._ride_out = ErrorRideOut(self._transient_types, self.silent_fail)
         self._backoff_policy = BackoffPolicy.from_dict(policy)  # validates; ValueError names the parameter
-        # decorrelated offsets replay the series from the seed (O(n), seconds for a cold replay far into a
-        # long wait): computed off the event loop. The other strategies are O(1) and stay inline.
-        self._offload_schedule = self._backoff_policy.jitter == "decorrelated"
-        self._offsets: dict[int, float] = {}  # the few offsets of the current step (O(1) strategies)
         # The schedule followed: our own (seed, started_at) until ``run`` joins a group that already follows
-        # one for this policy (one condition, one schedule per process); ``started_at`` and the deadline stay
-        # this wait's own.
-        self._schedule_seed = seed
-        self._anchor = started_at
+        # one for this policy; ``started_at`` and the deadline stay this wait's own.
+        self._schedule = WaitSchedule(self._backoff_policy, seed, started_at)
         self._check_zero_since: float | None = None  # check #0 on a joined schedule: served since then
         self._group: sharing.CheckGroup | None = None
         self._subscription: sharing.Subscription | None = None
@@ -164,55 +159,16 @@ class BackoffTrigger(compat.BaseTrigger):
 
     # -- schedule --
 
-    def _offset(self, index: int) -> float:
-        """``policy.offset`` memoised for the current step (each offset is needed two or three times)."""
-        offset = self._offsets.get(index)
-        if offset is None:
-            if len(self._offsets) > 4:
-                self._offsets.clear()
-            offset = self._offsets[index] = self._backoff_policy.offset(self._schedule_seed, index)
-        return offset
-
-    def _next_inline(self, after: int) -> ScheduledCheck | None:
-        return self._backoff_policy.next_check(
-            self._schedule_seed,
-            self._anchor,
-            sharing.now(),
-            self.deadline,
-            after=after,
-            offset_of=self._offset,
-        )
-
-    def _interval_before_inline(self, scheduled: ScheduledCheck) -> float:
-        if scheduled.index <= 0:
-            return scheduled.at - self._anchor
-        return scheduled.at - (self._anchor + self._offset(scheduled.index - 1))
-
     async def _next(self, after: int) -> ScheduledCheck | None:
-        if self._offload_schedule:
-            return await runtime.run_blocking(self._next_blocking, after, sharing.now())
-        return self._next_inline(after)
-
-    def _next_blocking(self, after: int, now: float) -> ScheduledCheck | None:
-        return self._backoff_policy.next_check(
-            self._schedule_seed, self._anchor, now, self.deadline, after=after
-        )
+        return await self._schedule.next(after, self.deadline)
 
     async def _sharing_window(self, scheduled: ScheduledCheck, config: tuple[float, float]) -> float:
         """How much earlier than due another check of the group may serve this one (:func:`coalescing_window`);
         check #0 of a wait that joined the group: any check since the wait's start."""
-        window = coalescing_window(await self._interval_before(scheduled), config)
+        window = coalescing_window(await self._schedule.interval_before(scheduled), config)
         if scheduled.index == 0 and self._check_zero_since is not None:
             window = max(window, scheduled.at - self._check_zero_since)
         return window
-
-    async def _interval_before(self, scheduled: ScheduledCheck) -> float:
-        if self._offload_schedule and scheduled.index > 0:
-            previous = await runtime.run_blocking(
-                self._backoff_policy.offset, self._schedule_seed, scheduled.index - 1
-            )
-            return scheduled.at - (self._anchor + previous)
-        return self._interval_before_inline(scheduled)
 
     # -- run --
 
@@ -239,7 +195,7 @@ class BackoffTrigger(compat.BaseTrigger):
                 self.deadline,
                 checks_complete=scheduled is not None and scheduled.index <= max(self.after, -1) + 1,
             )
-            joined = self._join_group_schedule(group)
+            joined = self._schedule.join(group)
             if joined:
                 scheduled = await self._first_on_group_schedule(scheduled)
             log_lines.emit(
@@ -257,7 +213,7 @@ class BackoffTrigger(compat.BaseTrigger):
                 iso(scheduled.at if scheduled else None),
                 "on" if self.share else "off",
                 group.subscribers,
-                f"; joined its schedule, anchored {iso(self._anchor)}" if joined else "",
+                f"; joined its schedule, anchored {iso(self._schedule.anchor)}" if joined else "",
             )
             while True:
                 if scheduled is None:
@@ -326,20 +282,6 @@ class BackoffTrigger(compat.BaseTrigger):
         if scheduled is not None and scheduled.at <= sharing.now():
             scheduled = await self._next(scheduled.index)
         return scheduled
-
-    def _join_group_schedule(self, group: sharing.CheckGroup) -> bool:
-        """Follow the schedule the group already runs for this policy; ``True`` when it is not our own.
-
-        Identical waits that started apart (another grid cell, a later try, a rebuilt trigger) would each
-        run their own schedule: one condition checked on two timelines. The first wait of a policy sets the
-        group's schedule; later ones adopt its seed and anchor (their deadline stays their own).
-        """
-        seed, anchor = group.schedule_for(self._backoff_policy, (self._schedule_seed, self._anchor))
-        if (seed, anchor) == (self._schedule_seed, self._anchor):
-            return False
-        self._schedule_seed, self._anchor = seed, anchor
-        self._offsets.clear()
-        return True
 
     def _limits(self) -> sharing.CheckLimits:
         rate = runtime.connection_rate_limit(self.rate_limit)

@@ -203,6 +203,7 @@ class AirflowEnv:
         ui_menu_items: Sequence[str] = (),
         triggerers: int = 1,
         triggerer_args: Mapping[str, Sequence[str]] | None = None,
+        state_sample_interval: float | None = STATE_SAMPLE_INTERVAL,
     ) -> None:
         import airflow
 
@@ -247,6 +248,8 @@ class AirflowEnv:
         self._history_lock = threading.Lock()
         self._sampler: threading.Thread | None = None
         self._sampler_stop = threading.Event()
+        # None: no state history (a bench of 10,000 task instances would read them all 10 times a second).
+        self.state_sample_interval = state_sample_interval
         self._all_connections: list[Any] = []
         self._final_log_tails: dict[str, str] | None = None
 
@@ -303,10 +306,11 @@ class AirflowEnv:
             self.wait_healthy(timeout=timeout)
             if self.ui_users and not self.is_airflow3:
                 self._run_fab_users("create")
-            self._sampler = threading.Thread(
-                target=self._sample_states, name="airflow-env-sampler", daemon=True
-            )
-            self._sampler.start()
+            if self.state_sample_interval is not None:
+                self._sampler = threading.Thread(
+                    target=self._sample_states, name="airflow-env-sampler", daemon=True
+                )
+                self._sampler.start()
         except BaseException:
             self.stop()
             raise
@@ -1043,13 +1047,17 @@ class AirflowEnv:
                     seen = self._history.setdefault((dag_id, run_id, task_id, int(map_index)), [])
                     if not seen or seen[-1] != state:
                         seen.append(str(state))
-            self._sampler_stop.wait(STATE_SAMPLE_INTERVAL)
+            self._sampler_stop.wait(self.state_sample_interval or STATE_SAMPLE_INTERVAL)
 
     def state_history(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> list[str]:
         """Task states observed so far, in order, consecutive duplicates collapsed (e.g. ``["scheduled",
         "queued", "running", "deferred", "scheduled", "queued", "running", "success"]``). Sampled every
         0.1 s from the task_instance table, plus evidence the DB keeps: a TaskReschedule row proves an
         ``up_for_reschedule`` phase the sampler may have missed."""
+        if self.state_sample_interval is None:
+            raise AirflowEnvError(
+                "state_history: this AirflowEnv samples no states (state_sample_interval=None)"
+            )
         with self._history_lock:
             history = list(self._history.get((dag_id, run_id, task_id, map_index), []))
         if "up_for_reschedule" not in history:

@@ -21,7 +21,7 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions.sql import FirstRowOutcome, evaluate_first_row
-from airflow_smart_ext.sensors import BackoffSqlSensor, poking
+from airflow_smart_ext.sensors import BackoffSqlSensor
 from airflow_smart_ext.sensors.base import STATS_XCOM_KEY
 from tests.unit.test_sensor_helpers import FakeClock, make_context
 
@@ -255,15 +255,7 @@ def test_row_appearing_later_is_detected(database: Database) -> None:
     assert context["ti"].xcoms[STATS_XCOM_KEY]["pokes"] > 1  # it waited, then saw the row
 
 
-@pytest.fixture
-def fake_clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    clock = FakeClock()
-    monkeypatch.setattr(poking, "wall_clock", clock.time)
-    monkeypatch.setattr(poking, "sleep", clock.sleep)
-    return clock
-
-
-def test_failure_criterion_fails_fast_without_retry(database: Database, fake_clock: FakeClock) -> None:
+def test_failure_criterion_fails_fast_without_retry(database: Database, clock: FakeClock) -> None:
     table = database.table  # type: ignore[attr-defined]
     database.execute(f"insert into {table} values ({database.placeholder}, -1)", ("job-1",))
     sensor = BackoffSqlSensor(
@@ -278,10 +270,10 @@ def test_failure_criterion_fails_fast_without_retry(database: Database, fake_clo
     )
     with pytest.raises(compat.AirflowFailException, match="Failure criteria met"):
         sensor.execute(make_context())
-    assert fake_clock.sleeps == []  # the very first poke decided
+    assert clock.sleeps == []  # the very first poke decided
 
 
-def test_sql_error_is_reported_clearly(database: Database, fake_clock: FakeClock) -> None:
+def test_sql_error_is_reported_clearly(database: Database, clock: FakeClock) -> None:
     sensor = BackoffSqlSensor(
         task_id="wait_row", conn_id=database.conn_id, sql="selec status from no_such_table", poke_interval=10
     )
@@ -293,7 +285,7 @@ def test_sql_error_is_reported_clearly(database: Database, fake_clock: FakeClock
     assert "selec" in message
 
 
-def test_malicious_parameter_is_bound_not_executed(database: Database, fake_clock: FakeClock) -> None:
+def test_malicious_parameter_is_bound_not_executed(database: Database, clock: FakeClock) -> None:
     table = database.table  # type: ignore[attr-defined]
     database.execute(f"insert into {table} values ({database.placeholder}, 1)", ("safe",))
     evil = f"x'); DROP TABLE {table}; --"
@@ -314,7 +306,7 @@ def test_malicious_parameter_is_bound_not_executed(database: Database, fake_cloc
 
 
 def test_only_one_row_is_fetched(
-    database: Database, fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    database: Database, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table = database.table  # type: ignore[attr-defined]
     for index in range(5):

@@ -1091,10 +1091,13 @@ async def test_decorrelated_schedule_is_computed_off_the_event_loop(
 
 
 def test_inline_next_check_matches_the_policy() -> None:
+    """The memoised offsets of ``WaitSchedule`` (O(1) strategies, inline) give the policy's own answer."""
     import random
 
+    from airflow_smart_ext.triggers.wait_schedule import WaitSchedule
+
     rng = random.Random(7)
-    for _ in range(400):
+    for _ in range(100):
         policy = BackoffPolicy(
             initial=rng.choice([1, 5, 30]),
             factor=rng.choice([1, 1.5, 2]),
@@ -1102,16 +1105,18 @@ def test_inline_next_check_matches_the_policy() -> None:
             jitter=rng.choice(["none", "full", "equal"]),
             splay=rng.choice([0, 3]),
         )
-        deadline = rng.choice([None, START + rng.uniform(0, 900)])
-        trigger = make_trigger(sensor_check("eq"), policy, seed=f"s{rng.random()}", deadline=deadline)
-        after = rng.randrange(0, 12)
-        now = START + rng.uniform(-5, 1000)
-        sharing._clock = lambda now=now: now  # type: ignore[misc]
-        try:
-            ours = trigger._next_inline(after)
-        finally:
-            sharing._clock = time.time
-        assert ours == policy.next_check(trigger.seed, START, now, deadline, after=after)
+        seed = f"s{rng.random()}"
+        schedule = WaitSchedule(policy, seed, START)
+        for _ in range(4):  # one schedule asked again and again: the memo of the current step is reused
+            deadline = rng.choice([None, START + rng.uniform(0, 900)])
+            after = rng.randrange(0, 12)
+            now = START + rng.uniform(-5, 1000)
+            sharing._clock = lambda now=now: now  # type: ignore[misc]
+            try:
+                ours = asyncio.run(schedule.next(after, deadline))
+            finally:
+                sharing._clock = time.time
+            assert ours == policy.next_check(seed, START, now, deadline, after=after)
 
 
 # --- SQL: one connection lookup ------------------------------------------------------------------------------------

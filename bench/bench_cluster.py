@@ -1,0 +1,392 @@
+"""Question — 10,000 zero-worker waits in one cluster (issue 25, part 5): the §9 benchmark grown to N = 10,000
+``BackoffSqlSensor(deferrable=True)`` waits on K = 10 conditions over T = 2 triggerers on PostgreSQL. Do all
+start in the triggerer (0 task-process starts), how many checks per condition per cycle reach the polled
+database, do all succeed — and what does each 1,000 waits cost the triggerers (CPU, RSS), the scheduler and the
+metadata database?
+
+One real Airflow (``tests/integration/harness.py`` ``AirflowEnv(triggerers=2)``: scheduler, dag-processor, two
+triggerers, api-server; LocalExecutor; PostgreSQL metadata DB; the harness's 0.1 s state sampler off: it would
+read all N task instances ten times a second). ``RUNS`` runs x ``TASKS`` tasks of one DAG; task i waits on
+condition i mod K (fixed ``POKE_INTERVAL``, no growth, no jitter). Each triggerer's capacity is 60 % of N, so
+both must hold waits (a deployment at Airflow's default capacity of 1,000 would need 10 triggerers).
+
+Measured:
+* **task-process starts**: exact; ``on_execute_callback`` appends a line per execution in a task process;
+  plus task instances with a ``queued_dttm`` or ``hostname`` (a worker phase);
+* **checks per condition per cycle**: every check recorded with the database's clock by ``bench_check``;
+  full ``POKE_INTERVAL`` windows from one cycle after all wait until the conditions come true;
+* **triggerer CPU and RSS per 1,000 waits**: each triggerer's process tree (psutil): RSS above its idle value
+  once all wait, per 1,000 waits it holds; CPU seconds while they were being created and per minute of waiting;
+* **scheduler CPU** (its own process) and **metadata-DB load** (``pg_stat_database`` of the metadata DB:
+  transactions, rows read and written per second) while all wait, against the same Airflow idle before the
+  runs were created.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_ha import Conditions, _prepare_condition_db, per_cycle
+from benchlib import REPO_ROOT, Goal, Result, Table, script_main
+
+RUNS, TASKS, K = 100, 100, 10
+POKE_INTERVAL = 30
+WAIT_CYCLES = 6  # the first one after all wait is not counted
+IDLE_SECONDS = 60  # the cluster idle before the runs: the baseline of every load figure
+PG_ENV = "SMART_EXT_BENCH_PG_DSN"
+DAG_ID = "bench_cluster"
+TRIGGERERS = ("triggerer", "triggerer-2")
+PG_COUNTERS = ("xact_commit", "tup_returned", "tup_fetched", "tup_inserted", "tup_updated", "tup_deleted")
+
+DAG_FILE = """
+import datetime as dt
+import json
+import os
+import time
+
+from airflow import DAG
+
+from airflow_smart_ext.sensors import BackoffSqlSensor
+
+STARTS = {starts!r}
+
+
+def count_start(context):
+    # Runs in a task process before every execution: one line per task-process start.
+    line = json.dumps({{"task_id": context["ti"].task_id, "at": time.time()}}) + "\\n"
+    fd = os.open(STARTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+with DAG(
+    dag_id={dag_id!r},
+    schedule=None,
+    start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
+    catchup=False,
+    max_active_tasks={tasks},
+    max_active_runs={runs},
+):
+    for number in range({tasks}):
+        BackoffSqlSensor(
+            task_id=f"s{{number:03d}}",
+            conn_id="bench_cluster_pg",
+            sql="SELECT bench_check(%(cond)s)",  # records the check with its time, returns ok
+            parameters={{"cond": f"c{{number % {k}}}"}},
+            deferrable=True,
+            poke_interval={interval},
+            exponential_backoff=False,
+            timeout=7200,
+            retries=2,  # a retry would show as try_number 2
+            on_execute_callback=count_start,
+        )
+"""
+
+
+def usage(env: Any, name: str) -> tuple[float, int]:
+    """(CPU seconds, RSS bytes): a triggerer's whole process tree (its trigger runner is a child); the
+    scheduler's own process (its LocalExecutor workers would be task processes)."""
+    import psutil
+
+    component = env.components.get(name)
+    if component is None or component.process.poll() is not None:
+        return 0.0, 0
+    try:
+        main = psutil.Process(component.process.pid)
+        procs = [main] + (main.children(recursive=True) if name in TRIGGERERS else [])
+    except psutil.NoSuchProcess:
+        return 0.0, 0
+    cpu, rss = 0.0, 0
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+            cpu += times.user + times.system
+            rss += proc.memory_info().rss
+        except psutil.NoSuchProcess:
+            continue
+    return cpu, rss
+
+
+class PeakRss:
+    """Each component's peak RSS, sampled every 2 s in a thread."""
+
+    def __init__(self, env: Any, names: tuple[str, ...]) -> None:
+        self.env, self.peak = env, dict.fromkeys(names, 0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(2.0):
+            for name in self.peak:
+                self.peak[name] = max(self.peak[name], usage(self.env, name)[1])
+
+    def stop(self) -> dict[str, int]:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        return dict(self.peak)
+
+
+def pg_counters(env: Any) -> dict[str, int]:
+    row = env.query_dicts(
+        f"SELECT {', '.join(PG_COUNTERS)} FROM pg_stat_database WHERE datname = current_database()"
+    )[0]
+    return {key: int(row[key]) for key in PG_COUNTERS}
+
+
+class Load:
+    """Scheduler CPU and metadata-DB counters over a window, per second."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.at, self.cpu, self.db = time.time(), usage(env, "scheduler")[0], pg_counters(env)
+
+    def rates(self) -> dict[str, float]:
+        seconds = time.time() - self.at
+        db = pg_counters(self.env)
+        rates = {key: (db[key] - self.db[key]) / seconds for key in PG_COUNTERS}
+        rates["scheduler_cpu"] = (usage(self.env, "scheduler")[0] - self.cpu) / seconds
+        return rates
+
+
+def _held(env: Any, n: int) -> dict[str, int] | None:
+    """Per triggerer, how many waits it holds, once all ``n`` are deferred and held."""
+    rows = env.query(
+        'SELECT t.triggerer_id, count(*) FROM task_instance ti JOIN "trigger" t ON t.id = ti.trigger_id '
+        "WHERE ti.state = 'deferred' GROUP BY t.triggerer_id"
+    )
+    names = {c.job_id: name for name, c in env.components.items() if c.job_id is not None}
+    held = {names.get(owner, str(owner)): int(count) for owner, count in rows}
+    if sum(held.values()) < n or any(owner is None for owner, _ in rows):
+        return None
+    return held
+
+
+def _ended(env: Any, n: int) -> bool:
+    rows = env.query(
+        "SELECT count(*) FROM task_instance WHERE state IN ('success', 'failed', 'skipped', 'upstream_failed')"
+    )
+    return int(rows[0][0]) >= n
+
+
+def run_cluster(work: Path, server: str, cond_dsn: str, runs: int, tasks: int, interval: float) -> dict:
+    sys.path.insert(0, str(REPO_ROOT))
+    from tests.integration.harness import AirflowEnv
+
+    n = runs * tasks
+    starts = work / "starts.jsonl"
+    dag_file = work / f"{DAG_ID}.py"
+    dag_file.write_text(
+        textwrap.dedent(
+            DAG_FILE.format(starts=str(starts), dag_id=DAG_ID, tasks=tasks, runs=runs, k=K, interval=interval)
+        )
+    )
+    cond = Conditions(cond_dsn)
+    cond.set(False)
+    capacity = max(n * 6 // 10, 10)
+    env = AirflowEnv(
+        [dag_file],
+        pg_dsn=server,
+        parallelism=8,
+        triggerers=2,
+        state_sample_interval=None,
+        extra_env={
+            "AIRFLOW_CONN_BENCH_CLUSTER_PG": cond_dsn,
+            "AIRFLOW__TRIGGERER__CAPACITY": str(capacity),
+            "AIRFLOW__TRIGGERER__DEFAULT_CAPACITY": str(capacity),
+            "AIRFLOW__SCHEDULER__MAX_TIS_PER_QUERY": "512",
+            "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(n),
+            "AIRFLOW__CORE__MAX_ACTIVE_RUNS_PER_DAG": str(runs),
+        },
+    )
+    m: dict[str, Any] = {
+        "n": n,
+        "runs": runs,
+        "tasks": tasks,
+        "k": K,
+        "interval": interval,
+        "capacity": capacity,
+    }
+    with env:
+        m["version"] = env.airflow_version
+        env.wait_for_dag(DAG_ID)
+        env.unpause(DAG_ID)
+        time.sleep(IDLE_SECONDS / 2)  # let the start-up settle, then measure the idle cluster
+        idle = Load(env)
+        time.sleep(IDLE_SECONDS / 2)
+        m["idle"] = idle.rates()
+        before = {name: usage(env, name) for name in (*TRIGGERERS, "scheduler")}
+        peak = PeakRss(env, (*TRIGGERERS, "scheduler"))
+        created = time.time()
+        for _ in range(runs):
+            env.trigger(DAG_ID)
+        held = env.poll(lambda: _held(env, n), 3600, f"{n} deferred waits held by a triggerer", interval=5)
+        all_waiting = time.time()
+        m["to_all_waiting"] = all_waiting - created
+        m["held"] = held
+        at_waiting = {name: usage(env, name) for name in (*TRIGGERERS, "scheduler")}
+        print(f"[bench_cluster] all {n} wait after {m['to_all_waiting']:.0f} s: {held}", flush=True)
+        time.sleep(interval)  # the first cycle after all wait may still be settling: not counted
+        window_start, waiting = time.time(), Load(env)
+        cpu0 = {name: usage(env, name)[0] for name in TRIGGERERS}
+        time.sleep((WAIT_CYCLES - 1) * interval)
+        window_end = time.time()
+        m["waiting"] = waiting.rates()
+        after = {name: usage(env, name) for name in TRIGGERERS}
+        m["triggerers"] = {
+            name: {
+                "held": held.get(name, 0),
+                "create_cpu": at_waiting[name][0] - before[name][0],
+                "wait_cpu_per_min": (after[name][0] - cpu0[name]) / (window_end - window_start) * 60,
+                "idle_rss": before[name][1],
+                "waiting_rss": after[name][1],
+            }
+            for name in TRIGGERERS
+        }
+        m["scheduler_create_cpu"] = at_waiting["scheduler"][0] - before["scheduler"][0]
+        checks = cond.checks(window_start, window_end)
+        m["per_cycle"] = per_cycle(checks, window_start, window_end, K, interval)
+        m["checks_per_cycle"] = len(checks) / ((window_end - window_start) / interval)
+        true_at = time.time()
+        cond.set(True)
+        env.poll(lambda: _ended(env, n), 3600, f"all {n} waits ending", interval=5)
+        m["true_to_done"] = time.time() - true_at
+        m["peak_rss"] = peak.stop()
+        rows = env.query_dicts("SELECT state, try_number, queued_dttm, hostname FROM task_instance")
+        m["states"] = dict(collections.Counter(str(r["state"]) for r in rows))
+        m["tries"] = dict(collections.Counter(int(r["try_number"]) for r in rows))
+        m["worker_phase"] = sum(1 for r in rows if r["queued_dttm"] is not None or r["hostname"])
+        m["starts"] = len(starts.read_text().splitlines()) if starts.exists() else 0
+    print(f"[bench_cluster] {json.dumps(m, default=str)}", flush=True)
+    return m
+
+
+def _mib(value: float) -> str:
+    return f"{value / 2**20:,.0f} MiB"
+
+
+def run(tiny: bool) -> Result:
+    server = os.environ.get(PG_ENV) or os.environ.get("SMART_EXT_TEST_PG_DSN", "")
+    if not server:
+        raise RuntimeError(f"set {PG_ENV} to a PostgreSQL server DSN (two triggerers need PostgreSQL)")
+    runs = int(os.environ.get("SMART_EXT_CLUSTER_RUNS", 2 if tiny else RUNS))
+    tasks, interval = (10, 10.0) if tiny else (TASKS, float(POKE_INTERVAL))
+    cond_dsn = _prepare_condition_db(server, K)
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
+        m = run_cluster(Path(tmp), server, cond_dsn, runs, tasks, interval)
+    n = m["n"]
+
+    per_trig = Table(
+        [
+            "triggerer",
+            "waits held",
+            "CPU to start them",
+            "per 1,000",
+            "CPU while waiting",
+            "per 1,000",
+            "RSS idle → all waiting",
+            "per 1,000 waits",
+            "peak RSS",
+        ],
+        caption=(
+            f"Airflow {m['version']}, PostgreSQL, T = 2 (capacity {m['capacity']} each): N = {n} zero-worker waits "
+            f"({m['runs']} runs x {m['tasks']} tasks), K = {K}, fixed {m['interval']:.0f} s interval."
+        ),
+    )
+    for name, t in m["triggerers"].items():
+        thousands = max(t["held"], 1) / 1000
+        grown = t["waiting_rss"] - t["idle_rss"]
+        per_trig.add(
+            name,
+            t["held"],
+            f"{t['create_cpu']:.0f} s",
+            f"{t['create_cpu'] / thousands:.1f} s",
+            f"{t['wait_cpu_per_min']:.1f} s/min",
+            f"{t['wait_cpu_per_min'] / thousands:.2f} s/min",
+            f"{_mib(t['idle_rss'])} → {_mib(t['waiting_rss'])}",
+            _mib(grown / thousands),
+            _mib(m["peak_rss"][name]),
+        )
+    load = Table(["measure", "idle cluster", f"all {n} waiting"])
+    load.add(
+        "scheduler CPU (share of one core)",
+        f"{m['idle']['scheduler_cpu']:.1%}",
+        f"{m['waiting']['scheduler_cpu']:.1%}",
+    )
+    for key in PG_COUNTERS:
+        load.add(f"metadata DB {key} per s", f"{m['idle'][key]:,.0f}", f"{m['waiting'][key]:,.0f}")
+    outcome = Table(["measure", "value"])
+    outcome.add("creation → all wait (held by a triggerer)", f"{m['to_all_waiting']:.0f} s")
+    outcome.add("scheduler CPU while creating them", f"{m['scheduler_create_cpu']:.0f} s")
+    mean, busiest = m["per_cycle"]
+    outcome.add(
+        "checks per cycle at the polled database (all conditions)",
+        f"{m['checks_per_cycle']:.1f} for K = {K}: {mean:.2f} per condition; one condition's most {busiest}",
+    )
+    outcome.add("conditions true → all ended", f"{m['true_to_done']:.0f} s")
+    outcome.add("end states", ", ".join(f"{c} {s}" for s, c in sorted(m["states"].items())))
+    outcome.add("try numbers", ", ".join(f"{c} on try {t}" for t, c in sorted(m["tries"].items())))
+    outcome.add(
+        "task-process starts / task instances with a worker phase", f"{m['starts']} / {m['worker_phase']}"
+    )
+
+    rss_per_1000 = max(
+        (t["waiting_rss"] - t["idle_rss"]) / (max(t["held"], 1) / 1000) for t in m["triggerers"].values()
+    )
+    succeeded = m["states"].get("success", 0)
+    goals = [
+        Goal(
+            f"{n} zero-worker waits: 0 task-process starts",
+            f"{m['starts']} starts, {m['worker_phase']} task instances with a worker phase",
+            None if tiny else m["starts"] == 0 and m["worker_phase"] == 0,
+        ),
+        Goal(
+            f"checks per cycle <= 1.2 x K = {1.2 * K:.0f} (the whole cluster)",
+            f"{m['checks_per_cycle']:.1f} ({mean:.2f} per condition)",
+            None if tiny else m["checks_per_cycle"] <= 1.2 * K,
+        ),
+        Goal(
+            f"all {n} succeed, on their first try",
+            f"{succeeded} of {n}; tries {m['tries']}",
+            None if tiny else succeeded == n and set(m["tries"]) == {1},
+        ),
+    ]
+    notes = [
+        f"Triggerer RSS per 1,000 zero-worker waits (the larger of the two): {_mib(rss_per_1000)}; "
+        f"at that rate 24 GiB less the idle cluster holds about "
+        f"{int((24 * 2**30 - sum(t['idle_rss'] for t in m['triggerers'].values())) / rss_per_1000 * 1000):,} "
+        "waits of this 100-task DAG (memory is not what bounds N on this machine; see the reading)."
+    ]
+    return Result(
+        key="cluster",
+        title="10,000 zero-worker waits over two triggerers",
+        question=(
+            "N = 10,000 zero-worker deferrable sensors on K = 10 conditions over two triggerers on PostgreSQL: do all "
+            "start in the triggerer and succeed, how many checks reach the polled database per cycle, and what "
+            "does each 1,000 waits cost the triggerers, the scheduler and the metadata database?"
+        ),
+        method=(
+            "Real Airflow from the test harness (`AirflowEnv(triggerers=2)`, LocalExecutor, parallelism 8, "
+            "PostgreSQL metadata DB, state sampler off); task-process starts by `on_execute_callback`; every check "
+            "recorded with the database's clock by the SQL function the sensors call; CPU and RSS of each "
+            "component's process tree (psutil); metadata-DB load from `pg_stat_database`; one run."
+        ),
+        tables=[outcome, per_trig, load],
+        goals=goals,
+        notes=notes,
+    )
+
+
+if __name__ == "__main__":
+    script_main(run)
