@@ -150,7 +150,8 @@ def cmd_test(args: argparse.Namespace) -> int:
         return 0 if run_unit_tier(version, args.pytest_args, env)[1] == 0 else 1
     python = ensure_venv(version)
     bin_dir = python.parent
-    pytest = [str(python), "-m", "pytest", "-p", "no:cacheprovider"]
+    # The slowest tests at the end of each pass's log: where CI's minutes go.
+    pytest = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "--durations=25"]
     checks: list[tuple[str, list[str]]] = [
         ("ruff check", [str(bin_dir / "ruff"), "check", "."]),
         ("ruff format", [str(bin_dir / "ruff"), "format", "--check", "."]),
