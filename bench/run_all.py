@@ -50,7 +50,6 @@ SCRIPTS: list[tuple[str, str]] = [
     ("soak", "bench_soak.py"),  # issue 25; 10 min here (SMART_EXT_SOAK_MINUTES); the hour runs standalone
     ("wait_memory", "bench_wait_memory.py"),  # issue 25; Airflow 3.x, SQLite: a fresh Airflow per scenario
     ("ha", "bench_ha.py"),  # issue 25; HA triggerers: needs a PostgreSQL server, as zero_worker
-    ("cluster", "bench_cluster.py"),  # issue 25; 10,000 zero-worker waits over two triggerers (PostgreSQL)
 ]
 DEFAULT_OUT = REPO_ROOT / "docs" / "benchmarks.md"
 

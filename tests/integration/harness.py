@@ -249,6 +249,10 @@ class AirflowEnv:
         self._sampler: threading.Thread | None = None
         self._sampler_stop = threading.Event()
         # None: no state history (a bench of 10,000 task instances would read them all 10 times a second).
+        if state_sample_interval is not None and not state_sample_interval > 0:
+            raise AirflowEnvError(
+                f"state_sample_interval must be > 0 seconds or None, not {state_sample_interval!r}"
+            )
         self.state_sample_interval = state_sample_interval
         self._all_connections: list[Any] = []
         self._final_log_tails: dict[str, str] | None = None

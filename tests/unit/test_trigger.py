@@ -1107,7 +1107,7 @@ def test_inline_next_check_matches_the_policy() -> None:
         )
         seed = f"s{rng.random()}"
         schedule = WaitSchedule(policy, seed, START)
-        for _ in range(4):  # one schedule asked again and again: the memo of the current step is reused
+        for _ in range(4):  # one schedule asked again and again: answers from its memo must stay right
             deadline = rng.choice([None, START + rng.uniform(0, 900)])
             after = rng.randrange(0, 12)
             now = START + rng.uniform(-5, 1000)
