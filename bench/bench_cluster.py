@@ -13,18 +13,31 @@ both must hold waits (a deployment at Airflow's default capacity of 1,000 would 
 Measured:
 * **task-process starts**: exact; ``on_execute_callback`` appends a line per execution in a task process;
   plus task instances with a ``queued_dttm`` or ``hostname`` (a worker phase);
-* **checks per condition per cycle**: every check recorded with the database's clock by ``bench_check``;
-  full ``POKE_INTERVAL`` windows from one cycle after all wait until the conditions come true;
-* **triggerer CPU and RSS per 1,000 waits**: each triggerer's process tree (psutil): RSS above its idle value
-  once all wait, per 1,000 waits it holds; CPU seconds while they were being created and per minute of waiting;
+* **until all wait**: every wait held by a triggerer at once (``trigger.triggerer_id``) *and* started (its
+  ``.trigger.<id>.log`` written: Airflow 3.x), polled every 5 s; the window opens one cycle later;
+* **checks per condition per cycle**: every check recorded with the database's clock by ``bench_check``; full
+  ``POKE_INTERVAL`` windows of the waiting window, and the condition-cycles that got no check (late checks are
+  skipped, which also lowers the count);
+* **moves** (a trigger held by another triggerer at a later 5 s sample) and **withheld heartbeats** (Airflow
+  3.2.2+ logs them when the trigger runner is silent longer than ``[triggerer] runner_health_check_threshold``)
+  per phase: creation, waiting, ending;
+* **triggerer CPU and memory per 1,000 waits**: each triggerer's process tree (psutil): CPU from creation
+  until all started and per minute of the waiting window (the runner's share apart); RSS above its idle value
+  (supervisor and runner apart) and USS (pages the tree alone uses), per 1,000 waits it held (the mean of the
+  window's start and end: moves change it); machine memory used and the scheduler's peak;
 * **scheduler CPU** (its own process) and **metadata-DB load** (``pg_stat_database`` of the metadata DB:
-  transactions, rows read and written per second) while all wait, against the same Airflow idle before the
-  runs were created.
+  transactions, rows read and written per second) in the waiting window, against the same Airflow idle before
+  the runs were created.
+
+Runs standalone (not in ``run_all.py``): ~16 GiB and up to an hour at N = 10,000.
+``SMART_EXT_CLUSTER_RUNS`` sets the runs (N = 100 x runs), ``SMART_EXT_CLUSTER_ENV`` (JSON) extra Airflow
+settings, e.g. ``{"AIRFLOW__TRIGGERER__RUNNER_HEALTH_CHECK_THRESHOLD": "300"}``.
 """
 
 from __future__ import annotations
 
 import collections
+import datetime as dt
 import json
 import math
 import os
@@ -79,7 +92,7 @@ with DAG(
     schedule=None,
     start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
     catchup=False,
-    max_active_tasks={tasks},
+    max_active_tasks={n},
     max_active_runs={runs},
 ):
     for number in range({tasks}):
@@ -124,6 +137,36 @@ def usage(env: Any, name: str, part: str = "all") -> tuple[float, int]:
     return cpu, rss
 
 
+def memory(env: Any, name: str) -> dict[str, int]:
+    """A triggerer's memory: RSS of its supervisor (``main``) and of its children (trigger runner, serve-logs),
+    and the USS of the whole tree (pages only it uses: a forked child's shared pages are not counted twice)."""
+    import psutil
+
+    out = {"main_rss": 0, "children_rss": 0, "uss": 0}
+    component = env.components.get(name)
+    if component is None or component.process.poll() is not None:
+        return out
+    try:
+        main = psutil.Process(component.process.pid)
+        tree = [(main, "main_rss")] + [(child, "children_rss") for child in main.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return out
+    for proc, key in tree:
+        try:
+            info = proc.memory_full_info()
+        except psutil.NoSuchProcess:
+            continue
+        out[key] += info.rss
+        out["uss"] += info.uss
+    return out
+
+
+def machine_used() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().used)
+
+
 class PeakRss:
     """Each component's peak RSS, sampled every 2 s in a thread."""
 
@@ -136,7 +179,8 @@ class PeakRss:
     def _loop(self) -> None:
         while not self._stop.wait(2.0):
             for name in self.peak:
-                self.peak[name] = max(self.peak[name], usage(self.env, name)[1])
+                used = machine_used() if name == "machine" else usage(self.env, name)[1]
+                self.peak[name] = max(self.peak[name], used)
 
     def stop(self) -> dict[str, int]:
         self._stop.set()
@@ -167,11 +211,13 @@ class Load:
 
 
 class Owners:
-    """Which triggerer holds each deferred wait's trigger; counts moves (a held trigger another triggerer holds
-    at a later sample: Airflow reassigns the triggers of a triggerer whose heartbeat went stale)."""
+    """Which triggerer holds each deferred wait's trigger; moves per phase (a trigger that another triggerer
+    holds at a later sample: Airflow reassigns the triggers of a triggerer whose heartbeat went stale).
+    Sampled every 5 s; a move there and back between two samples is not seen."""
 
     def __init__(self, env: Any) -> None:
-        self.env, self.last, self.moves = env, dict[int, int](), 0
+        self.env, self.last, self.phase = env, dict[int, int](), "creation"
+        self.moves: collections.Counter[str] = collections.Counter()
         self.names = {c.job_id: name for name, c in env.components.items() if c.job_id is not None}
 
     def sample(self) -> dict[str, int]:
@@ -182,21 +228,57 @@ class Owners:
         for trigger_id, owner in rows:
             before = self.last.get(trigger_id)
             if owner is not None:
-                self.moves += before is not None and before != owner
+                self.moves[self.phase] += before is not None and before != owner
                 self.last[trigger_id] = owner
-        return dict(collections.Counter(self.names.get(o, "unassigned") for _, o in rows))
+        return dict(
+            collections.Counter("unassigned" if o is None else self.names.get(o, f"job {o}") for _, o in rows)
+        )
+
+    def watch(self, seconds: float) -> None:
+        """Sample every 5 s for ``seconds``."""
+        end = time.time() + seconds
+        while (left := end - time.time()) > 0:
+            time.sleep(min(5.0, left))
+            self.sample()
 
 
-def _hold_all(env: Any, owners: Owners, n: int) -> dict[str, int] | None:
-    """Poll until all ``n`` waits are deferred and held (per triggerer counts); None after HOLD_BUDGET."""
-    deadline = time.time() + HOLD_BUDGET
+def started(env: Any) -> int:
+    """Triggers that have started running: each writes its first log line when its ``run`` starts, into a
+    ``.trigger.<id>.log`` file beside its task's log (Airflow 3.x)."""
+    return sum(1 for _ in env.log_folder.glob("dag_id=*/run_id=*/task_id=*/attempt=*.log.trigger.*.log"))
+
+
+def _hold_all(env: Any, owners: Owners, n: int) -> tuple[dict[str, int] | None, float | None]:
+    """Poll every 5 s until all ``n`` waits are held by a triggerer at once, then until all have started
+    running; within HOLD_BUDGET. (per-triggerer counts or None, seconds until all started or None)."""
+    began, deadline = time.time(), time.time() + HOLD_BUDGET
+    held = None
     while time.time() < deadline:
-        held = owners.sample()
-        if sum(held.values()) >= n and "unassigned" not in held:
-            return held
+        counts = owners.sample()
+        if held is None and sum(counts.values()) >= n and "unassigned" not in counts:
+            held = counts
+        if held is not None and started(env) >= n:
+            return held, time.time() - began
+        print(f"[bench_cluster] {time.time() - began:.0f} s: {counts}, {started(env)} started", flush=True)
         env._raise_if_component_died()
         time.sleep(5)
-    return None
+    return held, None
+
+
+def withheld(env: Any, phases: dict[str, tuple[float, float]]) -> dict[str, dict[str, int]]:
+    """Per triggerer and phase, how often its supervisor withheld heartbeats (Airflow 3.2.2+ logs it once per
+    silence of the trigger runner longer than ``[triggerer] runner_health_check_threshold``)."""
+    out = {}
+    for name in TRIGGERERS:
+        counts = dict.fromkeys(phases, 0)
+        for line in env.component_log(name).splitlines():
+            if "appears deadlocked" not in line:
+                continue
+            at = dt.datetime.fromisoformat(line.split(" ", 1)[0].replace("Z", "+00:00")).timestamp()
+            for phase, (start, end) in phases.items():
+                counts[phase] += start <= at < end
+        out[name] = counts
+    return out
 
 
 def unchecked(checks: list[tuple[str, float]], start: float, end: float, period: float) -> tuple[int, int]:
@@ -228,7 +310,9 @@ def run_cluster(
     dag_file = work / f"{DAG_ID}.py"
     dag_file.write_text(
         textwrap.dedent(
-            DAG_FILE.format(starts=str(starts), dag_id=DAG_ID, tasks=tasks, runs=runs, k=K, interval=interval)
+            DAG_FILE.format(
+                starts=str(starts), dag_id=DAG_ID, tasks=tasks, runs=runs, n=n, k=K, interval=interval
+            )
         )
     )
     cond = Conditions(cond_dsn)
@@ -245,7 +329,6 @@ def run_cluster(
             "AIRFLOW__TRIGGERER__CAPACITY": str(capacity),
             "AIRFLOW__TRIGGERER__DEFAULT_CAPACITY": str(capacity),
             "AIRFLOW__SCHEDULER__MAX_TIS_PER_QUERY": "512",
-            "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(n),
             "AIRFLOW__CORE__MAX_ACTIVE_RUNS_PER_DAG": str(runs),
             **extra_env,
         },
@@ -267,33 +350,39 @@ def run_cluster(
         idle = Load(env)
         time.sleep(IDLE_SECONDS / 2)
         m["idle"] = idle.rates()
+        idle_memory = {name: memory(env, name) for name in TRIGGERERS}
+        m["machine_idle"] = machine_used()
         before = {name: usage(env, name) for name in (*TRIGGERERS, "scheduler")}
-        peak = PeakRss(env, (*TRIGGERERS, "scheduler"))
+        peak = PeakRss(env, (*TRIGGERERS, "scheduler", "machine"))
         created = time.time()
         for _ in range(runs):
             env.trigger(DAG_ID)
         owners = Owners(env)
-        held = _hold_all(env, owners, n)
+        held, m["to_all_started"] = _hold_all(env, owners, n)
         all_waiting = time.time()
-        m["to_all_waiting"] = all_waiting - created if held else None
         m["held"] = held = held or owners.sample()
         at_waiting = {name: usage(env, name) for name in (*TRIGGERERS, "scheduler")}
         print(
-            f"[bench_cluster] after {all_waiting - created:.0f} s: {held}, {owners.moves} moves", flush=True
+            f"[bench_cluster] after {all_waiting - created:.0f} s: {held}, moves {dict(owners.moves)}",
+            flush=True,
         )
-        time.sleep(interval)  # the first cycle after all wait may still be settling: not counted
+        owners.phase = "waiting"
+        owners.watch(interval)  # the first cycle after all started may still be settling: not counted
         window_start, waiting = time.time(), Load(env)
         cpu0 = {name: usage(env, name)[0] for name in TRIGGERERS}
         runner0 = {name: usage(env, name, "children")[0] for name in TRIGGERERS}
-        time.sleep((WAIT_CYCLES - 1) * interval)
+        owners.watch((WAIT_CYCLES - 1) * interval)
         window_end = time.time()
         m["waiting"] = waiting.rates()
-        m["held_after_window"] = owners.sample()
-        m["moves"] = owners.moves
+        held_after = m["held_after_window"] = owners.sample()
         after = {name: usage(env, name) for name in TRIGGERERS}
+        m["machine_waiting"] = machine_used()
         m["triggerers"] = {
             name: {
                 "held": held.get(name, 0),
+                "held_after": held_after.get(name, 0),
+                "memory_idle": idle_memory[name],
+                "memory_waiting": memory(env, name),
                 "create_cpu": at_waiting[name][0] - before[name][0],
                 "wait_cpu_per_min": (after[name][0] - cpu0[name]) / (window_end - window_start) * 60,
                 "wait_cpu_runner_per_min": (usage(env, name, "children")[0] - runner0[name])
@@ -311,8 +400,10 @@ def run_cluster(
         m["unchecked"] = unchecked(checks, window_start, window_end, interval)
         true_at = time.time()
         cond.set(True)
+        owners.phase = "ending"
         env.poll(lambda: _ended(env, n), 3600, f"all {n} waits ending", interval=5)
         m["true_to_done"] = time.time() - true_at
+        m["moves"] = dict(owners.moves)
         m["peak_rss"] = peak.stop()
         rows = env.query_dicts("SELECT state, try_number, queued_dttm, hostname FROM task_instance")
         m["states"] = dict(collections.Counter(str(r["state"]) for r in rows))
@@ -320,9 +411,14 @@ def run_cluster(
         m["worker_phase"] = sum(1 for r in rows if r["queued_dttm"] is not None or r["hostname"])
         m["starts"] = len(starts.read_text().splitlines()) if starts.exists() else 0
         # Airflow 3.2.2+: a trigger runner silent for [triggerer] runner_health_check_threshold stops heartbeats.
-        m["heartbeats_withheld"] = {
-            name: env.component_log(name).count("appears deadlocked") for name in TRIGGERERS
-        }
+        m["heartbeats_withheld"] = withheld(
+            env,
+            {
+                "creation": (created, window_start),
+                "waiting": (window_start, true_at),
+                "ending": (true_at, time.time() + 1),
+            },
+        )
     print(f"[bench_cluster] {json.dumps(m, default=str)}", flush=True)
     return m
 
@@ -348,12 +444,13 @@ def run(tiny: bool) -> Result:
         [
             "triggerer",
             "waits held",
-            "CPU to start them",
+            "CPU from creation until all started",
             "per 1,000",
             "CPU while waiting",
             "per 1,000",
-            "RSS idle → all waiting",
+            "RSS idle → all waiting (supervisor + runner)",
             "per 1,000 waits",
+            "USS per 1,000 waits",
             "peak RSS",
         ],
         caption=(
@@ -362,17 +459,20 @@ def run(tiny: bool) -> Result:
         ),
     )
     for name, t in m["triggerers"].items():
-        thousands = max(t["held"], 1) / 1000
+        thousands = max((t["held"] + t["held_after"]) / 2, 1) / 1000  # moves change the count: the mean
         grown = t["waiting_rss"] - t["idle_rss"]
+        idle_mem, waiting_mem = t["memory_idle"], t["memory_waiting"]
         per_trig.add(
             name,
-            t["held"],
+            f"{t['held']} → {t['held_after']}",
             f"{t['create_cpu']:.0f} s",
             f"{t['create_cpu'] / thousands:.1f} s",
             f"{t['wait_cpu_per_min']:.1f} s/min (runner {t['wait_cpu_runner_per_min']:.1f})",
             f"{t['wait_cpu_per_min'] / thousands:.2f} s/min",
-            f"{_mib(t['idle_rss'])} → {_mib(t['waiting_rss'])}",
+            f"{_mib(t['idle_rss'])} → {_mib(t['waiting_rss'])} "
+            f"({_mib(waiting_mem['main_rss'])} + {_mib(waiting_mem['children_rss'])})",
             _mib(grown / thousands),
+            _mib((waiting_mem["uss"] - idle_mem["uss"]) / thousands),
             _mib(m["peak_rss"][name]),
         )
     load = Table(["measure", "idle cluster", f"all {n} waiting"])
@@ -385,17 +485,28 @@ def run(tiny: bool) -> Result:
         load.add(f"metadata DB {key} per s", f"{m['idle'][key]:,.0f}", f"{m['waiting'][key]:,.0f}")
     outcome = Table(["measure", "value"])
     outcome.add(
-        "creation → all wait (held by a triggerer at once)",
+        "creation → all held by a triggerer and started",
         f"not within {HOLD_BUDGET} s (held then: {m['held']})"
-        if m["to_all_waiting"] is None
-        else f"{m['to_all_waiting']:.0f} s",
+        if m["to_all_started"] is None
+        else f"{m['to_all_started']:.0f} s",
     )
-    outcome.add("triggers moved between triggerers (stale heartbeats)", m["moves"])
     outcome.add(
-        "heartbeats withheld: trigger runner silent > [triggerer] runner_health_check_threshold",
-        ", ".join(f"{name} {count}" for name, count in m["heartbeats_withheld"].items()),
+        "triggers moved between triggerers, per phase (5 s samples)",
+        ", ".join(f"{phase} {m['moves'].get(phase, 0)}" for phase in ("creation", "waiting", "ending")),
     )
-    outcome.add("scheduler CPU while creating them", f"{m['scheduler_create_cpu']:.0f} s")
+    outcome.add(
+        "heartbeats withheld (runner silent > [triggerer] runner_health_check_threshold), per phase",
+        "; ".join(
+            f"{name}: " + ", ".join(f"{phase} {count}" for phase, count in counts.items())
+            for name, counts in m["heartbeats_withheld"].items()
+        ),
+    )
+    outcome.add("scheduler CPU from creation until all started", f"{m['scheduler_create_cpu']:.0f} s")
+    outcome.add(
+        "machine memory used: idle → all waiting (peak)",
+        f"{_mib(m['machine_idle'])} → {_mib(m['machine_waiting'])} ({_mib(m['peak_rss']['machine'])}); "
+        f"scheduler peak RSS {_mib(m['peak_rss']['scheduler'])}",
+    )
     mean, busiest = m["per_cycle"]
     outcome.add(
         "checks per cycle at the polled database (all conditions)",
@@ -409,9 +520,6 @@ def run(tiny: bool) -> Result:
         "task-process starts / task instances with a worker phase", f"{m['starts']} / {m['worker_phase']}"
     )
 
-    rss_per_1000 = max(
-        (t["waiting_rss"] - t["idle_rss"]) / (max(t["held"], 1) / 1000) for t in m["triggerers"].values()
-    )
     succeeded = m["states"].get("success", 0)
     goals = [
         Goal(
@@ -432,10 +540,9 @@ def run(tiny: bool) -> Result:
         ),
     ]
     notes = [
-        f"Triggerer RSS per 1,000 zero-worker waits (the larger of the two): {_mib(rss_per_1000)}; "
-        f"at that rate 24 GiB less the idle cluster holds about "
-        f"{int((24 * 2**30 - sum(t['idle_rss'] for t in m['triggerers'].values())) / rss_per_1000 * 1000):,} "
-        "waits of this 100-task DAG (memory is not what bounds N on this machine; see the reading)."
+        "Airflow settings changed for this run: "
+        + (", ".join(f"{key}={value}" for key, value in m["extra_env"].items()) or "none (defaults)")
+        + f"; each triggerer's capacity {m['capacity']}."
     ]
     return Result(
         key="cluster",
