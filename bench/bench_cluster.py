@@ -369,6 +369,7 @@ def run_cluster(
         owners.phase = "waiting"
         owners.watch(interval)  # the first cycle after all started may still be settling: not counted
         window_start, waiting = time.time(), Load(env)
+        held = m["held_window_start"] = owners.sample()  # what the per-1,000 figures divide by
         cpu0 = {name: usage(env, name)[0] for name in TRIGGERERS}
         runner0 = {name: usage(env, name, "children")[0] for name in TRIGGERERS}
         owners.watch((WAIT_CYCLES - 1) * interval)
@@ -401,7 +402,9 @@ def run_cluster(
         true_at = time.time()
         cond.set(True)
         owners.phase = "ending"
-        env.poll(lambda: _ended(env, n), 3600, f"all {n} waits ending", interval=5)
+        env.poll(
+            lambda: owners.sample() is not None and _ended(env, n), 3600, f"all {n} waits ending", interval=5
+        )
         m["true_to_done"] = time.time() - true_at
         m["moves"] = dict(owners.moves)
         m["peak_rss"] = peak.stop()
@@ -459,7 +462,7 @@ def run(tiny: bool) -> Result:
         ),
     )
     for name, t in m["triggerers"].items():
-        thousands = max((t["held"] + t["held_after"]) / 2, 1) / 1000  # moves change the count: the mean
+        thousands = max((t["held"] + t["held_after"]) / 2, 1) / 1000  # the window's start and end: the mean
         grown = t["waiting_rss"] - t["idle_rss"]
         idle_mem, waiting_mem = t["memory_idle"], t["memory_waiting"]
         per_trig.add(
