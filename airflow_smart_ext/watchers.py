@@ -23,6 +23,7 @@ from airflow_smart_ext.conditions.sql import CRITERIA, build_spec, import_callab
 from airflow_smart_ext.sensors.shipping import class_shipping_problem
 from airflow_smart_ext.triggers.watcher import ConditionWatcher
 from airflow_smart_ext.triggers.watching import WatcherArgumentError
+from airflow_smart_ext.wait import parameters as wait_parameters
 
 __all__ = ["ConditionWatcher", "WatcherArgumentError", "sensor_condition", "sql_condition"]
 
@@ -64,7 +65,20 @@ def sql_condition(
 
     ``parameters`` are bound (never formatted into the SQL). Criteria: module-level callables or dotted paths.
     """
-    try:
+    given = {
+        "conn_id": conn_id,
+        "sql": sql,
+        "parameters": parameters,
+        "hook_params": hook_params,
+        "selector": selector,
+        "success": success,
+    }
+    rows = [row for row in wait_parameters.SQL_PARAMETERS if row.name in given]
+    try:  # the sensor's rows: what BackoffSqlSensor refuses, a watcher refuses with the same message
+        wait_parameters.check_arguments(rows, given, rules=())
+        problem = wait_parameters.untemplated_problem(given)
+        if problem is not None:
+            raise ValueError(problem)
         criteria = {
             "selector": _criterion_path("selector", selector),
             "success": _criterion_path("success", success),

@@ -14,20 +14,10 @@ from typing import TYPE_CHECKING, Any
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import sensor as sensor_check
 from airflow_smart_ext.conditions.runtime import callable_path, json_problem
+from airflow_smart_ext.wait.parameters import has_template, transient_errors_problem
 
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.base import BackoffSensor
-
-
-def transient_errors_problem(types: tuple[type[BaseException], ...]) -> str | None:
-    """The triggerer imports ``transient_errors`` by name: a class defined in a DAG file cannot travel."""
-    for cls in types:
-        if callable_path(cls) is None:
-            return (
-                f"transient_errors: {cls.__module__}.{cls.__qualname__} cannot be imported by name in the "
-                f"triggerer; define it in an installed package or a module of the plugins/DAGs folder"
-            )
-    return None
 
 
 def unshippable_message(task_id: Any, problem: str) -> str:
@@ -127,14 +117,3 @@ def sensor_check_spec(sensor: BackoffSensor, context: Mapping[str, Any]) -> dict
             )
         kwargs[key] = rendered
     return sensor_check.build_spec(classpath, kwargs, context)
-
-
-def has_template(value: Any) -> bool:
-    """Whether a (nested) argument holds Jinja markup that must be rendered before the first check."""
-    if isinstance(value, str):
-        return "{{" in value or "{%" in value or "{#" in value
-    if isinstance(value, dict):
-        return any(has_template(item) for item in value.values())
-    if isinstance(value, (list, tuple, set)):
-        return any(has_template(item) for item in value)
-    return False

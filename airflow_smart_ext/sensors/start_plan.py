@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_smart_ext import compat
 from airflow_smart_ext.errors import error_type_paths
 from airflow_smart_ext.sensors import shipping
+from airflow_smart_ext.wait.parameters import has_template
 
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.base import BackoffSensor
@@ -96,7 +97,7 @@ def start_problem(
     for name, (_path, value) in fields.items():
         if isinstance(value, str) and value.endswith(tuple(sensor.template_ext or ())):
             return f"argument {name!r} is a template file ({value!r}), rendered on a worker", {}, {}
-        templated = templated or shipping.has_template(value)
+        templated = templated or has_template(value)
     dag = getattr(sensor, "dag", None) if sensor.has_dag() else None
     if templated and dag is not None and (dag.user_defined_macros or dag.user_defined_filters):
         return "its DAG's user_defined_macros/filters exist only where the DAG file is parsed", {}, {}

@@ -29,6 +29,7 @@ from airflow_smart_ext.triggers import gc_tuning, log_lines, sharing
 from airflow_smart_ext.triggers.events import WaitEvents, before_yield, iso
 from airflow_smart_ext.triggers.ride_out import ErrorRideOut
 from airflow_smart_ext.triggers.wait_schedule import WaitSchedule
+from airflow_smart_ext.wait import parameters
 
 CLASSPATH = "airflow_smart_ext.triggers.backoff.BackoffTrigger"
 
@@ -104,6 +105,7 @@ class BackoffTrigger(compat.BaseTrigger):
                 self._unreadable = str(err)
         if self._unreadable is None:
             validate_check_spec(check)
+        parameters.check_trigger_arguments({"check_timeout": check_timeout, "rate_limit": rate_limit})
         self.check = check
         self.policy = policy
         self.seed = seed

@@ -18,17 +18,18 @@ rendering (``compat.release_start_context``; docs/deferrable.md "Memory per wait
 
 from __future__ import annotations
 
-import copy
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.backoff import ScheduledCheck, aligned_start, condition_seed
+from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, condition_seed
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
-from airflow_smart_ext.conditions.spec import place_template_fields, sharing_key
+from airflow_smart_ext.conditions.spec import sharing_key
 from airflow_smart_ext.triggers import log_lines, sharing
 from airflow_smart_ext.triggers.backoff import BackoffTrigger
 from airflow_smart_ext.triggers.events import iso
+from airflow_smart_ext.wait import timeline
+from airflow_smart_ext.wait.condition import zero_worker_check
 
 CLASSPATH = "airflow_smart_ext.triggers.start.BackoffStartTrigger"
 #: ``next_kwargs`` of a task resumed on a worker from the zero-worker path: no check ran on a worker.
@@ -62,12 +63,7 @@ class _ScheduleFromStart(BackoffTrigger):
         scheduled = await super()._next(after)
         if after >= 0:
             return scheduled
-        now = sharing.now()
-        if scheduled is None:
-            return ScheduledCheck(0, now, True)
-        if scheduled.index > 0 and now < self.try_started_at + self._backoff_policy.initial:
-            return ScheduledCheck(0, now, False)
-        return scheduled
+        return timeline.first_check(scheduled, sharing.now(), self.try_started_at, self._backoff_policy)
 
     async def _first_on_group_schedule(self, own: ScheduledCheck | None) -> ScheduledCheck | None:
         # Check #0 as above (at once within one interval of the try's start), else the group's next check.
@@ -115,12 +111,8 @@ class BackoffStartTrigger(compat.BaseTrigger):
         super().render_template_fields(context, jinja_env)  # type: ignore[misc]  # 3.3+ only (never called on 2.11)
 
     def _check_spec(self, run_facts: dict[str, Any]) -> dict[str, Any]:
-        fields = self.start["fields"]
-        values = {name: getattr(self, name) for name in fields}
-        check = place_template_fields(copy.deepcopy(self.start["check"]), fields, values)
-        if check["type"] == "sensor":
-            check["context"] = run_facts
-        return check
+        values = {name: getattr(self, name) for name in self.start["fields"]}
+        return zero_worker_check(self.start, values, run_facts)
 
     async def _take_run_facts(self) -> dict[str, Any]:
         """The run facts and what the ending needs from the task instance, kept as plain values; then let go
@@ -160,18 +152,16 @@ class BackoffStartTrigger(compat.BaseTrigger):
             )
         check = self._check_spec(await self._take_run_facts())
         seed = condition_seed(sharing_key(check))
-        deadline = started_at + float(start["timeout"])
         # execution_timeout ends the wait as in poke mode: the schedule stops at the earlier deadline and the
         # event says which one it was (the worker raises AirflowTaskTimeout for the execution deadline).
-        execution_deadline = None
-        if start.get("execution_timeout") is not None:
-            execution_deadline = started_at + float(start["execution_timeout"])
+        ends = timeline.deadlines(started_at, float(start["timeout"]), start.get("execution_timeout"))
+        deadline, execution_deadline = ends.timeout, ends.execution
         schedule = _ScheduleFromStart(
             check=check,
             policy=start["policy"],
             seed=seed,
-            started_at=aligned_start(started_at, float(start["policy"]["initial"])),
-            deadline=deadline if execution_deadline is None else min(deadline, execution_deadline),
+            started_at=timeline.anchor(started_at, BackoffPolicy.from_dict(start["policy"])),
+            deadline=ends.schedule,
             after=-1,
             share=bool(start.get("share", True)),
             transient_errors=start.get("transient_errors"),

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.backoff import BackoffPolicy, condition_seed
+from airflow_smart_ext.backoff import DEFAULT_POKE_INTERVAL, BackoffPolicy, condition_seed
 from airflow_smart_ext.conditions import (
     make_interpreter,
     make_shared_check,
@@ -48,6 +48,7 @@ from airflow_smart_ext.triggers.watching import (
     reportable_value,
     watcher_arguments,
 )
+from airflow_smart_ext.wait.parameters import transient_errors_problem
 
 CLASSPATH = "airflow_smart_ext.triggers.watcher.ConditionWatcher"
 
@@ -154,7 +155,7 @@ class ConditionWatcher(compat.EventTriggerBase):
         self,
         check: dict[str, Any],
         *,
-        poke_interval: Any = None,
+        poke_interval: Any = DEFAULT_POKE_INTERVAL,
         max_wait: Any = None,
         backoff_factor: Any = None,
         jitter: Any = None,
@@ -173,17 +174,11 @@ class ConditionWatcher(compat.EventTriggerBase):
             validate_check_spec(check)
         except ValueError as err:
             raise WatcherArgumentError(str(err)) from None
-        schedule = {
-            name: value
-            for name, value in (
-                ("poke_interval", poke_interval),
-                ("backoff_factor", backoff_factor),
-                ("jitter", jitter),
-            )
-            if value is not None  # None: the sensors' default
-        }
         arguments = watcher_arguments(
-            **schedule,
+            poke_interval=poke_interval,
+            backoff_factor=backoff_factor,
+            jitter=jitter,
+            transient_errors=transient_errors,
             max_wait=max_wait,
             splay=splay,
             value_key=value_key,
@@ -198,12 +193,9 @@ class ConditionWatcher(compat.EventTriggerBase):
             self._transient_types = resolve_error_types(transient_errors, importer=runtime.import_object)
         except ValueError as err:
             raise WatcherArgumentError(str(err)) from None
-        for cls in self._transient_types:
-            if runtime.callable_path(cls) is None:  # the triggerer imports them by name
-                raise WatcherArgumentError(
-                    f"transient_errors: {cls.__module__}.{cls.__qualname__} cannot be imported by name in the "
-                    "triggerer; define it in an installed package or a module of the plugins/DAGs folder"
-                )
+        problem = transient_errors_problem(self._transient_types)  # the triggerer imports them by name
+        if problem is not None:
+            raise WatcherArgumentError(problem)
         self.check = dict(check)
         self.policy = BackoffPolicy.from_dict(arguments["policy"])
         self.value_key: str | None = arguments["value_key"]

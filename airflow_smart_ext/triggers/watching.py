@@ -17,7 +17,6 @@ import decimal
 import hashlib
 import json
 import math
-import numbers
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -27,22 +26,19 @@ from airflow_smart_ext.backoff import (
     DEFAULT_BACKOFF_FACTOR,
     DEFAULT_JITTER,
     DEFAULT_POKE_INTERVAL,
-    JITTER_STRATEGIES,
     BackoffPolicy,
     ScheduledCheck,
     aligned_start,
-    default_max_wait,
 )
+from airflow_smart_ext.wait import parameters
 
 #: The asset state store key prefix of a watcher's watermark (``<prefix>:<state_key>``).
 STATE_KEY_PREFIX = "airflow_smart_ext.watcher"
 WATERMARK_FORMAT = 1
 
 
-class WatcherArgumentError(ValueError, TypeError):
-    """A bad watcher argument. A ``ValueError`` at DAG parse (named parameter, accepted values); also a
-    ``TypeError`` because Airflow's triggerer fails only a ``TypeError`` from a trigger's constructor as that
-    one trigger (any other error stops the whole triggerer process)."""
+class WatcherArgumentError(parameters.WaitArgumentError):
+    """A bad watcher argument (the wait model's argument error, named for the watcher's users)."""
 
 
 class ValueNotReportable(ValueError):
@@ -50,18 +46,6 @@ class ValueNotReportable(ValueError):
 
 
 # --- arguments -----------------------------------------------------------------------------------------
-
-
-def _seconds(name: str, value: Any, accepted: str, *, allow_zero: bool = False) -> float:
-    if isinstance(value, datetime.timedelta):
-        number = value.total_seconds()
-    elif isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise WatcherArgumentError(f"{name} must be {accepted}; got {value!r}")
-    else:
-        number = float(value)
-    if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
-        raise WatcherArgumentError(f"{name} must be {accepted}; got {value!r}")
-    return number
 
 
 def watcher_arguments(
@@ -77,64 +61,34 @@ def watcher_arguments(
     rate_limit: Any = None,
     state_key: Any = None,
     share: Any = True,
+    transient_errors: Any = None,
 ) -> dict[str, Any]:
     """The watcher's schedule and behaviour arguments as JSON kwargs; ``WatcherArgumentError`` naming the
-    first bad parameter and its accepted values."""
-    positive = "a number of seconds > 0 or a datetime.timedelta"
-    interval = _seconds("poke_interval", poke_interval, positive)
-    cap = default_max_wait(interval) if max_wait is None else _seconds("max_wait", max_wait, positive)
-    if cap < interval:
-        raise WatcherArgumentError(
-            f"max_wait ({cap:g}s) must be >= poke_interval ({interval:g}s): it caps the interval that starts "
-            "at poke_interval"
-        )
-    if isinstance(backoff_factor, bool) or not isinstance(backoff_factor, numbers.Real):
-        raise WatcherArgumentError(
-            f"backoff_factor must be a number >= 1 (1: a fixed interval); got {backoff_factor!r}"
-        )
-    if not (math.isfinite(backoff_factor) and float(backoff_factor) >= 1):
-        raise WatcherArgumentError(
-            f"backoff_factor must be a number >= 1 (1: a fixed interval); got {backoff_factor!r}"
-        )
-    if jitter not in JITTER_STRATEGIES:
-        raise WatcherArgumentError(f"jitter must be one of {', '.join(JITTER_STRATEGIES)}; got {jitter!r}")
-    splay_seconds = _seconds(
-        "splay", splay, "a number of seconds >= 0 or a datetime.timedelta", allow_zero=True
-    )
-    if value_key is not None and (not isinstance(value_key, str) or not value_key):
-        raise WatcherArgumentError(
-            f"value_key must be None or a non-empty string (a key of the sensor's XCom value dict); got {value_key!r}"
-        )
-    for name, flag in (("report_first_value", report_first_value), ("share", share)):
-        if not isinstance(flag, bool):
-            raise WatcherArgumentError(f"{name} must be True or False; got {flag!r}")
-    timeout = (
-        None if check_timeout is None else _seconds("check_timeout", check_timeout, positive + ", or None")
-    )
-    if rate_limit is not None:
-        if isinstance(rate_limit, bool) or not isinstance(rate_limit, numbers.Real):
-            raise WatcherArgumentError(
-                f"rate_limit must be None or checks per second > 0; got {rate_limit!r}"
-            )
-        if not (math.isfinite(rate_limit) and float(rate_limit) > 0):
-            raise WatcherArgumentError(
-                f"rate_limit must be None or checks per second > 0; got {rate_limit!r}"
-            )
-    if state_key is not None and (not isinstance(state_key, str) or not state_key.strip()):
-        raise WatcherArgumentError(
-            f"state_key must be None (derived from the check) or a non-empty string; got {state_key!r}"
-        )
+    first bad parameter and its accepted values (the wait model's table: the sensor's rows and messages)."""
+    given = {
+        "poke_interval": poke_interval,
+        "max_wait": max_wait,
+        "backoff_factor": backoff_factor,
+        "jitter": jitter,
+        "splay": splay,
+        "check_timeout": check_timeout,
+        "rate_limit": rate_limit,
+        "value_key": value_key,
+        "report_first_value": report_first_value,
+        "state_key": state_key,
+        "share": share,
+        "transient_errors": transient_errors,  # checked here; the trigger imports them (DAGs folder too)
+    }
     try:
-        policy = BackoffPolicy(
-            initial=interval, factor=float(backoff_factor), cap=cap, jitter=jitter, splay=splay_seconds
-        )
-    except ValueError as err:  # the combinations BackoffPolicy refuses (e.g. decorrelated with factor 1)
+        parameters.check_arguments(parameters.WATCHER_PARAMETERS, given, rules=parameters.WATCHER_RULES)
+        policy = parameters.backoff_policy(parameters.effective_values(given))
+    except ValueError as err:
         raise WatcherArgumentError(str(err)) from None
     return {
         "policy": policy.to_dict(),
         "value_key": value_key,
         "report_first_value": report_first_value,
-        "check_timeout": timeout,
+        "check_timeout": parameters.seconds(check_timeout),
         "rate_limit": None if rate_limit is None else float(rate_limit),
         "state_key": state_key,
         "share": share,

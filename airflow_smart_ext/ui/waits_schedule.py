@@ -16,8 +16,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, aligned_start, condition_seed
-from airflow_smart_ext.conditions.spec import check_type, place_template_fields, sharing_key
+from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, condition_seed
+from airflow_smart_ext.conditions.spec import check_type, sharing_key
+from airflow_smart_ext.wait import timeline
+from airflow_smart_ext.wait.condition import render_from_run, zero_worker_check
+from airflow_smart_ext.wait.parameters import has_template
 
 if TYPE_CHECKING:
     from airflow_smart_ext.ui.waits_model import LiveWait
@@ -55,15 +58,16 @@ def redact_sealed(node: Any) -> Any:
 
 @dataclass(frozen=True)
 class WaitFacts:
-    """What a trigger row says about its schedule, the same over both paths."""
+    """What a trigger row says about its schedule, the same over both paths (``wait.timeline``'s inputs)."""
 
     path: str  # "worker-first" | "zero-worker"
     policy: Mapping[str, Any]  # BackoffPolicy.to_dict()
     seed: str | None  # None: the condition's seed (zero-worker)
-    anchor: float | None  # the schedule's anchor; None: the aligned start of the try (zero-worker)
-    started_at: float
-    deadline: float | None
-    after: int  # the last check already made (its index)
+    anchor: float
+    started_at: float  # the start of the try
+    deadline: float | None  # when the schedule stops (the earlier of timeout and execution_timeout)
+    after: int  # the last check already made when the trigger began (its index; -1: none)
+    first_run_at: float  # when the trigger began: the row's creation (a served row is picked up at once)
     share: bool
     rate_limit: float | None
 
@@ -72,14 +76,16 @@ def read_wait(wait: LiveWait, path: str) -> WaitFacts:
     """The schedule facts of one wait; KeyError/TypeError/ValueError when its kwargs are not what we store."""
     kwargs = wait.kwargs
     if path == "worker-first":
+        try_start = wait.ti_start if wait.ti_start is not None else float(kwargs["started_at"])
         return WaitFacts(
             path,
             kwargs["policy"],
             kwargs["seed"],
             float(kwargs["started_at"]),
-            wait.ti_start if wait.ti_start is not None else float(kwargs["started_at"]),
+            try_start,
             None if kwargs["deadline"] is None else float(kwargs["deadline"]),
             int(kwargs.get("after", 0)),
+            wait.trigger_created if wait.trigger_created is not None else try_start,
             bool(kwargs.get("share", True)),
             kwargs.get("rate_limit"),
         )
@@ -88,17 +94,17 @@ def read_wait(wait: LiveWait, path: str) -> WaitFacts:
     started = wait.ti_start if wait.ti_start is not None else wait.trigger_created
     if started is None:
         raise ValueError("neither the task's start_date nor the trigger's created_date is known")
-    deadline = started + float(start["timeout"])
-    if start.get("execution_timeout") is not None:
-        deadline = min(deadline, started + float(start["execution_timeout"]))
+    policy = BackoffPolicy.from_dict(start["policy"])
+    ends = timeline.deadlines(started, float(start["timeout"]), start.get("execution_timeout"))
     return WaitFacts(
         path,
         start["policy"],
         None,
-        None,
+        timeline.anchor(started, policy),
         started,
-        deadline,
-        0,  # check #0 runs at once when the trigger starts; the schedule goes on after it
+        ends.schedule,
+        -1,  # check #0 is the trigger's (timeline.first_check)
+        max(started, wait.trigger_created if wait.trigger_created is not None else started),
         bool(start.get("share", True)),
         start.get("rate_limit"),
     )
@@ -106,30 +112,30 @@ def read_wait(wait: LiveWait, path: str) -> WaitFacts:
 
 def check_specs(wait: LiveWait, path: str) -> tuple[Mapping[str, Any], Mapping[str, Any], bool]:
     """(the check spec with opened values, the same with every secret "***", whether the server knows it
-    exactly: False when a template field holds Jinja markup, which the triggerer renders -- the sharing key,
-    hence the seed, the jitter and the group, then come from a value the server cannot know)."""
+    exactly). A zero-worker wait's template fields are rendered from the run's dates as its trigger renders
+    them (``wait.condition``); one that needs more than those stays unrendered: its sharing key, hence its
+    seed, jitter and group, then come from a value only the triggerer knows (not exact)."""
     kwargs = wait.kwargs
     shown = wait.shown_kwargs if wait.shown_kwargs is not None else redact_sealed(kwargs)
     if path == "worker-first":
         return kwargs["check"], shown["check"], True
-    from airflow_smart_ext.sensors.shipping import has_template  # the sensors' own rule (imports Airflow)
-
     start = kwargs["start"]
-    # unrendered here: the triggerer renders the fields; the server shows the values as stored
-    check = place_template_fields(start["check"], start["fields"], kwargs)
-    shown_check = place_template_fields(shown["start"]["check"], start["fields"], shown)
-    if check["type"] == "sensor":  # the run facts the triggerer ships (compat.trigger_run_context)
-        context = {
-            "dag_id": wait.dag_id,
-            "task_id": wait.task_id,
-            "run_id": wait.run_id,
-            "map_index": wait.map_index,
-            "try_number": wait.try_number,
-            **dict.fromkeys(_RUN_DATE_KEYS),
-            **(wait.run_dates or {}),
-        }
-        check["context"], shown_check["context"] = context, dict(context)
-    return check, shown_check, not any(has_template(kwargs[name]) for name in start["fields"])
+    run_facts = {
+        "dag_id": wait.dag_id,
+        "task_id": wait.task_id,
+        "run_id": wait.run_id,
+        "map_index": wait.map_index,
+        "try_number": wait.try_number,
+        **dict.fromkeys(_RUN_DATE_KEYS),
+        **(wait.run_dates or {}),
+    }
+    values = {name: kwargs[name] for name in start["fields"]}
+    rendered = render_from_run(values, run_facts)
+    check = zero_worker_check(start, rendered if rendered is not None else values, run_facts)
+    # shown as stored (the page shows what the DAG says; a rendered secret would need masking again)
+    shown_values = {name: shown[name] for name in start["fields"]}
+    shown_check = zero_worker_check(shown["start"], shown_values, run_facts)
+    return check, shown_check, rendered is not None
 
 
 @dataclass(frozen=True)
@@ -151,7 +157,7 @@ class Conditions:
     (``waits_source`` hands out one object for equal kwarg values; ``shown_kwargs`` None: no memo hit)."""
 
     def __init__(self) -> None:
-        self._memo: dict[tuple[int, ...], tuple[tuple[Any, ...], Condition]] = {}
+        self._memo: dict[tuple[Any, ...], tuple[tuple[Any, ...], Condition]] = {}
 
     def of(self, wait: LiveWait, path: str) -> Condition:
         kwargs, shown = wait.kwargs, wait.shown_kwargs or {}
@@ -161,7 +167,9 @@ class Conditions:
             fields = kwargs["start"]["fields"]
             parts = (kwargs["start"], shown.get("start"), wait.run_dates)
             parts += tuple(kwargs[name] for name in fields) + tuple(shown.get(name) for name in fields)
-        key = tuple(map(id, parts))
+        key: tuple[Any, ...] = tuple(map(id, parts))
+        if path == "zero-worker" and any(has_template(kwargs[name]) for name in fields):
+            key += (wait.dag_id, wait.task_id, wait.run_id)  # a template may render them (``{{ run_id }}``)
         cached = self._memo.get(key)
         if cached is not None and all(old is new for old, new in zip(cached[0], parts, strict=True)):
             return cached[1]
@@ -190,7 +198,7 @@ class Schedules:
         self.now = now
         self._policies: dict[tuple[Any, ...], BackoffPolicy] = {}
         self._offset_of: dict[tuple[BackoffPolicy, str], Callable[[int], float]] = {}
-        self._free_next: dict[tuple[Any, ...], ScheduledCheck] = {}
+        self._progress: dict[tuple[Any, ...], tuple[ScheduledCheck | None, int]] = {}
         self._replayed: dict[tuple[BackoffPolicy, str], int] = {}
         self._budget = DECORRELATED_REPLAY_BUDGET
         self._iso: dict[float, str] = {}
@@ -241,43 +249,26 @@ class Schedules:
         self._replayed[(policy, seed)] = needed
         return True
 
-    def _next_check(
-        self, policy: BackoffPolicy, seed: str, anchor: float, deadline: float | None, after: int, now: float
-    ) -> ScheduledCheck | None:
-        """``policy.next_check``; the deadline only matters near it, so the deadline-free answer (the same
-        for every wait on the condition and anchor) is reused while it lies before the deadline."""
-        offset_of = self.offset_of(policy, seed)
-        key = (policy, seed, anchor, after, now)
-        free = self._free_next.get(key)
-        if free is None:
-            found = policy.next_check(seed, anchor, now, None, after=after, offset_of=offset_of)
-            assert found is not None  # without a deadline there is always a next check
-            free = self._free_next[key] = found
-        if deadline is None or (now <= deadline and free.at < deadline):
-            return free
-        return policy.next_check(seed, anchor, now, deadline, after=after, offset_of=offset_of)
-
     def plan(self, facts: WaitFacts, seed: str) -> tuple[ScheduledCheck | None, int, float]:
-        """(the next check, the scheduled checks due so far, checks per hour at the current interval)."""
+        """(the next check, the checks made so far, checks per hour at the current interval): the wait's
+        ``wait.timeline`` at ``now``, with the worker's checks (``after + 1``) on the worker-first path."""
         now, policy = self.now, self.policy(facts.policy)
         seed = facts.seed if facts.seed is not None else seed
-        anchor = facts.anchor if facts.anchor is not None else aligned_start(facts.started_at, policy.initial)
-        if not self._affordable(policy, seed, anchor, now):  # the replay ends at now (+ one step)
+        if not self._affordable(policy, seed, facts.anchor, now):  # the replay ends at now (+ one step)
             # Over the replay budget: every decorrelated sleep is <= cap, so at least this many were due.
-            return None, int(max(0.0, now - anchor) / policy.cap_seconds), 0.0
+            return None, int(max(0.0, now - facts.anchor) / policy.cap_seconds), 0.0
         offset_of = self.offset_of(policy, seed)
-        scheduled = self._next_check(policy, seed, anchor, facts.deadline, facts.after, now)
+        zero_worker = facts.path == "zero-worker"
+        line = timeline.Timeline(
+            policy, seed, facts.anchor, facts.deadline, facts.started_at if zero_worker else None
+        )
+        key = (line, facts.first_run_at, facts.after)
+        planned = self._progress.get(key)
+        if planned is None:
+            planned = self._progress[key] = line.progress(now, facts.first_run_at, facts.after, offset_of)
+        scheduled, made = planned
         rate = 0.0
         if scheduled is not None:
-            checks = scheduled.index
             low = max(0, scheduled.index - 1)  # the current gap, smoothed over two gaps (jitter)
             rate = 7200.0 / max(offset_of(low + 2) - offset_of(low), 1e-3)
-        else:  # past the deadline: every check up to the final one (at the deadline) was due
-            final = self._next_check(policy, seed, anchor, None, facts.after, facts.deadline or now)
-            checks = final.index + 1 if final is not None else 0
-        if facts.path == "zero-worker":  # check #0 at the start of the try, then the slots after it
-            first = 1
-            while first < checks and anchor + offset_of(first) < facts.started_at:
-                first += 1
-            checks = 1 + max(0, checks - first)
-        return scheduled, checks, rate
+        return scheduled, made + max(0, facts.after + 1), rate

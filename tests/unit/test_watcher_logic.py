@@ -280,7 +280,7 @@ def test_watchers_starting_apart_share_one_grid() -> None:
 
 # (case, arguments, the words the error must contain)
 BAD_ARGUMENTS = [
-    ("poke_interval zero", {"poke_interval": 0}, "poke_interval must be a number of seconds > 0"),
+    ("poke_interval zero", {"poke_interval": 0}, "poke_interval must be > 0 seconds"),
     ("poke_interval text", {"poke_interval": "60"}, "poke_interval must be"),
     ("poke_interval a bool", {"poke_interval": True}, "poke_interval must be"),
     (
@@ -288,11 +288,16 @@ BAD_ARGUMENTS = [
         {"poke_interval": 60, "max_wait": 30},
         "max_wait (30s) must be >= poke_interval",
     ),
-    ("backoff_factor below 1", {"backoff_factor": 0.5}, "backoff_factor must be a number >= 1"),
-    ("backoff_factor infinite", {"backoff_factor": math.inf}, "backoff_factor must be a number >= 1"),
+    ("backoff_factor below 1", {"backoff_factor": 0.5}, "backoff_factor must be a finite number >= 1"),
+    ("backoff_factor infinite", {"backoff_factor": math.inf}, "backoff_factor must be a finite number >= 1"),
+    (
+        "backoff_factor above the sensors' limit",
+        {"backoff_factor": 11},
+        "backoff_factor must be a finite number",
+    ),
     ("jitter unknown", {"jitter": "lots"}, "jitter must be one of none, full, equal, decorrelated"),
-    ("splay negative", {"splay": -1}, "splay must be a number of seconds >= 0"),
-    ("value_key empty", {"value_key": ""}, "value_key must be None or a non-empty string"),
+    ("splay negative", {"splay": -1}, "splay must be >= 0 seconds"),
+    ("value_key empty", {"value_key": ""}, "value_key must be None or a non-empty key"),
     (
         "report_first_value not a bool",
         {"report_first_value": "yes"},
@@ -300,7 +305,7 @@ BAD_ARGUMENTS = [
     ),
     ("share not a bool", {"share": 1}, "share must be True or False"),
     ("check_timeout negative", {"check_timeout": -5}, "check_timeout must be"),
-    ("rate_limit zero", {"rate_limit": 0}, "rate_limit must be None or checks per second > 0"),
+    ("rate_limit zero", {"rate_limit": 0}, "rate_limit must be a number of checks per second > 0, or None"),
     ("state_key blank", {"state_key": "  "}, "state_key must be None"),
     ("decorrelated with a fixed interval", {"backoff_factor": 1, "jitter": "decorrelated"}, "factor=1"),
 ]

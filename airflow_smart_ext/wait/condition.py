@@ -1,0 +1,91 @@
+"""The condition a zero-worker wait checks, as its trigger checks it: the start spec's check with the sensor's
+template fields rendered and put back in place; its sharing key (``conditions.sharing_key``) then says which
+waits share one check.
+
+The trigger renders with the template context Airflow gives it (3.3+). The Waits view has only the trigger row
+and the run's dates, so :func:`render_from_run` renders with the run-date part of that context — ``ds``,
+``ds_nodash``, ``ts``, ``ts_nodash``, ``ts_nodash_with_tz``, ``logical_date``, ``data_interval_start`` /
+``data_interval_end`` (built as Airflow's task runner builds them), ``run_id``, ``dag_id``, ``task_id`` — in
+Airflow's own environment (StrictUndefined). A field that needs anything else (a Variable, a param, a macro)
+is not rendered here: the view then says its group is not exact.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.conditions.spec import place_template_fields
+from airflow_smart_ext.wait.parameters import has_template
+
+
+def zero_worker_check(
+    start: Mapping[str, Any], values: Mapping[str, Any], run_facts: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The check of a zero-worker start spec with the template fields' ``values`` in place; a ``"sensor"``
+    check carries the run's facts as its poke context."""
+    check = place_template_fields(copy.deepcopy(start["check"]), start["fields"], values)
+    if check["type"] == "sensor":
+        check["context"] = dict(run_facts)
+    return check
+
+
+def run_template_context(run_facts: Mapping[str, Any]) -> dict[str, Any]:
+    """The run-date part of a task's template context, from the facts a trigger row and its run give."""
+    context: dict[str, Any] = {name: run_facts.get(name) for name in ("run_id", "dag_id", "task_id")}
+    logical = _moment(run_facts.get("logical_date"))
+    if logical is not None:
+        ds = logical.strftime("%Y-%m-%d")
+        ts = logical.isoformat()
+        context.update(
+            logical_date=logical,
+            ds=ds,
+            ds_nodash=ds.replace("-", ""),
+            ts=ts,
+            ts_nodash=logical.strftime("%Y%m%dT%H%M%S"),
+            ts_nodash_with_tz=ts.replace("-", "").replace(":", ""),
+            data_interval_start=_moment(run_facts.get("data_interval_start")),
+            data_interval_end=_moment(run_facts.get("data_interval_end")),
+        )
+    return {name: value for name, value in context.items() if value is not None}
+
+
+def render_from_run(values: Mapping[str, Any], run_facts: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``values`` with every Jinja string rendered from the run's dates (see the module's docstring); None
+    when one needs more than they give, or nothing renders here (2.11: its triggerer renders nothing)."""
+    if not any(has_template(value) for value in values.values()):
+        return dict(values)
+    if _environment() is None:
+        return None
+    context = run_template_context(run_facts)
+    try:
+        return {name: _render(value, context) for name, value in values.items()}
+    except Exception:  # UndefinedError, a filter the server lacks, a syntax error: the triggerer's to say
+        return None
+
+
+def _moment(value: Any) -> Any:
+    return compat.parse_datetime(value) if isinstance(value, str) else value
+
+
+@functools.cache
+def _environment() -> Any:
+    return compat.trigger_template_env(False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _template(text: str) -> Any:
+    return _environment().from_string(text)
+
+
+def _render(value: Any, context: Mapping[str, Any]) -> Any:
+    if isinstance(value, str):
+        return _template(value).render(**context) if has_template(value) else value
+    if isinstance(value, dict):
+        return {key: _render(item, context) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_render(item, context) for item in value)
+    return value

@@ -1,0 +1,426 @@
+"""A wait's parameters: one table of accepted values for every face of a wait.
+
+Each row names a parameter, says in words what it accepts (that text is the error message) and checks a value;
+cross-parameter rules are rows too. Every entry point asks this table, so each refuses the same values at DAG
+parse with the same message: ``BackoffSensor`` / ``BackoffSqlSensor`` (plain, and a mapped sensor's
+``.partial()`` / ``.expand()`` / ``.expand_kwargs()`` literals: ``sensors/parameters.py``), both triggers
+(``triggers/backoff.py``, built by hand or from a row) and ``ConditionWatcher`` / ``sql_condition``
+(``triggers/watching.py``, ``watchers.py``). A mapped sensor's constructor runs only when the task runs; values
+from an upstream task's XCom are checked then.
+
+Pure but for three Airflow facts read through ``compat`` (the sensor modes, whether ``timeout=None`` is taken,
+``[sensors] default_timeout``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.backoff import (  # the schedule defaults live with the schedule
+    DEFAULT_BACKOFF_FACTOR,
+    DEFAULT_JITTER,
+    DEFAULT_POKE_INTERVAL,
+    JITTER_STRATEGIES,
+    BackoffPolicy,
+    default_max_wait,
+)
+from airflow_smart_ext.conditions.runtime import callable_path
+from airflow_smart_ext.conditions.sql import resolve_criterion
+from airflow_smart_ext.errors import resolve_error_types
+
+# Defaults (see docs/sensors.md "Defaults and why"). Change them here, in one place (the schedule's own:
+# airflow_smart_ext/backoff.py).
+#: ``splay=None`` means "one poke_interval": enough to spread a herd over the first interval.
+DEFAULT_SPLAY: float | None = None
+DEFERRABLE_FALLBACKS = (None, "reschedule")
+#: Largest accepted ``backoff_factor``: beyond it the second interval already jumps to the cap.
+MAX_BACKOFF_FACTOR = 10.0
+#: ``jitter="decorrelated"`` is replayed check by check (a cold replay is O(n) and runs under a lock):
+#: accepted when ``timeout / poke_interval`` stays below this (the default 7-day timeout at 60 s fits).
+MAX_DECORRELATED_SENSOR_CHECKS = 20_000
+
+
+class WaitArgumentError(ValueError, TypeError):
+    """A bad argument of a wait built in the triggerer (a trigger or a watcher). A ``ValueError`` at DAG parse
+    (named parameter, accepted values); also a ``TypeError`` because Airflow's triggerer fails only a
+    ``TypeError`` from a trigger's constructor as that one trigger (any other error stops the whole triggerer
+    process)."""
+
+
+def check_trigger_arguments(arguments: Mapping[str, Any]) -> None:
+    """A trigger's own arguments (``check_timeout``, ``rate_limit``) by the table's rows; ``WaitArgumentError``."""
+    try:
+        check_arguments(PARAMETERS, arguments, rules=())
+    except ValueError as err:
+        raise WaitArgumentError(str(err)) from None
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One row: a parameter, what it accepts (in words: the message says it) and the check of one value.
+
+    ``valid`` returns whether the value is accepted; it may raise ``ValueError`` with a detail (e.g. which
+    dotted path did not import), appended to the message.
+    """
+
+    name: str
+    accepts: str
+    valid: Callable[[Any], bool]
+
+    def problem(self, value: Any) -> str | None:
+        try:
+            if self.valid(value):
+                return None
+            detail = ""
+        except ValueError as err:
+            detail = f" ({err})"
+        return f"{self.name} must be {self.accepts}; got {value!r}{detail}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule across parameters (each already valid on its own), judged on their effective values (the
+    defaults filled in, durations in seconds). ``message`` is formatted with those values."""
+
+    names: tuple[str, ...]
+    valid: Callable[..., bool]
+    message: str
+
+    def problem(self, effective: Mapping[str, Any]) -> str | None:
+        values = [effective.get(name) for name in self.names]
+        if self.valid(*values):
+            return None
+        return self.message.format(**{name: effective.get(name) for name in self.names})
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def seconds(value: Any) -> float | None:
+    """Seconds from a number or a ``timedelta``; None for anything else."""
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    return float(value) if _number(value) else None
+
+
+def _duration(minimum: float, *, strict: bool = False, none: bool = False) -> Callable[[Any], bool]:
+    def valid(value: Any) -> bool:
+        if value is None:
+            return none
+        given = seconds(value)
+        return given is not None and (given > minimum if strict else given >= minimum)
+
+    return valid
+
+
+def _one_of(*choices: Any) -> Callable[[Any], bool]:
+    return lambda value: any(
+        value is choice or (value == choice and type(value) is type(choice)) for choice in choices
+    )
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _backoff_factor(value: Any) -> bool:
+    return value is None or (_number(value) and 1 <= value <= MAX_BACKOFF_FACTOR)
+
+
+def _rate(value: Any) -> bool:
+    return value is None or (_number(value) and value > 0)
+
+
+def _error_types(value: Any) -> bool:
+    if value is not None and not isinstance(value, (str, type, list, tuple)):
+        return False
+    spec: Any = value
+    resolve_error_types(spec, "transient_errors")  # ValueError with the detail
+    return True
+
+
+_MODES = tuple(compat.BaseSensorOperator.valid_modes)
+
+#: Every parameter of ``BackoffSensor`` and of Airflow's ``BaseSensorOperator`` (one row each).
+PARAMETERS: tuple[Parameter, ...] = (
+    Parameter("mode", "one of " + ", ".join(repr(m) for m in _MODES), _one_of(*_MODES)),
+    Parameter("soft_fail", "True or False", _is_bool),
+    Parameter("never_fail", "True or False", _is_bool),
+    Parameter("silent_fail", "True or False", _is_bool),
+    Parameter("exponential_backoff", "True or False", _is_bool),
+    Parameter(
+        "poke_interval",
+        "> 0 seconds (a number or a datetime.timedelta; the first backoff interval)",
+        _duration(0, strict=True),
+    ),
+    Parameter(
+        "timeout",
+        ">= 0 seconds (a number or a datetime.timedelta)"
+        + (", or None for [sensors] default_timeout" if compat.SENSOR_TIMEOUT_ACCEPTS_NONE else ""),
+        _duration(0, none=compat.SENSOR_TIMEOUT_ACCEPTS_NONE),
+    ),
+    Parameter(
+        "max_wait",
+        ">= 0 seconds (a number or a datetime.timedelta), or None for the default cap",
+        _duration(0, none=True),
+    ),
+    Parameter(
+        "backoff_factor",
+        f"a finite number >= 1 and <= {MAX_BACKOFF_FACTOR:g} (1 = fixed interval), or None for the default",
+        _backoff_factor,
+    ),
+    Parameter(
+        "jitter",
+        "one of " + ", ".join(JITTER_STRATEGIES) + ", or None for the default",
+        _one_of(None, *JITTER_STRATEGIES),
+    ),
+    Parameter(
+        "splay",
+        ">= 0 seconds (a number or a datetime.timedelta), or None for one poke_interval",
+        _duration(0, none=True),
+    ),
+    Parameter(
+        "deferrable", "True or False, or None for [operators] default_deferrable", _one_of(None, True, False)
+    ),
+    Parameter("deferrable_fallback", "one of None, 'reschedule'", _one_of(*DEFERRABLE_FALLBACKS)),
+    Parameter(
+        "transient_errors",
+        "exception classes or their dotted paths, or None",
+        _error_types,
+    ),
+    Parameter(
+        "check_timeout",
+        "> 0 seconds (a number or a datetime.timedelta), or None for the default",
+        _duration(0, strict=True, none=True),
+    ),
+    Parameter("rate_limit", "a number of checks per second > 0, or None", _rate),
+    Parameter("start_from_trigger", "None, True or False", _one_of(None, True, False)),
+)
+
+
+def has_template(value: Any) -> bool:
+    """Whether a (nested) argument holds Jinja markup that must be rendered before the first check."""
+    if isinstance(value, str):
+        return "{{" in value or "{%" in value or "{#" in value
+    if isinstance(value, dict):
+        return any(has_template(item) for item in value.values())
+    if isinstance(value, (list, tuple, set)):
+        return any(has_template(item) for item in value)
+    return False
+
+
+def transient_errors_problem(types: tuple[type[BaseException], ...]) -> str | None:
+    """The triggerer imports ``transient_errors`` by name: a class defined in a DAG file cannot travel."""
+    for cls in types:
+        if callable_path(cls) is None:
+            return (
+                f"transient_errors: {cls.__module__}.{cls.__qualname__} cannot be imported by name in the "
+                f"triggerer; define it in an installed package or a module of the plugins/DAGs folder"
+            )
+    return None
+
+
+def _template(value: Any) -> bool:
+    """A template field's Jinja string: its rendered value is what the sensor uses (checked when it runs)."""
+    return isinstance(value, str) and has_template(value)
+
+
+def _non_empty_text(value: Any) -> bool:
+    return isinstance(value, str) and value.strip() != ""
+
+
+def _criterion(name: str) -> Callable[[Any], bool]:
+    def valid(value: Any) -> bool:
+        resolve_criterion(value, name)  # ValueError with the detail (a dotted path that does not import)
+        return True
+
+    return valid
+
+
+#: ``BackoffSqlSensor``'s own parameters (those of common-sql's ``SqlSensor``).
+SQL_PARAMETERS: tuple[Parameter, ...] = (
+    Parameter("conn_id", "a non-empty connection id (str)", _non_empty_text),
+    Parameter("sql", "a non-empty query (str, or a .sql/.hql file name)", _non_empty_text),
+    Parameter(
+        "parameters",
+        "a dict or a list/tuple of bound values, a Jinja template rendering to one, or None",
+        lambda value: value is None or isinstance(value, (dict, list, tuple)) or _template(value),
+    ),
+    *(
+        Parameter(name, "None, a callable or a dotted path 'package.module.function'", _criterion(name))
+        for name in ("success", "failure", "selector")
+    ),
+    Parameter("fail_on_empty", "True or False", _is_bool),
+    Parameter(
+        "hook_params",
+        "a dict, a Jinja template rendering to one, or None",
+        lambda value: value is None or isinstance(value, dict) or _template(value),
+    ),
+)
+
+#: Rules across parameters (Airflow's own soft_fail/never_fail rule included).
+RULES: tuple[Rule, ...] = (
+    Rule(
+        ("soft_fail", "never_fail"),
+        lambda soft, never: not (soft is True and never is True),
+        "soft_fail and never_fail are mutually exclusive (as in Airflow): set at most one of them to True; "
+        "got soft_fail={soft_fail!r}, never_fail={never_fail!r}",
+    ),
+    Rule(
+        ("max_wait", "poke_interval"),
+        lambda cap, initial: cap is None or cap >= initial,
+        "max_wait ({max_wait:g}s) must be >= poke_interval ({poke_interval:g}s): it caps the interval that "
+        "starts at poke_interval",
+    ),
+    Rule(
+        # Only a splay the user gave: the default (one poke_interval) may exceed a short timeout, and the
+        # first check is never later than the deadline anyway.
+        ("splay", "timeout"),
+        lambda splay, deadline: splay is None or splay <= deadline,
+        "splay ({splay:g}s) must be <= timeout ({timeout:g}s): a larger splay would leave only the final "
+        "check at the deadline",
+    ),
+    Rule(
+        ("jitter", "backoff_factor"),
+        lambda jitter, factor: not (jitter == "decorrelated" and factor == 1),
+        "backoff_factor=1 (fixed interval) cannot be combined with jitter='decorrelated', whose growth is AWS's "
+        "fixed 3x bound; use jitter 'none', 'full' or 'equal' for a fixed interval",
+    ),
+    Rule(
+        ("jitter", "timeout", "poke_interval"),
+        lambda jitter, deadline, initial: (
+            jitter != "decorrelated" or deadline / initial < MAX_DECORRELATED_SENSOR_CHECKS
+        ),
+        f"jitter='decorrelated' is replayed check by check and supports at most "
+        f"{MAX_DECORRELATED_SENSOR_CHECKS:,} checks, but timeout ({{timeout:g}}s) / poke_interval "
+        f"({{poke_interval:g}}s) allows more; raise poke_interval, lower timeout, or use jitter 'full', "
+        f"'equal' or 'none' (computed in O(1))",
+    ),
+)
+
+
+def effective_values(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The backoff parameters as the sensor will use them: defaults filled in, durations in seconds."""
+
+    def given(name: str) -> Any:
+        return arguments.get(name)
+
+    fixed = given("exponential_backoff") is False
+    initial = seconds(given("poke_interval")) if given("poke_interval") is not None else DEFAULT_POKE_INTERVAL
+    deadline = seconds(given("timeout")) if given("timeout") is not None else default_timeout()
+    splay = seconds(given("splay")) if given("splay") is not None else None  # None: one poke_interval
+    return {
+        "soft_fail": given("soft_fail"),
+        "never_fail": given("never_fail"),
+        "poke_interval": initial,
+        "timeout": deadline,
+        "max_wait": seconds(given("max_wait")) if given("max_wait") is not None else None,
+        "backoff_factor": given("backoff_factor")
+        if given("backoff_factor") is not None
+        else (1.0 if fixed else DEFAULT_BACKOFF_FACTOR),
+        "jitter": given("jitter") if given("jitter") is not None else ("none" if fixed else DEFAULT_JITTER),
+        "splay": splay,
+    }
+
+
+def default_timeout() -> float:
+    """Airflow's ``[sensors] default_timeout`` (a sensor's ``timeout=None``)."""
+    return compat.airflow_conf.getfloat("sensors", "default_timeout", fallback=7 * 86400)
+
+
+def check_arguments(
+    parameters: Sequence[Parameter],
+    arguments: Mapping[str, Any],
+    rules: Sequence[Rule] = RULES,
+    unknown: Collection[str] = (),
+) -> None:
+    """``ValueError`` (naming the parameter and what it accepts) for the first argument the table refuses.
+
+    Only the arguments given are checked; a missing one takes its default, unless it is ``unknown`` yet (a
+    mapped sensor's argument that ``.expand()`` may still give): a rule involving it waits for that. A value
+    from an upstream task's XCom is checked when the task runs, and so are the rules that involve it.
+    """
+    static = {name: value for name, value in arguments.items() if not compat.is_runtime_value(value)}
+    for row in parameters:
+        if row.name in static:
+            problem = row.problem(static[row.name])
+            if problem is not None:
+                raise ValueError(problem)
+    waiting = set(unknown) | {name for name, value in arguments.items() if compat.is_runtime_value(value)}
+    effective = effective_values(static)
+    for rule in rules:
+        if waiting.intersection(rule.names):
+            continue
+        problem = rule.problem(effective)
+        if problem is not None:
+            raise ValueError(problem)
+
+
+def check_timeout_seconds(value: Any) -> float | None:
+    """``check_timeout`` in seconds (> 0) or None; ``ValueError`` naming the parameter otherwise."""
+    check_arguments(PARAMETERS, {"check_timeout": value}, rules=())
+    return seconds(value)
+
+
+def rate_limit_value(value: Any) -> float | None:
+    """``rate_limit`` in checks per second (> 0) or None; ``ValueError`` naming the parameter otherwise."""
+    check_arguments(PARAMETERS, {"rate_limit": value}, rules=())
+    return None if value is None else float(value)
+
+
+def backoff_policy(values: Mapping[str, Any]) -> BackoffPolicy:
+    """The schedule of :func:`effective_values` (already checked by the table): the cap defaults to
+    ``default_max_wait(poke_interval)`` and the splay to one ``poke_interval``."""
+    initial = values["poke_interval"]
+    return BackoffPolicy(
+        initial=initial,
+        factor=float(values["backoff_factor"]),
+        cap=values["max_wait"] if values["max_wait"] is not None else default_max_wait(initial),
+        jitter=values["jitter"],
+        splay=values["splay"] if values["splay"] is not None else initial,
+    )
+
+
+#: The rows a condition watcher shares with the sensor: its schedule, its check limit and its rate limit.
+WATCHER_SHARED = (
+    "poke_interval",
+    "max_wait",
+    "backoff_factor",
+    "jitter",
+    "splay",
+    "check_timeout",
+    "rate_limit",
+)
+
+
+def _optional_text(value: Any) -> bool:
+    return value is None or _non_empty_text(value)
+
+
+#: ``ConditionWatcher``'s parameters: the sensor's rows for what it shares with a sensor, then its own.
+WATCHER_PARAMETERS: tuple[Parameter, ...] = (
+    *(row for row in PARAMETERS if row.name in WATCHER_SHARED),
+    Parameter("value_key", "None or a non-empty key of the sensor's XCom value dict (str)", _optional_text),
+    Parameter("report_first_value", "True or False", _is_bool),
+    Parameter("state_key", "None (derived from the check) or a non-empty string", _optional_text),
+    Parameter("share", "True or False", _is_bool),
+)
+#: The rules among those parameters (a watcher has no timeout: it never ends).
+WATCHER_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if set(rule.names) <= set(WATCHER_SHARED))
+
+
+def untemplated_problem(arguments: Mapping[str, Any]) -> str | None:
+    """A watcher runs in no DAG run and renders nothing: Jinja markup the sensor would render is refused."""
+    for name, value in arguments.items():
+        if has_template(value):
+            return (
+                f"{name}={value!r} holds Jinja markup, which a condition watcher does not render (it runs in no "
+                "DAG run); give the value itself"
+            )
+    return None

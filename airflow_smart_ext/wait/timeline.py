@@ -1,0 +1,111 @@
+"""When a wait's checks happen: its deadline, its anchor, the time of check *k*, the next check and the checks
+made at any instant — one computation for the triggers that make the checks and the view that shows them.
+
+Terms:
+
+* **anchor**: the instant the schedule's offsets count from (``BackoffPolicy.offset(seed, k)`` is check *k*'s
+  distance from it). A zero-worker wait anchors at the start of its try moved back onto the ``poke_interval``
+  grid (``aligned_start``), so identical waits that start apart check together; a worker-first wait carries the
+  anchor its worker used.
+* **deadline**: when the wait stops checking (its last check is placed exactly there): the sensor's timeout,
+  or the ``execution_timeout`` when that comes first, counted from the start of the try.
+* **check #0 of a zero-worker wait**: no worker made it, so the trigger does. Its grid slot may lie before the
+  start of the try; a trigger that begins within one ``poke_interval`` of the start of the try then checks at
+  once, otherwise at the slot (:func:`first_check`).
+* **checks made**: the checks a trigger that ran without a gap since ``first_run_at`` has made by ``now``
+  (:meth:`Timeline.progress`); a worker-first wait adds the worker's own (``after + 1``).
+
+Pure: a function of (policy, seed, anchor, deadline, now).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, aligned_start
+
+OffsetOf = Callable[[int], float]
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """A zero-worker wait's deadlines, counted from the start of its try."""
+
+    timeout: float  # the sensor's timeout
+    execution: float | None  # the task's execution_timeout, if set
+    schedule: float  # the earlier of the two: when the schedule stops
+
+
+def deadlines(try_started_at: float, timeout: float, execution_timeout: float | None) -> Deadlines:
+    """The sensor timeout's and the execution timeout's deadlines (the wait ends at the earlier)."""
+    sensor = try_started_at + float(timeout)
+    execution = None if execution_timeout is None else try_started_at + float(execution_timeout)
+    return Deadlines(sensor, execution, sensor if execution is None else min(sensor, execution))
+
+
+def anchor(try_started_at: float, policy: BackoffPolicy) -> float:
+    """A zero-worker wait's anchor: the start of its try on the ``poke_interval`` grid."""
+    return aligned_start(try_started_at, policy.initial)
+
+
+def first_check(
+    scheduled: ScheduledCheck | None, now: float, try_started_at: float, policy: BackoffPolicy
+) -> ScheduledCheck:
+    """Check #0 of a zero-worker wait whose trigger begins at ``now``; ``scheduled`` is the schedule's first
+    check not missed by then (None: the deadline passed). Past the deadline: one final check now (as poke
+    mode's final check). A grid slot #0 already passed, within one ``poke_interval`` of the start of the try:
+    check at once. Later: the schedule goes on (a rebuilt trigger skips what it missed)."""
+    if scheduled is None:
+        return ScheduledCheck(0, now, True)
+    if scheduled.index > 0 and now < try_started_at + policy.initial:
+        return ScheduledCheck(0, now, False)
+    return scheduled
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A wait's checks: ``policy`` from ``(seed, anchor)`` up to ``deadline``. ``try_started_at`` is set for a
+    zero-worker wait (check #0 still to do: :func:`first_check`)."""
+
+    policy: BackoffPolicy
+    seed: str
+    anchor: float
+    deadline: float | None
+    try_started_at: float | None = None
+
+    def at(self, index: int, offset_of: OffsetOf | None = None) -> float:
+        """The grid time of check ``index``."""
+        return self.anchor + (offset_of(index) if offset_of else self.policy.offset(self.seed, index))
+
+    def next_check(self, now: float, after: int, offset_of: OffsetOf | None = None) -> ScheduledCheck | None:
+        """What the trigger checks next at ``now``, check ``after`` made (``-1``: none yet)."""
+        scheduled = self.policy.next_check(self.seed, self.anchor, now, self.deadline, after, offset_of)
+        if after >= 0 or self.try_started_at is None:
+            return scheduled
+        return first_check(scheduled, now, self.try_started_at, self.policy)
+
+    def progress(
+        self, now: float, first_run_at: float, after: int, offset_of: OffsetOf | None = None
+    ) -> tuple[ScheduledCheck | None, int]:
+        """(the next check, the checks the trigger made) at ``now``, for a trigger that began at
+        ``first_run_at`` with check ``after`` made and has run since: each check at its time, none missed."""
+        first = self.next_check(first_run_at, after, offset_of)
+        if first is None:
+            return None, 0
+        if first.at >= now:
+            return first, 0
+        if first.final:
+            return None, 1
+
+        def index_at(moment: float) -> int:  # the first check after ``first`` not before ``moment``
+            found = self.policy.next_check(self.seed, self.anchor, moment, None, first.index, offset_of)
+            assert found is not None  # no deadline: there is always one
+            return found.index
+
+        following = self.next_check(now, first.index, offset_of)
+        if following is not None:
+            return following, 1 + following.index - index_at(first.at)
+        # Past the deadline: every check before it, then the final one at it.
+        assert self.deadline is not None
+        return None, 1 + index_at(self.deadline) - index_at(first.at) + 1

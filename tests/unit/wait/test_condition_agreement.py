@@ -1,0 +1,149 @@
+"""The Waits view groups a zero-worker wait on the condition its trigger checks: the rendered one.
+
+Generated from a table of template fields: for each, the trigger renders its fields with a task's template
+context (built here by hand as Airflow's task runner builds it, with a param and a Variable the server cannot
+see) and takes the sharing key of the check it would run; the view, from the trigger row and the run's dates
+alone, must come to the same key, or say its group is not exact when the field needs more than the dates.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pendulum
+import pytest
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.conditions import sharing_key
+from airflow_smart_ext.triggers.start import CLASSPATH as ZERO_WORKER
+from airflow_smart_ext.triggers.start import BackoffStartTrigger
+from airflow_smart_ext.ui.waits_model import LiveWait, WaitsQuery, build_report
+from airflow_smart_ext.ui.waits_schedule import Conditions
+
+pytestmark = pytest.mark.skipif(
+    not compat.START_FROM_TRIGGER_SUPPORTED or compat.trigger_template_env(False) is None,
+    reason="templated zero-worker waits are rendered in the triggerer on Airflow 3.3+ only (2.11 starts them "
+    "on a worker)",
+)
+
+LOGICAL = pendulum.datetime(2026, 11, 26, tz="UTC")
+RUN_ID = "scheduled__2026-11-26T00:00:00+00:00"
+NOW = LOGICAL.timestamp() + 86400 + 120
+POLICY = {"initial": 60.0, "factor": 2.0, "cap": 600.0, "jitter": "full", "splay": 0.0}
+
+#: (case, the sql field, whether the server can render it from the run's dates)
+SQL_FIELDS = [
+    ("literal", "SELECT ok FROM t WHERE day = '2026-11-26'", True),
+    ("ds", "SELECT ok FROM t WHERE day = '{{ ds }}'", True),
+    ("logical_date | ds", "SELECT ok FROM t WHERE day = '{{ logical_date | ds }}'", True),
+    ("strftime", "SELECT ok FROM t WHERE day = '{{ data_interval_start.strftime('%Y-%m-%d') }}'", True),
+    ("ds_nodash", "SELECT ok FROM t WHERE day = '{{ ds_nodash }}'", True),
+    ("run_id", "SELECT ok FROM t WHERE run = '{{ run_id }}'", True),
+    ("a param", "SELECT ok FROM t WHERE day = '{{ params.day }}'", False),
+    ("a Variable", "SELECT ok FROM {{ var.value.table }}", False),
+]
+#: renders to the literal's condition: the view must put these in one group
+SAME_AS_LITERAL = ("literal", "ds", "logical_date | ds", "strftime", "a param")
+
+
+def _context() -> dict[str, Any]:
+    """A task's template context as Airflow's task runner builds it (the run-date part), plus what a server
+    cannot see: the DAG's params and its Variables."""
+    ds = LOGICAL.strftime("%Y-%m-%d")
+    ts = LOGICAL.isoformat()
+    return {
+        "ds": ds,
+        "ds_nodash": ds.replace("-", ""),
+        "ts": ts,
+        "ts_nodash": LOGICAL.strftime("%Y%m%dT%H%M%S"),
+        "ts_nodash_with_tz": ts.replace("-", "").replace(":", ""),
+        "logical_date": LOGICAL,
+        "data_interval_start": LOGICAL,
+        "data_interval_end": LOGICAL.add(days=1),
+        "run_id": RUN_ID,
+        "params": {"day": "2026-11-26"},
+        "var": {"value": {"table": "t_from_a_variable"}},
+    }
+
+
+def _start(sql: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    check = {
+        "type": "sql",
+        "conn_id": "warehouse",
+        "sql": None,  # a template field: its value travels as the trigger's own kwarg
+        "parameters": None,
+        "hook_params": None,
+        "selector": None,
+        "success": None,
+        "failure": None,
+        "fail_on_empty": False,
+    }
+    start = {
+        "check": check,
+        "fields": {"sql": ["sql"]},
+        "policy": POLICY,
+        "timeout": 3600.0,
+        "execution_timeout": None,
+        "backstop_seconds": 3660.0,
+        "share": True,
+    }
+    return start, {"sql": sql}
+
+
+def _triggers_key(sql: str) -> str:
+    """The sharing key of the check the trigger runs, after Airflow renders its template fields."""
+    start, fields = _start(sql)
+    trigger = BackoffStartTrigger(start, **fields)
+    trigger.template_fields = tuple(fields)  # what Airflow's task_instance setter leaves on the trigger
+    trigger.render_template_fields(_context())
+    run_facts = {"dag_id": "d", "task_id": "t", "run_id": RUN_ID, **compat.run_dates(LOGICAL, LOGICAL, None)}
+    return sharing_key(trigger._check_spec(run_facts))
+
+
+def _wait(sql: str, task_id: str) -> LiveWait:
+    start, fields = _start(sql)
+    dates = compat.run_dates(LOGICAL, LOGICAL, LOGICAL.add(days=1))
+    kwargs = {"start": start, **fields}
+    return LiveWait("d", RUN_ID, task_id, -1, 1, ZERO_WORKER, kwargs, NOW - 60, NOW - 60, run_dates=dates)
+
+
+@pytest.mark.parametrize(("case", "sql", "renderable"), SQL_FIELDS, ids=[row[0] for row in SQL_FIELDS])
+def test_the_view_keys_a_wait_on_the_condition_its_trigger_checks(
+    case: str, sql: str, renderable: bool
+) -> None:
+    condition = Conditions().of(_wait(sql, "t"), "zero-worker")
+    assert condition.exact is renderable
+    if renderable:
+        assert condition.key == _triggers_key(sql)
+    else:  # the view cannot know the rendered value: it keys on the template, and says so
+        assert condition.key != _triggers_key(sql)
+
+
+def test_waits_that_render_to_one_condition_are_one_group_on_the_page() -> None:
+    waits = [_wait(sql, case) for case, sql, _renderable in SQL_FIELDS]
+    rows = {row["task_id"]: row for row in build_report(waits, WaitsQuery(), NOW)["waits"]}
+    literal = rows["literal"]["sharing_key_hash"]
+    same = {case for case, row in rows.items() if row["sharing_key_hash"] == literal}
+    triggers_same = {
+        case for case, sql, _r in SQL_FIELDS if _triggers_key(sql) == _triggers_key(SQL_FIELDS[0][1])
+    }
+    assert triggers_same == set(SAME_AS_LITERAL)
+    # every wait the server can render is grouped as its trigger groups it; "a param" is not exact
+    assert same == triggers_same - {"a param"}
+    assert rows["literal"]["shared_with"] == len(same)
+    assert rows["a param"]["next_check_exact"] is False
+
+
+def test_the_run_date_context_matches_airflows_for_a_naive_free_date() -> None:
+    """The dates the view renders with are the run's, in UTC, as Airflow's context gives them."""
+    from airflow_smart_ext.wait.condition import run_template_context
+
+    context = run_template_context(
+        {"run_id": RUN_ID, **compat.run_dates(LOGICAL, LOGICAL, LOGICAL.add(days=1))}
+    )
+    expected = _context()
+    for name in ("ds", "ds_nodash", "ts", "ts_nodash", "ts_nodash_with_tz", "run_id"):
+        assert context[name] == expected[name], name
+    assert context["logical_date"] == expected["logical_date"]
+    assert context["data_interval_end"] - context["data_interval_start"] == datetime.timedelta(days=1)

@@ -1,0 +1,146 @@
+"""Every entry point of a wait decides every row of the parameter table alike, with the same message.
+
+Generated from the table's examples (``examples.py``): for each row an entry point takes, each refused value is
+refused there with exactly the message the plain ``BackoffSqlSensor`` gives, and each accepted value is
+accepted. The entry points: ``BackoffSqlSensor`` (plain; its mapped forms: ``test_sensor_parameters.py``),
+``ConditionWatcher`` and ``sql_condition`` (the watcher), and ``BackoffTrigger`` (a trigger built by hand or
+from a row). A watcher that refuses a value is a ``WatcherArgumentError`` (a ``TypeError`` too: the triggerer
+fails only that trigger).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.sensors import BackoffSqlSensor
+from airflow_smart_ext.triggers.backoff import BackoffTrigger
+from airflow_smart_ext.triggers.watching import WatcherArgumentError, watcher_arguments
+from airflow_smart_ext.wait.parameters import (
+    WATCHER_PARAMETERS,
+    WATCHER_RULES,
+    WaitArgumentError,
+    has_template,
+)
+from airflow_smart_ext.watchers import ConditionWatcher, sql_condition
+from tests.unit.wait.examples import EXAMPLES, REQUIRED, RULE_EXAMPLES
+
+#: The watcher's own rows (the others are the sensor's rows, with the sensor's examples).
+WATCHER_EXAMPLES: dict[str, tuple[list[Any], list[Any]]] = {
+    "value_key": ([None, "day"], ["", "  ", 5]),
+    "report_first_value": ([True, False], ["yes", None, 1]),
+    "state_key": ([None, "orders"], ["", " ", 5]),
+    "share": ([True, False], ["no", None]),
+}
+SQL_CONDITION_ROWS = ("conn_id", "sql", "parameters", "hook_params", "selector", "success")
+TRIGGER_ROWS = ("check_timeout", "rate_limit")
+SQL_CHECK = {
+    "type": "sql",
+    "conn_id": "warehouse",
+    "sql": "SELECT 1",
+    "parameters": None,
+    "hook_params": None,
+    "selector": None,
+    "success": None,
+    "failure": None,
+    "fail_on_empty": False,
+}
+
+
+def _sensor(arguments: dict[str, Any]) -> None:
+    BackoffSqlSensor(task_id="s", **{**REQUIRED, **arguments})
+
+
+def _watcher(arguments: dict[str, Any]) -> None:
+    if compat.AIRFLOW_V_3_0_PLUS:
+        ConditionWatcher(sql_condition("warehouse", "SELECT max(day) FROM t"), **arguments)
+    else:  # 2.11 has no asset watchers: the arguments' check ConditionWatcher runs first, alone
+        watcher_arguments(**arguments)
+
+
+def _sql_condition(arguments: dict[str, Any]) -> None:
+    sql_condition(**{**REQUIRED, **arguments})
+
+
+def _trigger(arguments: dict[str, Any]) -> None:
+    policy = {"initial": 60.0, "factor": 2.0, "cap": 600.0, "jitter": "full", "splay": 0.0}
+    BackoffTrigger(check=dict(SQL_CHECK), policy=policy, seed="s", started_at=0.0, deadline=None, **arguments)
+
+
+ENTRY_POINTS: dict[str, tuple[Callable[[dict[str, Any]], None], tuple[str, ...]]] = {
+    "watcher": (_watcher, tuple(row.name for row in WATCHER_PARAMETERS)),
+    "sql_condition": (_sql_condition, SQL_CONDITION_ROWS),
+    "trigger": (_trigger, TRIGGER_ROWS),
+}
+
+
+def _message(build: Callable[[dict[str, Any]], None], arguments: dict[str, Any]) -> str:
+    with pytest.raises(ValueError) as err:
+        build(arguments)
+    return str(err.value)
+
+
+def _cases(accepted: bool) -> list[tuple[str, str, Any]]:
+    cases = []
+    for entry, (_build, rows) in ENTRY_POINTS.items():
+        for name in rows:
+            good, bad = {**EXAMPLES, **WATCHER_EXAMPLES}[name]
+            cases += [(entry, name, value) for value in (good if accepted else bad)]
+    return cases
+
+
+def test_every_row_of_every_entry_point_has_examples() -> None:
+    for _build, rows in ENTRY_POINTS.values():
+        assert set(rows) <= set(EXAMPLES) | set(WATCHER_EXAMPLES)
+    assert set(WATCHER_EXAMPLES) == {row.name for row in WATCHER_PARAMETERS} - set(EXAMPLES)
+
+
+@pytest.mark.parametrize(("entry", "name", "value"), _cases(accepted=False), ids=repr)
+def test_refused_values_are_refused_with_the_sensors_message(entry: str, name: str, value: Any) -> None:
+    build, _rows = ENTRY_POINTS[entry]
+    message = _message(build, {name: value})
+    if name in WATCHER_EXAMPLES:  # no sensor row: the table's own words
+        row = next(row for row in WATCHER_PARAMETERS if row.name == name)
+        assert message == f"{name} must be {row.accepts}; got {value!r}"
+    else:
+        assert message == _message(_sensor, {name: value})
+    if entry != "sql_condition" or compat.AIRFLOW_V_3_0_PLUS:  # built in the triggerer: one trigger fails
+        with pytest.raises((WatcherArgumentError, WaitArgumentError, TypeError)):
+            build({name: value})
+
+
+@pytest.mark.parametrize(("entry", "name", "value"), _cases(accepted=True), ids=repr)
+def test_accepted_values_are_accepted(entry: str, name: str, value: Any) -> None:
+    build, _rows = ENTRY_POINTS[entry]
+    if entry == "sql_condition" and has_template(value):  # a watcher renders nothing: refused, saying so
+        assert "holds Jinja markup, which a condition watcher does not render" in _message(
+            build, {name: value}
+        )
+        return
+    build({name: value})
+
+
+@pytest.mark.parametrize(
+    "arguments", [arguments for rule in WATCHER_RULES for arguments in RULE_EXAMPLES[rule.names][1]], ids=repr
+)
+def test_the_watchers_rules_refuse_with_the_sensors_message(arguments: dict[str, Any]) -> None:
+    assert _message(_watcher, arguments) == _message(_sensor, arguments)
+
+
+@pytest.mark.parametrize(
+    "arguments", [arguments for rule in WATCHER_RULES for arguments in RULE_EXAMPLES[rule.names][0]], ids=repr
+)
+def test_the_watchers_rules_accept_what_the_sensor_accepts(arguments: dict[str, Any]) -> None:
+    _watcher(arguments)
+    _sensor(arguments)
+
+
+def test_a_watchers_schedule_is_the_sensors_for_the_same_arguments() -> None:
+    """The same arguments give the same policy (the watcher keeps its own default splay: none)."""
+    arguments = {"poke_interval": datetime.timedelta(seconds=30), "backoff_factor": 3, "jitter": "equal"}
+    sensor = BackoffSqlSensor(task_id="s", splay=0, **REQUIRED, **arguments)
+    assert watcher_arguments(**arguments)["policy"] == sensor.backoff_policy.to_dict()

@@ -1,0 +1,165 @@
+"""The Waits view and the trigger agree on a wait's next check, checks made and deadline, to the millisecond.
+
+Generated from a table: for each path (worker-first, zero-worker) x policy row (every jitter, splay, a fixed
+interval) x moment (before check #0, after a few checks, near the deadline, past it) x execution_timeout
+(unset, set and earlier than the timeout) x trigger start (at once, late within one interval, late beyond
+it), the trigger is driven through its own ``_next`` (the method its ``run`` loop calls) on a virtual clock
+from the moment it began to ``now`` — each check made at its time — and the view's report row for the same
+trigger row at ``now`` must show the same next check, the same count and the same deadline.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from airflow_smart_ext.backoff import BackoffPolicy, condition_seed
+from airflow_smart_ext.conditions import sharing_key
+from airflow_smart_ext.triggers import sharing
+from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
+from airflow_smart_ext.triggers.backoff import BackoffTrigger
+from airflow_smart_ext.triggers.start import CLASSPATH as ZERO_WORKER
+from airflow_smart_ext.triggers.start import _ScheduleFromStart
+from airflow_smart_ext.ui.waits_model import LiveWait, WaitsQuery, build_report
+from airflow_smart_ext.wait import timeline
+
+TRY_START = 1_790_000_017.25  # off the grid: the anchor moves back onto it
+CHECK = {
+    "type": "sql",
+    "conn_id": "warehouse",
+    "sql": "SELECT ok FROM t",
+    "parameters": None,
+    "hook_params": None,
+    "selector": None,
+    "success": None,
+    "failure": None,
+    "fail_on_empty": False,
+}
+POLICIES: dict[str, dict[str, Any]] = {
+    "full": {"initial": 60.0, "factor": 2.0, "cap": 600.0, "jitter": "full", "splay": 0.0},
+    "full+splay": {"initial": 60.0, "factor": 2.0, "cap": 600.0, "jitter": "full", "splay": 60.0},
+    "equal+long splay": {"initial": 30.0, "factor": 3.0, "cap": 900.0, "jitter": "equal", "splay": 300.0},
+    "none": {"initial": 45.0, "factor": 2.0, "cap": 360.0, "jitter": "none", "splay": 20.0},
+    "fixed": {"initial": 60.0, "factor": 1.0, "cap": 60.0, "jitter": "none", "splay": 0.0},
+    "decorrelated": {"initial": 20.0, "factor": 2.0, "cap": 400.0, "jitter": "decorrelated", "splay": 10.0},
+}
+#: seconds after the start of the try at which the view looks
+MOMENTS = {"at the start": 0.5, "before check #0": 9.0, "after a few checks": 700.0, "near the end": 3550.0}
+#: seconds after the start of the try at which the trigger began
+TRIGGER_STARTS = {"at once": 0.2, "late within one interval": 8.0, "late": 95.0}
+EXECUTION_TIMEOUTS = {"no execution_timeout": None, "execution_timeout first": 1800.0}
+TIMEOUT = 3600.0
+
+
+class Clock:
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+    def __call__(self) -> float:
+        return self.at
+
+
+def _zero_worker_trigger(policy: dict[str, Any], execution_timeout: float | None) -> BackoffTrigger:
+    """What ``BackoffStartTrigger.run`` builds for this try (its anchor, deadline and seed)."""
+    ends = timeline.deadlines(TRY_START, TIMEOUT, execution_timeout)
+    trigger = _ScheduleFromStart(
+        check=dict(CHECK),
+        policy=policy,
+        seed=condition_seed(sharing_key(CHECK)),
+        started_at=timeline.anchor(TRY_START, BackoffPolicy.from_dict(policy)),
+        deadline=ends.schedule,
+        after=-1,
+    )
+    trigger.try_started_at = TRY_START
+    return trigger
+
+
+def _worker_first_kwargs(policy: dict[str, Any], execution_timeout: float | None) -> dict[str, Any]:
+    ends = timeline.deadlines(TRY_START, TIMEOUT, execution_timeout)
+    return {
+        "check": dict(CHECK),
+        "policy": policy,
+        "seed": condition_seed(sharing_key(CHECK)),
+        "started_at": timeline.anchor(TRY_START, BackoffPolicy.from_dict(policy)),
+        "deadline": ends.schedule,
+        "after": 0,  # the worker made check #0
+        "share": True,
+    }
+
+
+async def _drive(
+    trigger: BackoffTrigger, began: float, now: float, after: int, clock: Clock
+) -> tuple[Any, int]:
+    """(the next check, the checks made) of ``trigger`` run from ``began`` to ``now`` through its own ``_next``."""
+    clock.at = began
+    made = 0
+    scheduled = await trigger._next(after)
+    while scheduled is not None and scheduled.at < now:
+        made += 1  # the check at scheduled.at
+        if scheduled.final:
+            return None, made
+        clock.at = scheduled.at
+        scheduled = await trigger._next(scheduled.index)
+    return scheduled, made
+
+
+CASES = list(
+    itertools.product(("zero-worker", "worker-first"), POLICIES, MOMENTS, TRIGGER_STARTS, EXECUTION_TIMEOUTS)
+)
+
+
+@pytest.mark.parametrize(("path", "policy", "moment", "began", "execution_timeout"), CASES)
+async def test_the_view_shows_what_the_trigger_does(
+    monkeypatch: pytest.MonkeyPatch, path: str, policy: str, moment: str, began: str, execution_timeout: str
+) -> None:
+    clock = Clock(TRY_START)
+    monkeypatch.setattr(sharing, "now", clock)
+    data, limit = POLICIES[policy], EXECUTION_TIMEOUTS[execution_timeout]
+    now, began_at = TRY_START + MOMENTS[moment], TRY_START + TRIGGER_STARTS[began]
+    if now < began_at:
+        began_at = now
+    if path == "zero-worker":
+        trigger = _zero_worker_trigger(data, limit)
+        after = -1
+        start = {"check": dict(CHECK), "fields": {}, "policy": data, "timeout": TIMEOUT}
+        start.update(execution_timeout=limit, backstop_seconds=TIMEOUT + 60, share=True)
+        wait = LiveWait("d", "r", "t", -1, 1, ZERO_WORKER, {"start": start}, TRY_START, began_at)
+        worker_checks = 0
+    else:
+        kwargs = _worker_first_kwargs(data, limit)
+        trigger = BackoffTrigger(**kwargs)
+        after = kwargs["after"]
+        wait = LiveWait("d", "r", "t", -1, 1, WORKER_FIRST, kwargs, TRY_START, began_at)
+        worker_checks = after + 1
+    expected_next, made = await _drive(trigger, began_at, now, after, clock)
+
+    row = build_report([wait], WaitsQuery(), now)["waits"][0]
+    assert row["condition"].startswith("SQL") or row["check_type"] == "sql"
+    assert row["checks_made"] == made + worker_checks
+    if expected_next is None:
+        assert row["next_check_in"] is None
+    else:
+        assert row["next_check_in"] == pytest.approx(expected_next.at - now, abs=1e-3)
+    assert row["deadline_in"] == pytest.approx(trigger.deadline - now, abs=1e-3)
+
+
+def test_a_fresh_zero_worker_wait_shows_check_0_at_its_splayed_slot_and_no_check_made() -> None:
+    """The case the view got wrong: before check #0's splayed slot, nothing is made and #0 is next."""
+    data = POLICIES["equal+long splay"]
+    line = timeline.Timeline(
+        BackoffPolicy.from_dict(data),
+        condition_seed(sharing_key(CHECK)),
+        timeline.anchor(TRY_START, BackoffPolicy.from_dict(data)),
+        TRY_START + TIMEOUT,
+        TRY_START,
+    )
+    start = {"check": dict(CHECK), "fields": {}, "policy": data, "timeout": TIMEOUT}
+    start.update(execution_timeout=None, backstop_seconds=TIMEOUT + 60, share=True)
+    wait = LiveWait("d", "r", "t", -1, 1, ZERO_WORKER, {"start": start}, TRY_START, TRY_START + 0.2)
+    first = line.next_check(TRY_START + 0.2, -1)
+    assert first is not None and first.index == 0 and first.at > TRY_START + 1  # the splay puts it later
+    row = build_report([wait], WaitsQuery(), TRY_START + 1)["waits"][0]
+    assert row["checks_made"] == 0
+    assert row["next_check_in"] == pytest.approx(first.at - (TRY_START + 1), abs=1e-3)
