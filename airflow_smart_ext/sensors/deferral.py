@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.backoff import aligned_start, condition_seed
+from airflow_smart_ext.backoff import condition_seed
 from airflow_smart_ext.conditions import Ending, sharing_key, task_ending
 from airflow_smart_ext.conditions.outcomes import rebuild_error
 from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import error_type_paths
 from airflow_smart_ext.sensors import poking
 from airflow_smart_ext.sensors.start_plan import DEFERRAL_GRACE_SECONDS
+from airflow_smart_ext.wait import timeline
 
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.base import BackoffSensor
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 def execute_deferrable(sensor: BackoffSensor, context: Any) -> Any:
     started_at = poking.wall_clock()
-    deadline = started_at + sensor.timeout
+    deadline = poking.deadlines(sensor, started_at).timeout
     # Identical waits get one schedule (seed of the condition, not of the task), so the triggerer's
     # shared check serves all of them on the same cycle instead of one check per task.
     seed = condition_seed(sharing_key(sensor.deferrable_check(context)))
@@ -52,10 +53,10 @@ def defer(
     worker_pokes: int,
 ) -> Any:
     # Deferrable schedules start on the ``poke_interval`` grid: waits started seconds apart align.
-    anchor = aligned_start(started_at, sensor.backoff_policy.initial)
+    anchor = timeline.anchor(started_at, sensor.backoff_policy)
     # execution_timeout ends the wait as in poke mode: the trigger's deadline is the earlier of the two, and
     # a "timeout" at the execution deadline resumes into AirflowTaskTimeout (see resume).
-    ends_at = poking.wait_ends_at(sensor, started_at, deadline)
+    ends_at = poking.deadlines(sensor, started_at).schedule
     nxt = poking.next_check(sensor, seed, anchor, ends_at, after)
     if nxt is None:
         if ends_at < deadline:
@@ -139,7 +140,7 @@ def resume(
     )
     execution_end = event.get("execution_deadline")
     if execution_end is None and started_at is not None:
-        execution_end = poking.execution_deadline(sensor, float(started_at))
+        execution_end = poking.deadlines(sensor, float(started_at)).execution
     if (
         status == "timeout"
         and event.get("deadline_reached")

@@ -13,6 +13,7 @@ from airflow_smart_ext.backoff import ScheduledCheck, task_seed
 from airflow_smart_ext.conditions import Ending, outcome_from_exception, task_ending
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.errors import classify
+from airflow_smart_ext.wait import timeline
 
 if TYPE_CHECKING:
     from airflow_smart_ext.compat import PokeReturnValue
@@ -55,23 +56,16 @@ def first_check_at(sensor: BackoffSensor, seed: str, started_at: float, deadline
     return min(started_at + sensor.backoff_policy.offset(seed, 0), deadline)
 
 
-def execution_deadline(sensor: BackoffSensor, started_at: float) -> float | None:
-    """When ``execution_timeout`` ends this try (epoch seconds), or None without one."""
-    if not sensor.execution_timeout:
-        return None
-    return started_at + sensor.execution_timeout.total_seconds()
+def deadlines(sensor: BackoffSensor, started_at: float) -> timeline.Deadlines:
+    """A try's deadlines from ``started_at``: the sensor timeout's, the ``execution_timeout``'s, the earlier."""
+    limit = sensor.execution_timeout
+    return timeline.deadlines(started_at, sensor.timeout, limit.total_seconds() if limit else None)
 
 
 def ends_at_execution_deadline(sensor: BackoffSensor) -> bool:
     """Whether a try's wait ends at the execution deadline rather than at the sensor timeout."""
     limit = sensor.execution_timeout
     return limit is not None and limit.total_seconds() < sensor.timeout
-
-
-def wait_ends_at(sensor: BackoffSensor, started_at: float, deadline: float) -> float:
-    """The earlier of the sensor's deadline and the try's execution deadline: where a schedule stops."""
-    stop = execution_deadline(sensor, started_at)
-    return stop if stop is not None and stop < deadline else deadline
 
 
 def execution_timed_out(sensor: BackoffSensor) -> None:
@@ -196,7 +190,7 @@ def incr(sensor: BackoffSensor, what: str, context: Any) -> None:
 def execute_poke(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     """Poke mode: the whole wait on one worker, sleeping between the checks of the schedule."""
     started_at = wall_clock()
-    deadline = started_at + sensor.timeout
+    deadline = deadlines(sensor, started_at).timeout
     index, pokes = 0, 1
     sensor.log.info(
         "Backoff schedule: %s; timeout %gs (poke mode)", sensor.backoff_policy.describe(), sensor.timeout

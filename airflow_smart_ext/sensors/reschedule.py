@@ -34,7 +34,7 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     # (not re-estimated by replaying intervals as Airflow's own sensor does).
     count, first_date = compat.sensor_reschedule_state(context)
     started_at = _epoch(first_date) if first_date is not None else poking.wall_clock()
-    deadline = started_at + sensor.timeout
+    deadline = poking.deadlines(sensor, started_at).timeout
     # Earlier pokes of this try were checks 0..count-1 in order; a late reschedule skips checks whose
     # time has passed, which next_check(now=...) skips anyway, so `after=count` gives the same answer.
     # A splay of at least SPLAY_RESCHEDULE_MIN_SECONDS costs the first run a reschedule without a poke;
@@ -61,7 +61,7 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     if (
         count > 0
         and poking.ends_at_execution_deadline(sensor)
-        and poking.wall_clock() >= poking.wait_ends_at(sensor, started_at, deadline)
+        and poking.wall_clock() >= poking.deadlines(sensor, started_at).schedule
     ):
         # Brought back at or after the execution deadline (Airflow's minimum reschedule gap, a late
         # scheduler): poke mode's process would have been stopped by then, so no check is made.
@@ -75,10 +75,10 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
         # Later runs anchor on the first reschedule's recorded start date: predict it now, so a slow
         # first poke does not shift the schedule (and the deadline) between this run and the next.
         started_at = compat.first_reschedule_anchor(context, poking.wall_clock())
-        deadline = started_at + sensor.timeout
+        deadline = poking.deadlines(sensor, started_at).timeout
     # execution_timeout ends the try as in poke mode (one process there, one per check here): the schedule
     # stops at the earlier deadline, and reaching the execution deadline is a retryable AirflowTaskTimeout.
-    ends_at = poking.wait_ends_at(sensor, started_at, deadline)  # from the anchor later runs see
+    ends_at = poking.deadlines(sensor, started_at).schedule  # from the anchor later runs see
     nxt = poking.next_check(sensor, seed, started_at, ends_at, index)
     if nxt is None:
         if ends_at < deadline:

@@ -28,9 +28,8 @@ from airflow_smart_ext.backoff import (
     DEFAULT_POKE_INTERVAL,
     BackoffPolicy,
     ScheduledCheck,
-    aligned_start,
 )
-from airflow_smart_ext.wait import parameters
+from airflow_smart_ext.wait import parameters, timeline
 
 #: The asset state store key prefix of a watcher's watermark (``<prefix>:<state_key>``).
 STATE_KEY_PREFIX = "airflow_smart_ext.watcher"
@@ -266,7 +265,7 @@ class PollSchedule:
     def __init__(self, policy: BackoffPolicy, seed: str, started_at: float) -> None:
         self.policy = policy
         self.seed = seed
-        self.anchor = aligned_start(started_at, policy.initial)
+        self.anchor = timeline.anchor(started_at, policy)
         self.after: int | None = None
 
     def next_check(self, now: float) -> ScheduledCheck:
