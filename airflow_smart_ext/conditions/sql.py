@@ -108,6 +108,29 @@ def evaluate_first_row(
     return FirstRowOutcome(False, f"First cell {value!r} is falsy", value)
 
 
+class _WithoutStatements:
+    """A hook's logger without the lines that quote the SQL it runs (stdlib or structlog alike)."""
+
+    _QUOTING = ("Executing following statements", "Running statement")
+
+    def __init__(self, logger: Any) -> None:
+        self._logger = logger
+
+    def _quotes(self, message: Any) -> bool:
+        return isinstance(message, str) and message.startswith(self._QUOTING)
+
+    def debug(self, message: Any, *args: Any, **kwargs: Any) -> None:
+        if not self._quotes(message):
+            self._logger.debug(message, *args, **kwargs)
+
+    def info(self, message: Any, *args: Any, **kwargs: Any) -> None:
+        if not self._quotes(message):
+            self._logger.info(message, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger, name)
+
+
 def fetch_first_row(hook: DbApiHook, sql: str, parameters: Any = None) -> tuple[Any, ...] | None:
     """Run ``sql`` with *bound* ``parameters`` (never string formatting) and fetch only the first row.
 
@@ -117,6 +140,10 @@ def fetch_first_row(hook: DbApiHook, sql: str, parameters: Any = None) -> tuple[
     a driver may still transfer more (psycopg2 buffers the whole result), so end the query with
     ``LIMIT 1`` when it can match many rows. Blocking; the trigger runs it in a worker thread.
     """
+    # common-sql logs each statement (INFO, with its bound values) and the statements list (DEBUG): a rendered
+    # secret in either would reach a component's stdout, which nothing masks. The hook's other lines stay.
+    hook.log_sql = False
+    hook._log = _WithoutStatements(hook.log)  # LoggingMixin's per-instance logger (2.11 and 3.x alike)
     row = hook.get_first(sql, parameters)
     return None if row is None else tuple(row)
 

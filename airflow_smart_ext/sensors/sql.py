@@ -97,7 +97,11 @@ class BackoffSqlSensor(BackoffSensor):
 
     def poke(self, context: Any) -> bool:
         hook = self._get_hook()
-        self.log.info("Poking: %s (bound parameters: %s)", self.sql, self.parameters)
+        # Neither the rendered SQL nor its bound values: either may hold a secret, and a component's stdout is
+        # not masked the way a task log is.
+        self.log.info(
+            "Poking: SQL on connection %r (%d bound value(s))", self.conn_id, _count(self.parameters)
+        )
         try:
             row = fetch_first_row(hook, self.sql, self.parameters)
         except Exception as err:
@@ -161,3 +165,7 @@ class BackoffSqlSensor(BackoffSensor):
                 f"Cannot defer task {self.task_id!r}: rendered parameters are not JSON-serializable ({problem})"
             )
         return spec
+
+
+def _count(parameters: Any) -> int:
+    return 0 if parameters is None else len(parameters) if isinstance(parameters, (list, tuple, dict)) else 1
