@@ -48,3 +48,6 @@ _.external_views
 _.flask_blueprints
 _.appbuilder_menu_items
 bad_query  # ui/web_fastapi.py: registered with @app.exception_handler
+# Attributes of Airflow's DbApiHook / LoggingMixin our SQL check sets (conditions/sql.py fetch_first_row)
+_.log_sql
+_._log
