@@ -13,7 +13,7 @@ the real saving can be smaller.
 
 from __future__ import annotations
 
-import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -82,10 +82,11 @@ class WaitsQuery:
         given = {name: value for name, value in given.items() if value}
         due_within = None
         if "due_within" in given:
-            due_within = _number(given["due_within"])
-            if due_within is None or due_within < 0:
+            due_within = decimal_number(given["due_within"])
+            if due_within is None:
                 raise InvalidQuery(
-                    f"due_within must be a number of seconds >= 0; got {given['due_within']!r}"
+                    "due_within must be a number of seconds >= 0 in ASCII digits (e.g. 30 or 90.5); got "
+                    f"{given['due_within']!r}"
                 )
         sort = given.get("sort", "next_check")
         if sort not in SORTS:
@@ -106,12 +107,14 @@ def whole_number(text: str) -> bool:
     return text.isascii() and text.isdigit() and len(text) <= 9
 
 
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
+_DECIMAL = re.compile(r"[0-9]{1,9}(\.[0-9]{1,6})?")
+
+
+def decimal_number(text: str) -> float | None:
+    """ASCII digits with an optional decimal point, and few; None otherwise. ``float()`` also takes "٣٠",
+    "５", "1_000", "1e3" and "inf": every numeric parameter of the views is read by this or
+    :func:`whole_number`, so each refuses the same characters."""
+    return float(text) if _DECIMAL.fullmatch(text) else None
 
 
 @dataclass

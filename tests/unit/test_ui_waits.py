@@ -267,6 +267,11 @@ def test_query_parameters_are_parsed_and_empty_ones_ignored() -> None:
         ({"due_within": "-1"}, ["due_within", ">= 0"]),
         ({"due_within": "soon"}, ["due_within", "seconds"]),
         ({"due_within": "nan"}, ["due_within"]),
+        *(
+            ({"due_within": text}, ["due_within", "ASCII digits"])
+            for text in ("٣٠", "５", "1_000", "1e3", "inf", ".5")
+        ),
+        *(({"limit": text}, ["limit", "whole number"]) for text in ("٣٠", "５", "1_000", "1e3", "2.0")),
         ({"sort": "name"}, ["sort", "next_check, deadline"]),
         ({"limit": "0"}, ["limit", "1 to 100000"]),
         ({"limit": "100001"}, ["limit", "1 to 100000"]),
