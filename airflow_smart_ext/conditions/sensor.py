@@ -11,6 +11,8 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import pendulum
+
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.conditions.outcomes import (
@@ -82,12 +84,17 @@ def sensor_conn_id(kwargs: Mapping[str, Any]) -> str | None:
 _PARSED_DATETIMES: dict[str, Any] = {}  # ISO string -> parsed value; shipped dates repeat every check
 
 
+def parsed_datetime_count() -> int:
+    """Dates parsed and kept (bounded; triggers/registries.py reports it)."""
+    return len(_PARSED_DATETIMES)
+
+
 def _parse_datetime_cached(value: str) -> Any:
     parsed = _PARSED_DATETIMES.get(value)
     if parsed is None:
         if len(_PARSED_DATETIMES) >= 4096:  # bounded: a long-lived triggerer sees ever new run dates
             _PARSED_DATETIMES.clear()
-        parsed = _PARSED_DATETIMES[value] = compat.parse_datetime(value)
+        parsed = _PARSED_DATETIMES[value] = pendulum.parse(value)  # aware, as contexts hold them everywhere
     return parsed
 
 

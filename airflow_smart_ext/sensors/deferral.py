@@ -17,7 +17,7 @@ from airflow_smart_ext.sensors import poking
 from airflow_smart_ext.sensors.start_plan import DEFERRAL_GRACE_SECONDS
 
 if TYPE_CHECKING:
-    from airflow_smart_ext.sensors.base import BackoffSensor
+    from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
 
 
 def execute_deferrable(sensor: BackoffSensor, context: Any) -> Any:

@@ -29,7 +29,7 @@ from airflow_smart_ext.errors import resolve_error_types
 from airflow_smart_ext.sensors import shipping
 
 if TYPE_CHECKING:
-    from airflow_smart_ext.sensors.base import BackoffSensor
+    from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
 
 # Defaults (see docs/sensors.md "Defaults and why"). Change them here, in one place (the schedule's own:
 # airflow_smart_ext/backoff.py).
@@ -303,13 +303,13 @@ def check_arguments(
     mapped sensor's argument that ``.expand()`` may still give): a rule involving it waits for that. A value
     from an upstream task's XCom is checked when the task runs, and so are the rules that involve it.
     """
-    static = {name: value for name, value in arguments.items() if not compat.is_runtime_value(value)}
+    static = {name: value for name, value in arguments.items() if not shipping.is_runtime_value(value)}
     for row in parameters:
         if row.name in static:
             problem = row.problem(static[row.name])
             if problem is not None:
                 raise ValueError(problem)
-    waiting = set(unknown) | {name for name, value in arguments.items() if compat.is_runtime_value(value)}
+    waiting = set(unknown) | {name for name, value in arguments.items() if shipping.is_runtime_value(value)}
     effective = effective_values(static)
     for rule in rules:
         if waiting.intersection(rule.names):
@@ -380,11 +380,11 @@ def check_static_arguments(
     """Every constructor check on the arguments known at DAG parse: the table, then (deferrable) whether the
     sensor can travel to the triggerer. ``unknown``: arguments ``.expand()`` may still give."""
     check_arguments(cls.parameter_table(), known, unknown=unknown)
-    static = {name: value for name, value in known.items() if not compat.is_runtime_value(value)}
+    static = {name: value for name, value in known.items() if not shipping.is_runtime_value(value)}
     cls._check_own_arguments(static)
     fallback = static.get("deferrable_fallback")
     if deferrable_value(static.get("deferrable")) and fallback != "reschedule":
-        framework = shipping.framework_parameters()
+        framework = shipping.framework_parameters(cls)
         own = {name: value for name, value in static.items() if name not in framework}
         problem = shipping.transient_errors_problem(
             resolve_error_types(static.get("transient_errors"), "transient_errors")

@@ -43,6 +43,29 @@ def reserved_field_names(names: Iterable[str]) -> list[str]:
     return sorted(name for name in names if name in own or name.startswith("_"))
 
 
+def _render_native(trigger: Any, context: Any) -> bool:
+    """Whether a worker would render this task's templates as native objects: the operator's own
+    ``render_template_as_native_obj`` when set, else the DAG's (both serialized)."""
+    own = getattr(getattr(trigger, "task", None), "render_template_as_native_obj", None)
+    if own is not None:
+        return bool(own)
+    dag = context.get("dag") if hasattr(context, "get") else None
+    return bool(getattr(dag, "render_template_as_native_obj", False))
+
+
+def _maps_over_output(trigger: Any) -> bool:
+    """Whether a downstream task maps over this task's XCom (Airflow must then record the map length, which
+    only a worker does). 3.3+: from the serialized task the triggerer loaded; 2.11: unknown -> False."""
+    task = getattr(trigger, "task", None)
+    iter_dependants = getattr(task, "iter_mapped_dependants", None)
+    if iter_dependants is None:
+        return False
+    try:
+        return next(iter(iter_dependants()), None) is not None
+    except Exception:  # a task shape we do not know: be safe and let a worker end it
+        return True
+
+
 class _ScheduleFromStart(BackoffTrigger):
     """The sensor's schedule with check #0 still to do (``after=-1``); ``started_at`` is the aligned anchor.
 
@@ -109,7 +132,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
         types when the DAG asks for them) and keep the context until ``run`` has taken the run's dates."""
         self._render_context = context
         # Airflow's Templater picks native rendering from this attribute (else from a DAG it lacks here).
-        self.render_template_as_native_obj = compat.trigger_render_native(self, context)
+        self.render_template_as_native_obj = _render_native(self, context)
         if jinja_env is None:
             jinja_env = compat.trigger_template_env(self.render_template_as_native_obj)
         super().render_template_fields(context, jinja_env)  # type: ignore[misc]  # 3.3+ only (never called on 2.11)
@@ -136,7 +159,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
         self._maps_over_output = (
             bool(self.start.get("do_xcom_push", True))
             and not self.start.get("multiple_outputs")
-            and compat.task_maps_over_output(self)
+            and _maps_over_output(self)
         )
         compat.release_start_context(self, self._render_context)
         self._render_context = None
