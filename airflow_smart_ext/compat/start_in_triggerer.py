@@ -38,10 +38,9 @@ __all__ = [
     "START_FROM_TRIGGER_SUPPORTED",
     "mapped_start_problem",
     "release_start_context",
-    "run_dates",
     "start_from_trigger_problem",
     "trigger_end_runs_success_callbacks",
-    "trigger_run_context",
+    "trigger_run_dates",
     "trigger_template_env",
     "trigger_try_started_at",
 ]
@@ -130,65 +129,39 @@ def trigger_template_env(native: bool) -> Any:
     return create_template_env(native=native)
 
 
-def _iso_or_none(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.isoformat() if hasattr(value, "isoformat") else str(value)
-
-
-async def trigger_run_context(trigger: Any, render_context: Any) -> dict[str, Any]:
-    """The run facts a ``"sensor"`` check ships (same keys as on a worker): ids, try, ``ds``/``ts`` and dates.
+async def trigger_run_dates(trigger: Any, render_context: Any) -> tuple[Any, Any, Any]:
+    """(logical date, data interval start, data interval end) of a start-from-trigger task's run.
 
     3.3+: from the template context the triggerer rendered with (``dag_run``). 2.11: nothing is rendered;
     the run's dates come from the metadata DB (2.x triggers may use the ORM), read off the event loop.
     """
-    import asyncio
-
-    ti = trigger.task_instance
-    facts: dict[str, Any] = {
-        "dag_id": ti.dag_id,
-        "task_id": ti.task_id,
-        "run_id": ti.run_id,
-        "map_index": -1 if getattr(ti, "map_index", None) is None else int(ti.map_index),
-        "try_number": int(getattr(ti, "try_number", 1) or 1),
-    }
     if render_context is not None:
         dag_run = render_context.get("dag_run")
         logical, start, end = (
             getattr(dag_run, name, None)
             for name in ("logical_date", "data_interval_start", "data_interval_end")
         )
-    elif not AIRFLOW_V_3_0_PLUS:
+        return logical, start, end
+    if AIRFLOW_V_3_0_PLUS:
+        return None, None, None
+    import asyncio
 
-        def read() -> tuple[Any, Any, Any]:
-            from airflow.models.dagrun import DagRun
-            from airflow.utils.session import create_session
-            from sqlalchemy import select
+    ti = trigger.task_instance
 
-            with create_session() as session:
-                row = session.execute(
-                    select(DagRun.execution_date, DagRun.data_interval_start, DagRun.data_interval_end).where(
-                        DagRun.dag_id == ti.dag_id, DagRun.run_id == ti.run_id
-                    )
-                ).first()
-            return (row[0], row[1], row[2]) if row else (None, None, None)
+    def read() -> tuple[Any, Any, Any]:
+        from airflow.models.dagrun import DagRun
+        from airflow.utils.session import create_session
+        from sqlalchemy import select
 
-        logical, start, end = await asyncio.to_thread(read)
-    else:
-        logical = start = end = None
-    facts.update(run_dates(logical, start, end))
-    return facts
+        with create_session() as session:
+            row = session.execute(
+                select(DagRun.execution_date, DagRun.data_interval_start, DagRun.data_interval_end).where(
+                    DagRun.dag_id == ti.dag_id, DagRun.run_id == ti.run_id
+                )
+            ).first()
+        return (row[0], row[1], row[2]) if row else (None, None, None)
 
-
-def run_dates(logical: Any, start: Any, end: Any) -> dict[str, str | None]:
-    """A run's dates as a ``"sensor"`` check ships them (``ds``, ``ts``, ``logical_date``, the interval)."""
-    return {
-        "ds": logical.strftime("%Y-%m-%d") if logical is not None else None,
-        "ts": _iso_or_none(logical),
-        "logical_date": _iso_or_none(logical),
-        "data_interval_start": _iso_or_none(start),
-        "data_interval_end": _iso_or_none(end),
-    }
+    return await asyncio.to_thread(read)
 
 
 # Memory per zero-worker wait (issue 25).

@@ -60,6 +60,23 @@ def build_spec(classpath: str, kwargs: Mapping[str, Any], context: Mapping[str, 
     }
 
 
+def run_dates(logical: Any, start: Any, end: Any) -> dict[str, str | None]:
+    """A run's dates as a ``"sensor"`` check ships them (``ds``, ``ts``, ``logical_date``, the interval)."""
+    return {
+        "ds": logical.strftime("%Y-%m-%d") if logical is not None else None,
+        "ts": _iso_or_none(logical),
+        "logical_date": _iso_or_none(logical),
+        "data_interval_start": _iso_or_none(start),
+        "data_interval_end": _iso_or_none(end),
+    }
+
+
+def _iso_or_none(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
 def sensor_concurrency_key(classpath: str, kwargs: Mapping[str, Any]) -> str:
     """A sensor's bound: its connection when its kwargs name one, else its class.
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import ScheduledCheck, aligned_start, condition_seed
+from airflow_smart_ext.conditions import sensor as sensor_check
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.conditions.spec import place_template_fields, sharing_key
 from airflow_smart_ext.triggers import log_lines, sharing
@@ -149,7 +150,15 @@ class BackoffStartTrigger(compat.BaseTrigger):
         """The run facts and what the ending needs from the task instance, kept as plain values; then let go
         of the context and the DAG Airflow built for rendering, which would otherwise stay alive for the
         whole wait (memory per wait independent of the DAG's size: ``compat.release_start_context``)."""
-        facts = await compat.trigger_run_context(self, self._render_context)
+        ti: Any = self.task_instance  # 2.11: the ORM row; 3.3+: the runtime task instance
+        facts: dict[str, Any] = {  # what a worker ships (sensor_check.build_spec), from the task instance
+            "dag_id": ti.dag_id,
+            "task_id": ti.task_id,
+            "run_id": ti.run_id,
+            "map_index": -1 if getattr(ti, "map_index", None) is None else int(ti.map_index),
+            "try_number": int(getattr(ti, "try_number", 1) or 1),
+            **sensor_check.run_dates(*await compat.trigger_run_dates(self, self._render_context)),
+        }
         self._try_number = int(facts["try_number"])
         self._metric_tags = {
             "dag_id": facts["dag_id"],

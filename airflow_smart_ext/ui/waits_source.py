@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from airflow_smart_ext import compat, sealing
+from airflow_smart_ext.conditions import sensor as sensor_check
 from airflow_smart_ext.ui.waits_model import LiveWait, redact_sealed, trigger_paths
 
 __all__ = ["load_live_waits"]
@@ -130,7 +131,7 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
         run_key = (row.logical_date, row.data_interval_start, row.data_interval_end)
         run_dates = dates.get(run_key)
         if run_dates is None:
-            run_dates = dates[run_key] = compat.run_dates(*run_key)
+            run_dates = dates[run_key] = sensor_check.run_dates(*run_key)
         waits.append(
             LiveWait(
                 dag_id=row.dag_id,

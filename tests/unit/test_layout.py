@@ -29,6 +29,19 @@ def test_triggers_do_not_import_sensors() -> None:
     assert not {m for m in loaded if m.startswith("airflow_smart_ext.sensors")}
 
 
+def test_importing_the_plugin_loads_no_view() -> None:
+    """Every Airflow component imports the plugin: the views (their model, pages and web glue) load only in
+    the server that serves them."""
+    code = "import sys, airflow_smart_ext.plugin; print('\\n'.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = {m for m in out.split() if m.startswith("airflow_smart_ext.ui.")}
+    assert loaded <= {
+        "airflow_smart_ext.ui.pages",
+        "airflow_smart_ext.ui.web_asgi",
+        "airflow_smart_ext.ui.web_blueprint",
+    }
+
+
 def test_check_types_are_discovered_from_their_modules() -> None:
     from airflow_smart_ext.conditions import check_types
 
