@@ -423,6 +423,13 @@ class _DecorrelatedRun:
 
 _DECORRELATED_MEMO: OrderedDict[tuple[BackoffPolicy, str], _DecorrelatedRun] = OrderedDict()
 _DECORRELATED_MEMO_SIZE = 1024  # distinct (policy, seed) schedules kept per process (LRU)
+
+
+def decorrelated_memo_size() -> int:
+    """Decorrelated schedules kept (at most ``_DECORRELATED_MEMO_SIZE``; triggers/registries.py reports it)."""
+    return len(_DECORRELATED_MEMO)
+
+
 _DECORRELATED_LOCK = threading.Lock()
 
 

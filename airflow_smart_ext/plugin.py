@@ -3,18 +3,67 @@
 Every component that deserializes DAGs (scheduler, dag-processor, api-server/webserver, triggerer and
 workers) must see this plugin through the ``airflow.plugins`` entry point; without it a DAG that uses one of
 our timetables fails to serialize ("Timetable class ... is not registered") and a scheduler that meets such
-a serialized DAG crashes. The web parts depend on the Airflow version (``compat.plugin_ui_parts``) and are
-cheap to import: the views' web app is built by the server that serves it, on its first request.
+a serialized DAG crashes. The web parts depend on the Airflow version (:func:`ui_parts`) and are cheap to
+import: the views' web app is built by the server that serves it, on its first request.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.timetables import TIMETABLE_CLASSES
+from airflow_smart_ext.ui.pages import PAGES, URL_PREFIX
 
-_UI_PARTS = compat.plugin_ui_parts()
+
+def ui_parts() -> dict[str, Any]:
+    """The plugin attributes that serve the Waits and Calendars views on this Airflow.
+
+    3.1+: the api-server's FastAPI app and two entries under Browse shown inside the UI (``url_route``);
+    3.0: the app alone (its UI has no ``external_views``; the app's name says so in ``airflow plugins``);
+    2.11: a Flask blueprint and two Browse menu links. Nothing here imports FastAPI, Flask-AppBuilder or the
+    views: every component imports the plugin; the server that serves them builds them.
+    """
+    base = compat.airflow_base_path()
+    if compat.AIRFLOW_V_3_0_PLUS:
+        from airflow_smart_ext.ui.web_asgi import SmartExtWebApp
+
+        app_name = "Waits and Calendars views"
+        if not compat.AIRFLOW_V_3_1_PLUS:
+            # 3.0's UI keeps its token out of cookies and its api-server reads only the header: no browser page
+            app_name += (
+                f" (Airflow 3.0: no menu entry and no browser sign-in for plugin pages; use {URL_PREFIX}/api/waits"
+                f" and {URL_PREFIX}/api/calendars with a bearer token, or python -m airflow_smart_ext.waits)"
+            )
+        parts: dict[str, Any] = {
+            "fastapi_apps": [{"app": SmartExtWebApp(), "url_prefix": URL_PREFIX, "name": app_name}]
+        }
+        if compat.AIRFLOW_V_3_1_PLUS:
+            # The UI puts ``href`` into an iframe as it is: keep a sub-path Airflow is served at.
+            parts["external_views"] = [
+                {
+                    "name": name,
+                    "href": f"{base}{URL_PREFIX}{path}",
+                    "destination": "nav",
+                    "category": "browse",
+                    "url_route": f"smart-ext{path.replace('/', '-')}",
+                }
+                for name, path in PAGES
+            ]
+        return parts
+    from airflow_smart_ext.ui.web_blueprint import SmartExtBlueprint
+
+    return {
+        "flask_blueprints": [SmartExtBlueprint()],
+        "appbuilder_menu_items": [
+            {"name": name, "href": f"{base}{URL_PREFIX}{path}", "category": "Browse"} for name, path in PAGES
+        ],
+    }
+
+
+_UI_PARTS = ui_parts()
 
 
 class SmartExtPlugin(AirflowPlugin):

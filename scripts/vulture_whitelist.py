@@ -32,7 +32,7 @@ calendar_from_dict
 reason  # errors.ErrorClass.reason
 _.subscriber_count  # SharingRegistry introspection (tests, O(1) gauge)
 difference  # calendars.difference(a, b): public API (docs/timetables.md), the named form of a - b
-_.evaluate  # RetryPolicy.evaluate: called by Airflow's task runner (retries.py, compat.py stand-in)
+_.evaluate  # RetryPolicy.evaluate: called by Airflow's task runner (retries.py, the compat.retry_policies stand-in)
 dag_policy  # policy.dag_policy: called by Airflow through the airflow.policy entry point (pluggy hook)
 # Airflow >= 3.2 partition hooks (timetables/_base.py): called by the scheduler, backfill and manual triggers
 _.next_dagrun_info_v2
@@ -42,7 +42,7 @@ _._decode_partition_date
 _.shared_stream_key
 _.open_shared_stream
 _.filter_shared_stream
-# AirflowPlugin attributes read by Airflow's plugins manager (plugin.py; the UI parts: compat.plugin_ui_parts)
+# AirflowPlugin attributes read by Airflow's plugins manager (plugin.py: ui_parts)
 _.fastapi_apps
 _.external_views
 _.flask_blueprints

@@ -59,6 +59,11 @@ class CheckThreads:
         self._running: dict[Future[Any], _Worker] = {}
         self._numbers = itertools.count()
 
+    def sizes(self) -> dict[str, int]:
+        """Checks running and queued, and live threads (triggers/registries.py reports them)."""
+        with self._lock:
+            return {"running": len(self._running), "queued": len(self._queue), "live": self._live}
+
     def submit(self, call: Callable[[], Any]) -> Future[Any]:
         future: Future[Any] = Future()
         with self._lock:
@@ -131,6 +136,15 @@ class AbandonedChecks:
         self._detached_by_key: collections.Counter[str] = collections.Counter()
         self._running_by_owner: collections.Counter[str] = collections.Counter()
         self.detached = 0
+
+    def sizes(self) -> dict[str, int]:
+        """Abandoned checks still running, and the owners and keys they count for (triggers/registries.py)."""
+        with self._lock:
+            return {
+                "detached": self.detached,
+                "owners": len(self._running_by_owner),
+                "keys": len(self._detached_by_key),
+            }
 
     def running(self, owner: str | None) -> bool:
         return owner is not None and self._running_by_owner[owner] > 0

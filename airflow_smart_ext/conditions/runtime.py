@@ -22,7 +22,7 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, TypeVar
 
 from airflow_smart_ext import compat
@@ -105,6 +105,32 @@ ABANDONED = AbandonedChecks()
 _semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _ConnectionSlots]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def existing_check_pool() -> CheckThreads | None:
+    """The check threads of this process if a blocking check created them (never creates them)."""
+    return _pool
+
+
+def loop_entries(registry: Mapping[asyncio.AbstractEventLoop, T]) -> list[T]:
+    """A per-loop registry's entry of the running loop (a triggerer has one loop), or every loop's when
+    called outside one."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return list(registry.values())
+    return [registry[loop]] if loop in registry else []
+
+
+def connection_semaphore_count() -> int:
+    """Connection slots of the running loop (or of all loops) that are held or waited for."""
+    return sum(len(per_loop) for per_loop in loop_entries(_semaphores))
+
+
+def config_cache_size() -> int:
+    return len(_config_cache)
+
+
 #: Which condition the check running in this task is for (the round sets its group's sharing key): a
 #: condition whose abandoned check still runs starts no second one.
 CHECK_OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar(

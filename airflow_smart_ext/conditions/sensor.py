@@ -11,6 +11,8 @@ import inspect
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import pendulum
+
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.conditions.outcomes import (
@@ -58,6 +60,23 @@ def build_spec(classpath: str, kwargs: Mapping[str, Any], context: Mapping[str, 
     }
 
 
+def run_dates(logical: Any, start: Any, end: Any) -> dict[str, str | None]:
+    """A run's dates as a ``"sensor"`` check ships them (``ds``, ``ts``, ``logical_date``, the interval)."""
+    return {
+        "ds": logical.strftime("%Y-%m-%d") if logical is not None else None,
+        "ts": _iso_or_none(logical),
+        "logical_date": _iso_or_none(logical),
+        "data_interval_start": _iso_or_none(start),
+        "data_interval_end": _iso_or_none(end),
+    }
+
+
+def _iso_or_none(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
 def sensor_concurrency_key(classpath: str, kwargs: Mapping[str, Any]) -> str:
     """A sensor's bound: its connection when its kwargs name one, else its class.
 
@@ -82,12 +101,17 @@ def sensor_conn_id(kwargs: Mapping[str, Any]) -> str | None:
 _PARSED_DATETIMES: dict[str, Any] = {}  # ISO string -> parsed value; shipped dates repeat every check
 
 
+def parsed_datetime_count() -> int:
+    """Dates parsed and kept (bounded; triggers/registries.py reports it)."""
+    return len(_PARSED_DATETIMES)
+
+
 def _parse_datetime_cached(value: str) -> Any:
     parsed = _PARSED_DATETIMES.get(value)
     if parsed is None:
         if len(_PARSED_DATETIMES) >= 4096:  # bounded: a long-lived triggerer sees ever new run dates
             _PARSED_DATETIMES.clear()
-        parsed = _PARSED_DATETIMES[value] = compat.parse_datetime(value)
+        parsed = _PARSED_DATETIMES[value] = pendulum.parse(value)  # aware, as contexts hold them everywhere
     return parsed
 
 

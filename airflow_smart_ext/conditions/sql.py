@@ -172,7 +172,7 @@ def build_spec(
 def db_hook(connection: Any, hook_params: Mapping[str, Any] | None = None) -> DbApiHook:
     """The one SQL-hook factory (worker and triggerer): ``connection``'s common-sql ``DbApiHook``.
 
-    The hook uses the Connection it is given and never looks it up again (``compat.use_connection``).
+    The hook uses the Connection it is given and never looks it up again (:func:`use_connection`).
     """
     from airflow.providers.common.sql.hooks.sql import DbApiHook
 
@@ -183,8 +183,25 @@ def db_hook(connection: Any, hook_params: Mapping[str, Any] | None = None) -> Db
             f"{type(hook).__name__} is not a common-sql DbApiHook; a SQL check needs a SQL database "
             f"connection."
         )
-    compat.use_connection(hook, connection)
+    use_connection(hook, connection)
     return hook
+
+
+def use_connection(hook: Any, connection: Any) -> None:
+    """Make ``hook`` use the Connection already fetched, never look it up a second time.
+
+    A sync lookup from a worker thread of the triggerer would go through the supervisor again on 3.x (a
+    second round trip; untested on 3.0-3.2). common-sql's ``DbApiHook.connection`` reads the cached
+    ``_connection`` (e.g. PostgresHook.get_conn), but some hooks call ``self.get_connection(conn_id)``
+    directly (SqliteHook.get_uri): shadow that on this instance for our conn_id too.
+    """
+    hook._connection = connection
+    lookup = hook.get_connection
+
+    def get_connection(conn_id: str) -> Any:
+        return connection if conn_id == connection.conn_id else lookup(conn_id)
+
+    hook.get_connection = get_connection
 
 
 def _query_first_row(

@@ -18,7 +18,7 @@ from airflow_smart_ext.sensors.start_plan import DEFERRAL_GRACE_SECONDS
 from airflow_smart_ext.wait import timeline
 
 if TYPE_CHECKING:
-    from airflow_smart_ext.sensors.base import BackoffSensor
+    from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
 
 
 def execute_deferrable(sensor: BackoffSensor, context: Any) -> Any:

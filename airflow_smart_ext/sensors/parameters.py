@@ -32,11 +32,12 @@ from airflow_smart_ext.wait.parameters import (
     check_timeout_seconds,
     default_timeout,
     effective_values,
+    is_runtime_value,
     rate_limit_value,
 )
 
 if TYPE_CHECKING:
-    from airflow_smart_ext.sensors.base import BackoffSensor
+    from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
 
 # Names the sensor modules, tests and docs import from here (the table's own home is wait/parameters.py).
 __all__ = [
@@ -105,11 +106,11 @@ def check_static_arguments(
     """Every constructor check on the arguments known at DAG parse: the table, then (deferrable) whether the
     sensor can travel to the triggerer. ``unknown``: arguments ``.expand()`` may still give."""
     check_arguments(cls.parameter_table(), known, unknown=unknown)
-    static = {name: value for name, value in known.items() if not compat.is_runtime_value(value)}
+    static = {name: value for name, value in known.items() if not is_runtime_value(value)}
     cls._check_own_arguments(static)
     fallback = static.get("deferrable_fallback")
     if deferrable_value(static.get("deferrable")) and fallback != "reschedule":
-        framework = shipping.framework_parameters()
+        framework = shipping.framework_parameters(cls)
         own = {name: value for name, value in static.items() if name not in framework}
         problem = shipping.transient_errors_problem(
             resolve_error_types(static.get("transient_errors"), "transient_errors")

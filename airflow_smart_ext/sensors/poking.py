@@ -17,7 +17,7 @@ from airflow_smart_ext.wait import timeline
 
 if TYPE_CHECKING:
     from airflow_smart_ext.compat import PokeReturnValue
-    from airflow_smart_ext.sensors.base import BackoffSensor
+    from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
 
 METRIC_PREFIX = "smart_ext.sensor"
 

@@ -10,7 +10,7 @@ from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.sensors import poking
 
 if TYPE_CHECKING:
-    from airflow_smart_ext.sensors.base import BackoffSensor
+    from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
 
 # Reschedule mode waits for a splayed first poke only when the splay offset is at least this long: a
 # shorter wait is not worth a trip through the scheduler (poke mode always sleeps it).

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import sensor as sensor_check
 from airflow_smart_ext.conditions.runtime import callable_path, json_problem
-from airflow_smart_ext.wait.parameters import has_template, transient_errors_problem
+from airflow_smart_ext.wait.parameters import has_template, is_runtime_value, transient_errors_problem
 
 if TYPE_CHECKING:
-    from airflow_smart_ext.sensors.base import BackoffSensor
+    from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
 
 
 def unshippable_message(task_id: Any, problem: str) -> str:
@@ -28,23 +28,34 @@ def unshippable_message(task_id: Any, problem: str) -> str:
     )
 
 
-def framework_parameters() -> frozenset[str]:
-    """Constructor parameters owned by BaseOperator / BaseSensorOperator / BackoffSensor."""
-    from airflow_smart_ext.sensors.base import BackoffSensor
+def framework_parameters(sensor_class: type) -> frozenset[str]:
+    """Constructor parameters owned by BaseOperator / BaseSensorOperator / BackoffSensor.
 
+    ``sensor_class``: a BackoffSensor (sub)class; its MRO names BackoffSensor just before BaseSensorOperator,
+    so this module needs no import of ``sensors.base`` (which imports this one).
+    """
+    mro = sensor_class.__mro__
     names: set[str] = {"task_id", "dag", "task_group", "params", "default_args", "kwargs", "self"}
-    for klass in compat.BaseSensorOperator.__mro__:
+    for klass in mro[mro.index(compat.BaseSensorOperator) - 1 :]:
         init = klass.__dict__.get("__init__")
         if init is not None:
             names.update(inspect.signature(init).parameters)
-    names.update(inspect.signature(BackoffSensor.__init__).parameters)
     return frozenset(names)
+
+
+def operator_init_kwargs(operator: Any) -> dict[str, Any]:
+    """The keyword arguments an operator was constructed with (BaseOperator records them, 2.11 and 3.x).
+
+    Airflow keeps them in the name-mangled private ``_BaseOperator__init_kwargs``; this is the only place
+    that reads it.
+    """
+    return dict(getattr(operator, "_BaseOperator__init_kwargs", {}) or {})
 
 
 def constructor_kwargs(sensor: BackoffSensor) -> dict[str, Any]:
     """The subclass's own constructor arguments (what ``MySensor(**kwargs)`` needs besides framework ones)."""
-    init_kwargs = compat.operator_init_kwargs(sensor)
-    framework = framework_parameters()
+    init_kwargs = operator_init_kwargs(sensor)
+    framework = framework_parameters(type(sensor))
     return {key: value for key, value in init_kwargs.items() if key not in framework}
 
 
@@ -62,7 +73,7 @@ def rendering_problem(sensor: BackoffSensor, own: Mapping[str, Any]) -> str | No
     """The triggerer re-creates the sensor from its constructor arguments: a template field that is not
     one of them (``self.filepath = path``) would reach it unrendered."""
     fields = tuple(sensor.template_fields or ())
-    framework = framework_parameters()
+    framework = framework_parameters(type(sensor))
     lost = [name for name in fields if name not in own and name not in framework]
     raw = sorted(name for name, value in own.items() if name not in fields and has_template(value))
     if not lost or not raw:
@@ -83,7 +94,7 @@ def class_shipping_problem(cls: type, own_kwargs: Mapping[str, Any]) -> str | No
             f"into an installed package, the plugins folder or a separate module in the DAGs folder"
         )
     for key, value in own_kwargs.items():
-        if compat.holds_runtime_value(value):
+        if holds_runtime_value(value):
             continue
         problem = json_problem(value)
         if problem is not None:
@@ -117,3 +128,14 @@ def sensor_check_spec(sensor: BackoffSensor, context: Mapping[str, Any]) -> dict
             )
         kwargs[key] = rendered
     return sensor_check.build_spec(classpath, kwargs, context)
+
+
+def holds_runtime_value(value: Any) -> bool:
+    """Whether a (nested: dicts, lists) argument holds an XComArg-like value, resolved on a worker."""
+    if is_runtime_value(value):
+        return True
+    if isinstance(value, dict):
+        return any(holds_runtime_value(item) for item in value.values())
+    if isinstance(value, (list, tuple, set)):
+        return any(holds_runtime_value(item) for item in value)
+    return False

@@ -20,6 +20,7 @@ from airflow_smart_ext.conditions.sql import (
     evaluate_first_row,
     fetch_first_row,
 )
+from airflow_smart_ext.sensors import shipping
 from airflow_smart_ext.sensors.base import BackoffSensor
 from airflow_smart_ext.sensors.parameters import SQL_PARAMETERS, Parameter, check_arguments
 
@@ -128,7 +129,7 @@ class BackoffSqlSensor(BackoffSensor):
                 )
         for name in ("parameters", "hook_params"):
             value = own_kwargs.get(name)
-            if compat.holds_runtime_value(value):
+            if shipping.holds_runtime_value(value):
                 continue
             if isinstance(value, tuple):  # bound parameters: a tuple travels as a list, same binding
                 value = list(value)

@@ -15,7 +15,7 @@ from airflow_smart_ext.sensors import shipping
 from airflow_smart_ext.wait.parameters import has_template
 
 if TYPE_CHECKING:
-    from airflow_smart_ext.sensors.base import BackoffSensor
+    from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
 
 #: Seconds added to a deferral's Airflow timeout so the trigger's own final check and "timeout" event
 #: always win over Airflow's trigger timeout (2.11 would turn that into a retryable TaskDeferralError).
@@ -85,7 +85,7 @@ def start_problem(
     if sensor.start_from_trigger_requested is False:
         return "start_from_trigger=False: worker-first deferral as asked", {}, {}
     for name, value in shipping.constructor_kwargs(sensor).items():
-        if compat.holds_runtime_value(value):  # before building the spec: an XComArg is no JSON value yet
+        if shipping.holds_runtime_value(value):  # before building the spec: an XComArg is no JSON value yet
             return f"argument {name!r} comes from an upstream task's XCom (resolved on a worker)", {}, {}
     check = sensor.deferrable_check({"ti": _ParseTimeTaskInstance(sensor.task_id)})
     in_spec = check["kwargs"] if check["type"] == "sensor" else check

@@ -41,6 +41,11 @@ FREEZE_EVERY = 0.1
 _tuned_loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
 
+def tuned_loop_count() -> int:
+    """Event loops the collection schedule runs on (triggers/registries.py reports it)."""
+    return len(_tuned_loops)
+
+
 def full_gc_interval() -> float:
     """``[smart_ext] triggerer_full_gc_interval`` in seconds (0: off); anything else fails naming it."""
     return config_non_negative_float(OPTION, 0.0)

@@ -26,6 +26,13 @@ _lines: queue.SimpleQueue[tuple[contextvars.Context, Any, str, tuple[Any, ...]] 
     queue.SimpleQueue()
 )
 _writer: threading.Thread | None = None
+
+
+def queued() -> int:
+    """Lines (and flush markers) not written yet (triggers/registries.py reports it)."""
+    return _lines.qsize()
+
+
 _writer_lock = threading.Lock()
 # At most this many queued items are written before the flushes among them are announced: a flush does not
 # wait for a whole backlog behind it.

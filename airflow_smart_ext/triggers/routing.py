@@ -57,5 +57,8 @@ def route(task: Any, check: dict[str, Any]) -> str | None:
         )
         return None
     queue = queue_for(sharing_key(check), queues)
-    compat.set_deferral_queue(task, queue)
+    # 3.2+: a worker's deferral gives its trigger the queue ``ti.task.queue`` (sdk task_runner ``_defer_task``).
+    # This try already ran on its executor queue, and a resumed try parses the task afresh, so setting it
+    # just before deferring moves only the trigger.
+    task.queue = queue
     return queue

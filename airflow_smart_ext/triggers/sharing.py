@@ -29,7 +29,12 @@ from typing import Any, Protocol
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import Interpreter, Outcome, SharedCheck
-from airflow_smart_ext.conditions.runtime import CHECK_OWNER, CHECK_TIME_LIMIT, CheckTimeLimitExceeded
+from airflow_smart_ext.conditions.runtime import (
+    CHECK_OWNER,
+    CHECK_TIME_LIMIT,
+    CheckTimeLimitExceeded,
+    loop_entries,
+)
 
 log = logging.getLogger(__name__)
 
@@ -557,6 +562,23 @@ def forget_idle_bucket(key: str) -> None:
 _registries: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharingRegistry] = (
     weakref.WeakKeyDictionary()
 )
+
+
+def registry_sizes() -> dict[str, int]:
+    """The sizes of this module's per-loop registries, of the running loop (or of all loops outside one):
+    groups and their subscribers, subscriptions and rounds in flight, armed wake-ups, token buckets, and
+    how many event loops hold any of them (triggers/registries.py reports them)."""
+    registries = loop_entries(_registries)
+    groups = [group for found in registries for group in found.groups.values()]
+    return {
+        "groups": len(groups),
+        "subscribers": sum(found.subscriber_count for found in registries),
+        "subscriptions": sum(len(group._subscriptions) for group in groups),
+        "rounds_in_flight": sum(len(group._inflight) for group in groups),
+        "waker_due": sum(len(waker._due) for waker in loop_entries(_wakers)),
+        "token_buckets": sum(len(buckets) for buckets in loop_entries(_buckets)),
+        "event_loops": len(set(_registries) | set(_wakers) | set(_buckets)),
+    }
 
 
 def registry() -> SharingRegistry:

@@ -23,6 +23,7 @@ from typing import Any
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, condition_seed
+from airflow_smart_ext.conditions import sensor as sensor_check
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.conditions.spec import sharing_key
 from airflow_smart_ext.triggers import log_lines, sharing
@@ -42,6 +43,29 @@ def reserved_field_names(names: Iterable[str]) -> list[str]:
     own = set(dir(BackoffStartTrigger)) | {"start", "field_names", "task_instance", "trigger_id", "task_id"}
     own |= {"render_template_as_native_obj", "template_fields", "template_ext", "timeout_after"}
     return sorted(name for name in names if name in own or name.startswith("_"))
+
+
+def _render_native(trigger: Any, context: Any) -> bool:
+    """Whether a worker would render this task's templates as native objects: the operator's own
+    ``render_template_as_native_obj`` when set, else the DAG's (both serialized)."""
+    own = getattr(getattr(trigger, "task", None), "render_template_as_native_obj", None)
+    if own is not None:
+        return bool(own)
+    dag = context.get("dag") if hasattr(context, "get") else None
+    return bool(getattr(dag, "render_template_as_native_obj", False))
+
+
+def _maps_over_output(trigger: Any) -> bool:
+    """Whether a downstream task maps over this task's XCom (Airflow must then record the map length, which
+    only a worker does). 3.3+: from the serialized task the triggerer loaded; 2.11: unknown -> False."""
+    task = getattr(trigger, "task", None)
+    iter_dependants = getattr(task, "iter_mapped_dependants", None)
+    if iter_dependants is None:
+        return False
+    try:
+        return next(iter(iter_dependants()), None) is not None
+    except Exception:  # a task shape we do not know: be safe and let a worker end it
+        return True
 
 
 class _ScheduleFromStart(BackoffTrigger):
@@ -105,7 +129,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
         types when the DAG asks for them) and keep the context until ``run`` has taken the run's dates."""
         self._render_context = context
         # Airflow's Templater picks native rendering from this attribute (else from a DAG it lacks here).
-        self.render_template_as_native_obj = compat.trigger_render_native(self, context)
+        self.render_template_as_native_obj = _render_native(self, context)
         if jinja_env is None:
             jinja_env = compat.trigger_template_env(self.render_template_as_native_obj)
         super().render_template_fields(context, jinja_env)  # type: ignore[misc]  # 3.3+ only (never called on 2.11)
@@ -118,7 +142,15 @@ class BackoffStartTrigger(compat.BaseTrigger):
         """The run facts and what the ending needs from the task instance, kept as plain values; then let go
         of the context and the DAG Airflow built for rendering, which would otherwise stay alive for the
         whole wait (memory per wait independent of the DAG's size: ``compat.release_start_context``)."""
-        facts = await compat.trigger_run_context(self, self._render_context)
+        ti: Any = self.task_instance  # 2.11: the ORM row; 3.3+: the runtime task instance
+        facts: dict[str, Any] = {  # what a worker ships (sensor_check.build_spec), from the task instance
+            "dag_id": ti.dag_id,
+            "task_id": ti.task_id,
+            "run_id": ti.run_id,
+            "map_index": -1 if getattr(ti, "map_index", None) is None else int(ti.map_index),
+            "try_number": int(getattr(ti, "try_number", 1) or 1),
+            **sensor_check.run_dates(*await compat.trigger_run_dates(self, self._render_context)),
+        }
         self._try_number = int(facts["try_number"])
         self._metric_tags = {
             "dag_id": facts["dag_id"],
@@ -128,7 +160,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
         self._maps_over_output = (
             bool(self.start.get("do_xcom_push", True))
             and not self.start.get("multiple_outputs")
-            and compat.task_maps_over_output(self)
+            and _maps_over_output(self)
         )
         compat.release_start_context(self, self._render_context)
         self._render_context = None

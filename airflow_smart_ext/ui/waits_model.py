@@ -18,7 +18,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_smart_ext.ui.waits_schedule import Conditions, Schedules, read_wait, redact_sealed, trigger_paths
+from airflow_smart_ext.ui.waits_schedule import (
+    Conditions,
+    LiveWait,
+    Schedules,
+    read_wait,
+    redact_sealed,
+    trigger_paths,
+)
 
 __all__ = [
     "SORTS",
@@ -37,27 +44,6 @@ DEFAULT_LIMIT = 1000
 
 class InvalidQuery(ValueError):
     """A bad query parameter; the message names the parameter and its accepted values."""
-
-
-@dataclass(frozen=True)
-class LiveWait:
-    """One deferred task instance of ours and its trigger row (kwargs with sealed envelopes opened)."""
-
-    dag_id: str
-    run_id: str
-    task_id: str
-    map_index: int
-    try_number: int
-    classpath: str
-    kwargs: Mapping[str, Any]
-    ti_start: float | None
-    trigger_created: float | None
-    #: ``kwargs`` as they may be shown: every secret "***" (``waits_source`` sets it). None: ``kwargs`` hold
-    #: no secret but sealed envelopes (shown as "***").
-    shown_kwargs: Mapping[str, Any] | None = None
-    #: The run's ``ds``/``ts``/``logical_date``/``data_interval_*`` as the triggerer ships them (ISO strings):
-    #: a zero-worker sensor check's sharing key (hence its seed) depends on them.
-    run_dates: Mapping[str, str | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,13 @@ import hashlib
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, condition_seed
 from airflow_smart_ext.conditions.spec import check_type, sharing_key
 from airflow_smart_ext.wait import timeline
 from airflow_smart_ext.wait.condition import render_from_run, zero_worker_check
 from airflow_smart_ext.wait.parameters import has_template
-
-if TYPE_CHECKING:
-    from airflow_smart_ext.ui.waits_model import LiveWait
 
 REDACTED = "***"
 #: A decorrelated schedule is replayed from its seed (O(checks so far)); one report replays at most this many
@@ -54,6 +51,27 @@ def redact_sealed(node: Any) -> Any:
     if type(node) is list:
         return [redact_sealed(value) for value in node]
     return node
+
+
+@dataclass(frozen=True)
+class LiveWait:
+    """One deferred task instance of ours and its trigger row (kwargs with sealed envelopes opened)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int
+    try_number: int
+    classpath: str
+    kwargs: Mapping[str, Any]
+    ti_start: float | None
+    trigger_created: float | None
+    #: ``kwargs`` as they may be shown: every secret "***" (``waits_source`` sets it). None: ``kwargs`` hold
+    #: no secret but sealed envelopes (shown as "***").
+    shown_kwargs: Mapping[str, Any] | None = None
+    #: The run's ``ds``/``ts``/``logical_date``/``data_interval_*`` as the triggerer ships them (ISO strings):
+    #: a zero-worker sensor check's sharing key (hence its seed) depends on them.
+    run_dates: Mapping[str, str | None] | None = None
 
 
 @dataclass(frozen=True)

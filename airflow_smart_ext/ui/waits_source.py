@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from airflow_smart_ext import compat, sealing
+from airflow_smart_ext.conditions import sensor as sensor_check
 from airflow_smart_ext.ui.waits_model import LiveWait, redact_sealed, trigger_paths
 
 __all__ = ["load_live_waits"]
@@ -65,13 +66,19 @@ def _open_value(name: str, value: Any) -> Opened:
     return cached  # type: ignore[no-any-return]
 
 
+def _decrypt_kwargs(stored: str) -> dict[str, Any]:
+    """A trigger row's stored kwargs column, decrypted and deserialized as ``Trigger.kwargs`` does (the same
+    static method on 2.11 and 3.x; called on the column so no ORM object is built per row)."""
+    from airflow.models.trigger import Trigger
+
+    return Trigger._decrypt_kwargs(stored)  # type: ignore[no-any-return]
+
+
 def _opened(trigger: tuple[int, Any], stored: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
     """A trigger row's kwargs with sealed values opened, and as they may be shown."""
     cached = _BY_TRIGGER.get(trigger)
     if cached is None:
-        parts = {
-            name: _open_value(name, value) for name, value in compat.decrypt_trigger_kwargs(stored).items()
-        }
+        parts = {name: _open_value(name, value) for name, value in _decrypt_kwargs(stored).items()}
         opened = {name: part[0] for name, part in parts.items()}
         cached = _remember(_BY_TRIGGER, trigger, (opened, {name: part[1] for name, part in parts.items()}))
     return cached  # type: ignore[no-any-return]
@@ -124,7 +131,7 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
         run_key = (row.logical_date, row.data_interval_start, row.data_interval_end)
         run_dates = dates.get(run_key)
         if run_dates is None:
-            run_dates = dates[run_key] = compat.run_dates(*run_key)
+            run_dates = dates[run_key] = sensor_check.run_dates(*run_key)
         waits.append(
             LiveWait(
                 dag_id=row.dag_id,

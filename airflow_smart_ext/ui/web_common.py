@@ -7,11 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from airflow_smart_ext.ui.pages import URL_PREFIX
 from airflow_smart_ext.ui.waits_model import InvalidQuery, whole_number
-
-URL_PREFIX = "/smart-ext"
-#: (menu name, path below ``URL_PREFIX``) of the pages shown in Airflow's navigation.
-PAGES = (("Waits", "/waits"), ("Calendars", "/calendars"))
 
 DEFAULT_RUNS = 10
 MAX_RUNS = 100

@@ -1,10 +1,10 @@
-"""The Waits and Calendars views on Airflow 2.11's webserver: a Flask blueprint at ``/smart-ext``.
+"""The Waits and Calendars views on Airflow 2.11's webserver, added to our blueprint (``ui.web_blueprint``).
 
 Access is checked the way the webserver's own DAG list does: ``airflow.www.auth.has_access_view()`` (the
 FAB session cookie ``session``; anonymous -> redirect to the login page (the JSON: 401), a user without
 website access -> 403), then the auth manager's ``get_permitted_dag_ids`` limits the rows to the DAGs the user may read.
-Only Flask is imported here at module level (the scheduler imports the plugin too and has Flask loaded);
-the webserver's modules are imported per request, where they are already loaded.
+Imported when the webserver registers the blueprint; the webserver's modules are imported per request, where
+they are already loaded.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from flask import Blueprint, Response, jsonify, request
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions.runtime import connection_rate_limit
 from airflow_smart_ext.ui import waits_model, waits_page, waits_source
-from airflow_smart_ext.ui.web_common import URL_PREFIX, calendars_query, single_params
+from airflow_smart_ext.ui.web_common import calendars_query, single_params
 
 
 def _readable_dag_ids() -> set[str]:
@@ -52,7 +52,10 @@ def _require_login() -> Any:
     from airflow.www.auth import has_access_view
     from airflow.www.extensions.init_auth_manager import get_auth_manager
 
-    if request.endpoint in _JSON_ENDPOINTS and not get_auth_manager().is_logged_in():
+    if (
+        request.endpoint in {f"{request.blueprint}.{view.__name__}" for view in _JSON_VIEWS}
+        and not get_auth_manager().is_logged_in()
+    ):
         return jsonify(detail="Not authenticated: log in to Airflow first"), 401
     return has_access_view()(lambda: None)()
 
@@ -98,12 +101,11 @@ def calendars() -> Response:
     return Response(calendars_page.render_calendars(reports, _root()), mimetype="text/html")
 
 
-_BLUEPRINT = "smart_ext"
-_JSON_ENDPOINTS = (f"{_BLUEPRINT}.api_waits", f"{_BLUEPRINT}.api_calendars")
+_JSON_VIEWS = (api_waits, api_calendars)
 
 
-def create_blueprint() -> Blueprint:
-    blueprint = Blueprint(_BLUEPRINT, __name__, url_prefix=URL_PREFIX)
+def add_views(blueprint: Blueprint) -> None:
+    """The pages and their JSON, below the blueprint's ``/smart-ext``; every request needs a login."""
     blueprint.before_request(_require_login)
     blueprint.register_error_handler(waits_model.InvalidQuery, _bad_query)
     for path, view in (
@@ -113,4 +115,3 @@ def create_blueprint() -> Blueprint:
         ("/api/calendars", api_calendars),
     ):
         blueprint.add_url_rule(path, view_func=view, methods=["GET"])
-    return blueprint

@@ -17,6 +17,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
+import pendulum
+
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions.spec import place_template_fields
 from airflow_smart_ext.wait.parameters import has_template
@@ -68,7 +70,7 @@ def render_from_run(values: Mapping[str, Any], run_facts: Mapping[str, Any]) -> 
 
 
 def _moment(value: Any) -> Any:
-    return compat.parse_datetime(value) if isinstance(value, str) else value
+    return pendulum.parse(value) if isinstance(value, str) else value
 
 
 @functools.cache

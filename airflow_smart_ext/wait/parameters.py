@@ -204,6 +204,11 @@ PARAMETERS: tuple[Parameter, ...] = (
 )
 
 
+def is_runtime_value(value: Any) -> bool:
+    """XComArg-like values (``task.output``, ``XComArg``) are resolved only at run time: checked then."""
+    return hasattr(value, "resolve") and hasattr(value, "iter_references")
+
+
 def has_template(value: Any) -> bool:
     """Whether a (nested) argument holds Jinja markup that must be rendered before the first check."""
     if isinstance(value, str):
@@ -346,13 +351,13 @@ def check_arguments(
     mapped sensor's argument that ``.expand()`` may still give): a rule involving it waits for that. A value
     from an upstream task's XCom is checked when the task runs, and so are the rules that involve it.
     """
-    static = {name: value for name, value in arguments.items() if not compat.is_runtime_value(value)}
+    static = {name: value for name, value in arguments.items() if not is_runtime_value(value)}
     for row in parameters:
         if row.name in static:
             problem = row.problem(static[row.name])
             if problem is not None:
                 raise ValueError(problem)
-    waiting = set(unknown) | {name for name, value in arguments.items() if compat.is_runtime_value(value)}
+    waiting = set(unknown) | {name for name, value in arguments.items() if is_runtime_value(value)}
     effective = effective_values(static)
     for rule in rules:
         if waiting.intersection(rule.names):

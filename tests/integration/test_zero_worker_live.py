@@ -248,7 +248,7 @@ def test_skip_from_the_poke_skips(scenario: Scenario) -> None:
 def test_killed_triggerer_continues_same_schedule_and_deadline(scenario: Scenario) -> None:
     if not ZERO_WORKER_TEMPLATED:
         pytest.skip(
-            f"Airflow {compat._AIRFLOW_VERSION_STRING} starts templated sensors on a worker (see above)"
+            f"Airflow {compat.AIRFLOW_VERSION_STRING} starts templated sensors on a worker (see above)"
         )
     log = scenario.log("file_ok")
     starts = ZERO_WORKER_RE.findall(log)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 
 def _modules_after_import(module: str) -> set[str]:
@@ -26,6 +27,19 @@ def test_conditions_import_neither_sensors_nor_triggers() -> None:
 def test_triggers_do_not_import_sensors() -> None:
     loaded = _modules_after_import("airflow_smart_ext.triggers")
     assert not {m for m in loaded if m.startswith("airflow_smart_ext.sensors")}
+
+
+def test_importing_the_plugin_loads_no_view() -> None:
+    """Every Airflow component imports the plugin: the views (their model, pages and web glue) load only in
+    the server that serves them."""
+    code = "import sys, airflow_smart_ext.plugin; print('\\n'.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = {m for m in out.split() if m.startswith("airflow_smart_ext.ui.")}
+    assert loaded <= {
+        "airflow_smart_ext.ui.pages",
+        "airflow_smart_ext.ui.web_asgi",
+        "airflow_smart_ext.ui.web_blueprint",
+    }
 
 
 def test_check_types_are_discovered_from_their_modules() -> None:
@@ -57,3 +71,113 @@ def test_no_trigger_or_condition_source_imports_sensors_even_lazily() -> None:
                     if name.startswith("airflow_smart_ext.sensors")
                 ]
     assert offenders == []
+
+
+PACKAGE = "airflow_smart_ext"
+
+
+def _sources(folder: str = "") -> list[Any]:
+    """(path relative to the repository, parsed module) of every module of the package (or of one folder)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    return [
+        (path.relative_to(root), ast.parse(path.read_text()))
+        for path in sorted((root / PACKAGE / folder).rglob("*.py"))
+    ]
+
+
+def _imported_modules(node: Any) -> list[str]:
+    import ast
+
+    if isinstance(node, ast.ImportFrom):
+        return [node.module or ""]
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    return []
+
+
+def test_compat_imports_nothing_of_the_package_above_it_even_lazily() -> None:
+    """compat is the ground floor: it may import Airflow, third-party code and its own modules only."""
+    import ast
+
+    offenders = [
+        f"{path}:{node.lineno} {name}"
+        for path, tree in _sources("compat")
+        for node in ast.walk(tree)
+        for name in _imported_modules(node)
+        if (name == PACKAGE or name.startswith(PACKAGE + ".")) and not name.startswith(f"{PACKAGE}.compat")
+    ]
+    assert offenders == []
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def test_no_module_reads_another_modules_private_names() -> None:
+    """``from m import _x`` and ``m._x`` (``m`` one of our modules) couple a module to another's internals; give
+    the owner a public name or accessor instead."""
+    import ast
+
+    offenders = []
+    for path, tree in _sources():
+        modules = set()  # local names bound to a module (or a name) of this package
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE):
+                for alias in node.names:
+                    if _private(alias.name):
+                        offenders.append(f"{path}:{node.lineno} from {node.module} import {alias.name}")
+                    modules.add(alias.asname or alias.name)
+            elif isinstance(node, ast.Import):
+                modules |= {alias.asname or PACKAGE for alias in node.names if alias.name.startswith(PACKAGE)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _private(node.attr):
+                root = node.value
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if isinstance(root, ast.Name) and root.id in modules:
+                    offenders.append(f"{path}:{node.lineno} {ast.unparse(node)}")
+    assert offenders == []
+
+
+def test_every_compat_module_says_what_it_exports() -> None:
+    """Each compat module has a literal ``__all__``, every name in it is bound by the module, and the package
+    hands on every one of them (``compat.X``)."""
+    import ast
+    import importlib
+
+    from airflow_smart_ext import compat
+
+    problems = []
+    for path, tree in _sources("compat"):
+        if path.name == "__init__.py":
+            continue
+        declared = [
+            node.value
+            for node in tree.body
+            if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]
+        ]
+        if len(declared) != 1 or not isinstance(declared[0], (ast.List, ast.Tuple)):
+            problems.append(f"{path}: no literal __all__")
+            continue
+        exported = [ast.literal_eval(item) for item in declared[0].elts]
+        bound = set()
+        for node in ast.walk(tree):  # module level and its if/try blocks (functions bind nothing here)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound |= {alias.asname or alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.Assign):
+                bound |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                bound.add(node.target.id)
+        problems += [f"{path}: {name} in __all__ is not bound" for name in exported if name not in bound]
+        if hasattr(
+            compat, path.stem
+        ):  # not dag_access_3_0: only 3.0 can import it (its api-server's modules)
+            module = importlib.import_module(f"{PACKAGE}.compat.{path.stem}")
+            problems += [f"{path}: {name} does not resolve" for name in exported if not hasattr(module, name)]
+            problems += [f"compat.{name} is missing" for name in exported if not hasattr(compat, name)]
+    assert problems == []

@@ -411,11 +411,11 @@ def test_partitions_fail_at_parse_before_3_2(
     make: Callable[[], Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On Airflow < 3.2 (really, on 2.11; simulated through the compat flag on newer versions)."""
-    monkeypatch.setattr(compat, "PARTITIONS_SUPPORTED", False)
+    monkeypatch.setattr(compat.partitions, "PARTITIONS_SUPPORTED", False)
     with pytest.raises(InvalidTimetableParameter) as caught:
         make()
     assert "partitioned: partitioned runs need Airflow >= 3.2" in str(caught.value)
-    assert f"this is Airflow {compat._AIRFLOW_VERSION_STRING}" in str(caught.value)
+    assert f"this is Airflow {compat.AIRFLOW_VERSION_STRING}" in str(caught.value)
 
 
 def test_unpartitioned_timetables_keep_their_serialized_form_and_runs() -> None:

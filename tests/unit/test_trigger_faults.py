@@ -275,7 +275,7 @@ class FakeSupervisor:
 def lookups_say_not_defined(monkeypatch: pytest.MonkeyPatch, times: int) -> list[float]:
     """Airflow's lookup answers "isn't defined" ``times`` times (what it answers when every secrets backend
     failed), then looks up as usual. Returns the times of the lookups; retry delays are cut to 10 ms."""
-    monkeypatch.setattr(compat, "CONNECTION_LOOKUP_RETRY_DELAYS", (0.01, 0.01, 0.01))
+    monkeypatch.setattr(compat.connections, "CONNECTION_LOOKUP_RETRY_DELAYS", (0.01, 0.01, 0.01))
     hook = compat.SensorBaseHook
     calls: list[float] = []
 
@@ -355,7 +355,7 @@ async def test_a_short_check_time_limit_keeps_the_lookups_within_it(monkeypatch:
     if compat.AIRFLOW_V_3_1_PLUS:
         with_supervisor(monkeypatch, error_response("CONNECTION_NOT_FOUND", {"conn_id": "nope"}))
     calls = lookups_say_not_defined(monkeypatch, 1000)
-    monkeypatch.setattr(compat, "CONNECTION_LOOKUP_RETRY_DELAYS", (0.01, 0.02, 0.04))
+    monkeypatch.setattr(compat.connections, "CONNECTION_LOOKUP_RETRY_DELAYS", (0.01, 0.02, 0.04))
     with pytest.raises(compat.AirflowNotFoundException, match=r"looked up 2 times over 0.01s"):
         await compat.aget_connection("nope", within=0.05)
     assert len(calls) == 2

@@ -469,7 +469,7 @@ def test_before_airflow_3_a_watcher_fails_at_parse_naming_3_0_and_the_alternativ
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     if compat.ASSET_WATCHERS_SUPPORTED:  # 3.x: the same check, as 2.11 runs it
-        monkeypatch.setattr(compat, "ASSET_WATCHERS_SUPPORTED", False)
+        monkeypatch.setattr(compat.asset_watchers, "ASSET_WATCHERS_SUPPORTED", False)
     with pytest.raises(compat.AssetWatchersUnsupported) as raised:
         ConditionWatcher(sensor_condition(PartitionSensor, name="a"))
     message = str(raised.value)

@@ -16,6 +16,7 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import sharing_key
+from airflow_smart_ext.conditions.sensor import run_dates
 from airflow_smart_ext.triggers.start import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.triggers.start import BackoffStartTrigger
 from airflow_smart_ext.ui.waits_model import LiveWait, WaitsQuery, build_report
@@ -97,13 +98,13 @@ def _triggers_key(sql: str) -> str:
     trigger = BackoffStartTrigger(start, **fields)
     trigger.template_fields = tuple(fields)  # what Airflow's task_instance setter leaves on the trigger
     trigger.render_template_fields(_context())
-    run_facts = {"dag_id": "d", "task_id": "t", "run_id": RUN_ID, **compat.run_dates(LOGICAL, LOGICAL, None)}
+    run_facts = {"dag_id": "d", "task_id": "t", "run_id": RUN_ID, **run_dates(LOGICAL, LOGICAL, None)}
     return sharing_key(trigger._check_spec(run_facts))
 
 
 def _wait(sql: str, task_id: str) -> LiveWait:
     start, fields = _start(sql)
-    dates = compat.run_dates(LOGICAL, LOGICAL, LOGICAL.add(days=1))
+    dates = run_dates(LOGICAL, LOGICAL, LOGICAL.add(days=1))
     kwargs = {"start": start, **fields}
     return LiveWait("d", RUN_ID, task_id, -1, 1, ZERO_WORKER, kwargs, NOW - 60, NOW - 60, run_dates=dates)
 
@@ -139,9 +140,7 @@ def test_the_run_date_context_matches_airflows_for_a_naive_free_date() -> None:
     """The dates the view renders with are the run's, in UTC, as Airflow's context gives them."""
     from airflow_smart_ext.wait.condition import run_template_context
 
-    context = run_template_context(
-        {"run_id": RUN_ID, **compat.run_dates(LOGICAL, LOGICAL, LOGICAL.add(days=1))}
-    )
+    context = run_template_context({"run_id": RUN_ID, **run_dates(LOGICAL, LOGICAL, LOGICAL.add(days=1))})
     expected = _context()
     for name in ("ds", "ds_nodash", "ts", "ts_nodash", "ts_nodash_with_tz", "run_id"):
         assert context[name] == expected[name], name

@@ -1,5 +1,6 @@
-"""Airflow 3.0 only (chosen in ``compat.requires_dag_read``): its ``requires_access_dag`` checks the
-``dag_id`` of the path alone; 3.1+ check a ``dag_id`` query parameter too, which our routes take."""
+"""DAG read access on Airflow 3.0 only (chosen in ``compat.dag_access.requires_dag_read``): its
+``requires_access_dag`` checks the ``dag_id`` of the path alone; 3.1+ check a ``dag_id`` query parameter too,
+which our routes take. Imported only on 3.0: it needs the api-server's FastAPI modules."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
 from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import HTTPException, Request, status
+
+__all__ = ["requires_dag_read"]
 
 
 def requires_dag_read(request: Request, user: GetUserDep) -> None:

@@ -1,0 +1,66 @@
+"""Condition watchers (issue 27): asset watchers (3.0+; 2.11 has none), their state store and shared streams
+(both 3.3+).
+
+* 3.0+: ``Asset(watchers=[AssetWatcher(name, trigger)])`` with a ``BaseEventTrigger`` (airflow.triggers.base,
+  ``compat.locations.EventTriggerBase``); 2.11 has neither: a watcher fails at DAG parse
+  (``require_asset_watchers``).
+* 3.3+: the triggerer injects ``asset_state_store`` (AIP-103, ``AssetStateStoreAccessors`` of the watched
+  assets: jobs/triggerer_job_runner.py ``create_triggers``) and runs triggers with a ``shared_stream_key``
+  through one shared poll (triggers/shared_stream.py). 3.0-3.2: neither (the watermark lives in memory).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS, AIRFLOW_VERSION_STRING
+
+__all__ = [
+    "ASSET_STATE_STORE_SUPPORTED",
+    "ASSET_WATCHERS_MIN_AIRFLOW",
+    "ASSET_WATCHERS_SUPPORTED",
+    "AssetWatchersUnsupported",
+    "SHARED_STREAMS_SUPPORTED",
+    "asset_state_accessors",
+    "require_asset_watchers",
+]
+
+ASSET_WATCHERS_MIN_AIRFLOW = "3.0.0"
+ASSET_WATCHERS_SUPPORTED = AIRFLOW_V_3_0_PLUS
+ASSET_STATE_STORE_SUPPORTED = AIRFLOW_V_3_3_PLUS
+SHARED_STREAMS_SUPPORTED = AIRFLOW_V_3_3_PLUS
+
+
+class AssetWatchersUnsupported(RuntimeError):
+    """A condition watcher was used on an Airflow without asset watchers (before 3.0)."""
+
+
+def require_asset_watchers(what: str) -> None:
+    """Raise :class:`AssetWatchersUnsupported` (at DAG parse) unless this Airflow has asset watchers."""
+    if ASSET_WATCHERS_SUPPORTED:
+        return
+    raise AssetWatchersUnsupported(
+        f"{what} needs Airflow >= {ASSET_WATCHERS_MIN_AIRFLOW} (event-driven scheduling: "
+        f"Asset(watchers=[AssetWatcher(...)])); this is Airflow {AIRFLOW_VERSION_STRING}. On this version "
+        "wait for the condition with a deferrable sensor instead: BackoffSqlSensor(..., deferrable=True), or "
+        "your BackoffSensor subclass with deferrable=True, at the start of the DAG that needs the data."
+    )
+
+
+def asset_state_accessors(trigger: Any) -> list[Any]:
+    """The asset state store accessors of every asset ``trigger`` watches (3.3+; [] before, or when the
+    triggerer injected none: ``dag.test()``, no watched asset).
+
+    Airflow runs one trigger for identical watchers of several assets and injects one
+    ``AssetStateStoreAccessors`` for all of them; it has no public way to list them (sdk/execution_time/
+    context.py ``AssetStateStoreAccessors.__init__`` keeps them in ``_by_name`` / ``_by_uri``), so they are read
+    there, falling back to the object itself (its single-asset ``aget`` / ``aset``).
+    """
+    store = getattr(trigger, "asset_state_store", None) if ASSET_STATE_STORE_SUPPORTED else None
+    if store is None:
+        return []
+    by_name = getattr(store, "_by_name", None)
+    by_uri = getattr(store, "_by_uri", None)
+    if isinstance(by_name, dict) and isinstance(by_uri, dict):
+        return [*by_name.values(), *by_uri.values()]
+    return [store]
