@@ -151,9 +151,10 @@ def test_a_stored_row_builds_a_trigger_that_serializes_and_builds_again(
     assert again.serialize() == (classpath, kwargs)
     expected = EXPECTED[name]
     if expected.sensor is not None:
-        # The task resumes with the stored next_method and next_kwargs on a worker running the new code.
+        # The task resumes on a worker running the new code as Airflow calls it (``resume_execution``): the
+        # stored next_method with the context, then the stored next_kwargs and the trigger's event by keyword.
         resume = getattr(expected.sensor, row["next_method"])
-        inspect.signature(resume).bind(None, {}, {"status": "success"}, **row["next_kwargs"])
+        inspect.signature(resume).bind(None, {}, event={"status": "success"}, **row["next_kwargs"])
 
 
 async def _first_event(trigger: Any) -> Any:
