@@ -120,8 +120,9 @@ def _package_digest(package_dir: Path) -> str:
 
 def _installed_package(python: Path) -> Path:
     out = subprocess.run(
-        [
+        [  # -I: the package installed in the venv (what Airflow runs), not the checkout in the working dir
             str(python),
+            "-I",
             "-c",
             "import airflow_smart_ext, os; print(os.path.dirname(airflow_smart_ext.__file__))",
         ],
@@ -182,6 +183,7 @@ def test_waits_deferred_by_the_previous_release_end_on_try_1_after_an_upgrade(
     dag_file.write_text(textwrap.dedent(DAG_FILE))
     # The harness runs every Airflow process with sys.executable: the throwaway venv's, for this test only.
     monkeypatch.setattr(sys, "executable", str(python))
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # nothing may shadow the venv's installed package
     env = AirflowEnv(
         dag_sources=[dag_file],
         extra_env={f"AIRFLOW_CONN_{CONN_ID.upper()}": f"sqlite://{quote(str(conditions), safe='')}"},
