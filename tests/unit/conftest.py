@@ -6,6 +6,7 @@ import pytest
 
 from airflow_smart_ext.sensors import poking
 from tests.unit.test_sensor_helpers import FakeClock
+from tests.unit.test_trigger import vclock  # noqa: F401  (the triggers' virtual clock, for every module)
 
 
 @pytest.fixture

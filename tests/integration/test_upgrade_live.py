@@ -1,0 +1,264 @@
+"""``pip install -U`` under a live Airflow: waits deferred by the previous release end on try 1 (issue "One wait,
+one model", part 6).
+
+What it proves, on a real Airflow 3.3 (SQLite or the PostgreSQL pass):
+
+1. A throwaway venv (uv, the test venv's exact package set, so the cache serves it) gets the previous release
+   (commit ``RELEASE``, taken from this repository's history with ``git archive``, built as a wheel).
+2. Airflow runs from that venv; one DAG run of ``upgrade_waits`` defers: a worker-first deferrable
+   ``BackoffSqlSensor`` (its check #0 on a worker, then a ``BackoffTrigger`` row the old worker wrote), two
+   zero-worker waits (start trigger rows the old scheduler wrote from the old DAG serialization: plain and
+   templated) and a reschedule-mode wait.
+3. Every component stops while they wait; the current checkout is installed over the old release in the same
+   venv (checked: the installed package is now this checkout's, file for file); every component restarts.
+4. The conditions become true; every wait ends ``success`` on try 1 (retries are allowed, so a failed or
+   timed-out first try would show as try 2), the zero-worker ones without a worker, and the restarted
+   triggerer built every old row (no "failed to load/inflate" line).
+
+The unit-level proof for each stored row kind (and the asset watcher rows, not exercised here) is
+tests/unit/test_previous_release_rows.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tarfile
+import textwrap
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from airflow_smart_ext.compat import AIRFLOW_V_3_3_PLUS
+from tests.integration.harness import REPO_ROOT, AirflowEnv
+
+RELEASE = "aa2412604769fd7b700ae833d9e78cba86c320b4"
+DAG_ID = "upgrade_waits"
+CONN_ID = "upgrade_sqlite"
+LOGICAL_DATE = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
+# task id -> the value its query waits for (the templated one renders ``{{ ds }}`` in the triggerer)
+WAITS = {
+    "worker_first": "worker_first",
+    "zero_worker": "zero_worker",
+    "zero_worker_templated": LOGICAL_DATE.date().isoformat(),
+    "reschedule": "reschedule",
+}
+DEFERRED = {"worker_first", "zero_worker", "zero_worker_templated"}
+ZERO_WORKER = {"zero_worker", "zero_worker_templated"}
+
+DAG_FILE = f'''
+"""Waits that defer under the previous release and must end after the upgrade (tests/integration/test_upgrade_live.py)."""
+import datetime as dt
+
+from airflow_smart_ext.sensors import BackoffSqlSensor
+
+try:
+    from airflow.sdk import DAG
+except ImportError:
+    from airflow import DAG
+
+COMMON = dict(
+    conn_id="{CONN_ID}",
+    sql="SELECT name FROM ready WHERE name = ?",
+    poke_interval=2,
+    max_wait=4,
+    timeout=600,
+    retries=1,
+    retry_delay=dt.timedelta(seconds=2),
+)
+
+with DAG("{DAG_ID}", schedule=None, start_date=dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)):
+    BackoffSqlSensor(task_id="worker_first", parameters=["worker_first"], deferrable=True, start_from_trigger=False, **COMMON)
+    BackoffSqlSensor(task_id="zero_worker", parameters=["zero_worker"], deferrable=True, **COMMON)
+    BackoffSqlSensor(task_id="zero_worker_templated", parameters=["{{{{ ds }}}}"], deferrable=True, **COMMON)
+    # Between its checks a reschedule wait holds no process: 20 s apart, so the components stop between two.
+    BackoffSqlSensor(
+        task_id="reschedule",
+        parameters=["reschedule"],
+        mode="reschedule",
+        **{{**COMMON, "poke_interval": 20, "max_wait": 20, "jitter": "none", "splay": 0}},
+    )
+'''
+
+
+def _uv() -> str:
+    uv = Path(sys.executable).parent / "uv"  # scripts/dev.py installs uv into the test venv
+    found = str(uv) if uv.exists() else shutil.which("uv")
+    if found is None:
+        pytest.fail(
+            "uv is needed to build the throwaway venv (scripts/dev.py installs it into the test venv)"
+        )
+    return found
+
+
+def _run(*argv: str | Path) -> None:
+    proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        pytest.fail(
+            f"{' '.join(map(str, argv))} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
+
+
+def _package_digest(package_dir: Path) -> str:
+    """One hash over every module of an ``airflow_smart_ext`` tree (paths and contents)."""
+    digest = hashlib.sha256()
+    for path in sorted(package_dir.rglob("*")):
+        if (
+            path.is_file()
+            and "__pycache__" not in path.parts
+            and path.suffix in {".py", ".html", ".js", ".css"}
+        ):
+            digest.update(str(path.relative_to(package_dir)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _installed_package(python: Path) -> Path:
+    out = subprocess.run(
+        [  # -I: the package installed in the venv (what Airflow runs), not the checkout in the working dir
+            str(python),
+            "-I",
+            "-c",
+            "import airflow_smart_ext, os; print(os.path.dirname(airflow_smart_ext.__file__))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return Path(out.strip())
+
+
+def _previous_release_tree(work: Path) -> Path:
+    archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", RELEASE], capture_output=True)
+    if archive.returncode != 0:
+        pytest.fail(
+            f"git archive {RELEASE} failed (a shallow clone lacks the previous release: fetch it):\n"
+            f"{archive.stderr.decode(errors='replace')}"
+        )
+    tree = work / "previous-release"
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(tree, filter="data")
+    return tree
+
+
+def _throwaway_venv(work: Path, uv: str) -> Path:
+    """The test venv's packages without ours (same versions: uv links them from its cache, no resolution).
+    Named like the test venv, so the harness reuses its migrated SQLite template for this Airflow version."""
+    venv = work / Path(sys.executable).parent.parent.name
+    _run(uv, "venv", "-q", "--python", sys.executable, venv)
+    frozen = subprocess.run(
+        [uv, "pip", "freeze", "--python", sys.executable, "--exclude-editable"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    requirements = work / "requirements.txt"
+    requirements.write_text(
+        "\n".join(line for line in frozen.splitlines() if "airflow-smart-ext" not in line)
+    )
+    python = venv / "bin" / "python"
+    _run(uv, "pip", "install", "-q", "--python", python, "--no-deps", "-r", requirements)
+    return python
+
+
+@pytest.mark.skipif(not AIRFLOW_V_3_3_PLUS, reason="the upgrade is proven live on 3.3 (2.11 rows: unit tier)")
+def test_waits_deferred_by_the_previous_release_end_on_try_1_after_an_upgrade(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uv = _uv()
+    previous = _previous_release_tree(tmp_path)
+    python = _throwaway_venv(tmp_path, uv)
+    _run(uv, "pip", "install", "-q", "--python", python, "--no-deps", previous)
+    assert _package_digest(_installed_package(python)) == _package_digest(previous / "airflow_smart_ext")
+
+    conditions = tmp_path / "conditions.db"
+    with sqlite3.connect(conditions) as db:
+        db.execute("CREATE TABLE ready (name TEXT)")
+    dag_file = tmp_path / f"{DAG_ID}.py"
+    dag_file.write_text(textwrap.dedent(DAG_FILE))
+    # The harness runs every Airflow process with sys.executable: the throwaway venv's, for this test only.
+    monkeypatch.setattr(sys, "executable", str(python))
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # nothing may shadow the venv's installed package
+    env = AirflowEnv(
+        dag_sources=[dag_file],
+        extra_env={f"AIRFLOW_CONN_{CONN_ID.upper()}": f"sqlite://{quote(str(conditions), safe='')}"},
+    )
+    try:
+        env.start()
+        env.wait_for_dag(DAG_ID)
+        env.unpause(DAG_ID)
+        run_id = env.trigger(DAG_ID, logical_date=LOGICAL_DATE)
+
+        def waiting() -> bool:
+            states = {
+                ti["task_id"]: (ti["state"], ti["trigger_id"]) for ti in env.task_instances(DAG_ID, run_id)
+            }
+            return (
+                all(
+                    states.get(task, (None, None))[0] == "deferred" and states[task][1] is not None
+                    for task in DEFERRED
+                )
+                and states.get("reschedule", (None, None))[0] == "up_for_reschedule"
+                and next_reschedule() > dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=8)
+            )
+
+        def next_reschedule() -> dt.datetime:
+            """When the reschedule wait runs its next check: stopping then would kill that check (a
+            heartbeat-less running try that the scheduler fails into try 2), not test the upgrade."""
+            rows = env.query_dicts(
+                "SELECT MAX(tr.reschedule_date) AS reschedule_date FROM task_reschedule tr "
+                "JOIN task_instance ti ON tr.ti_id = ti.id "
+                "WHERE ti.dag_id = %s AND ti.run_id = %s AND ti.task_id = 'reschedule'",
+                (DAG_ID, run_id),
+            )
+            latest = rows[0]["reschedule_date"] if rows else None
+            return latest or dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+
+        env.poll(waiting, timeout=120, what="every wait deferred / rescheduled by the previous release")
+        old_rows = {row[0] for row in env.query("SELECT classpath FROM trigger")}
+        assert old_rows == {
+            "airflow_smart_ext.triggers.backoff.BackoffTrigger",
+            "airflow_smart_ext.triggers.start.BackoffStartTrigger",
+        }
+
+        for name in list(env.components):
+            env.stop_component(name)
+        _run(
+            uv,
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            python,
+            "--no-deps",
+            "--reinstall-package",
+            "airflow-smart-ext",
+            REPO_ROOT,
+        )
+        assert _package_digest(_installed_package(python)) == _package_digest(REPO_ROOT / "airflow_smart_ext")
+        triggerer_log_before = len(env.component_log("triggerer"))
+        # The api-server first: a task a restarted scheduler queues before it listens fails at start-up
+        # (connection refused) and is retried, which says nothing about the upgrade.
+        env.start_component("api-server")
+        for name in env.component_names:
+            env.start_component(name, wait=False)
+        env.wait_healthy()
+
+        with sqlite3.connect(conditions) as db:
+            db.executemany("INSERT INTO ready VALUES (?)", [(value,) for value in WAITS.values()])
+        assert env.wait_run(DAG_ID, run_id, timeout=120) == "success"
+        tis = {ti["task_id"]: ti for ti in env.task_instances(DAG_ID, run_id)}
+        assert {task: (tis[task]["state"], tis[task]["try_number"]) for task in WAITS} == {
+            task: ("success", 1) for task in WAITS
+        }
+        for task in ZERO_WORKER:  # ended by the rebuilt start trigger, never queued for a worker
+            assert tis[task]["queued_dttm"] is None, task
+        restarted = env.component_log("triggerer")[triggerer_log_before:]
+        assert "failed to load" not in restarted and "failed to inflate" not in restarted
+    finally:
+        env.stop()
