@@ -1,4 +1,5 @@
-"""Hung checks (real time, real threads): never starve another wait, never delay a healthy one, never outlive the deadline."""
+"""Hung checks (real time, real threads): they never starve another wait, never delay a healthy one, never
+outlive the deadline."""
 
 from __future__ import annotations
 

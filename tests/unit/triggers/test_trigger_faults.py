@@ -6,7 +6,6 @@ import asyncio
 import contextvars
 import logging
 import threading
-import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -92,10 +91,17 @@ async def test_the_flushes_of_a_burst_wake_the_loop_once_not_once_each(
     loop = asyncio.get_running_loop()
     wake_ups: list[object] = []
     real_call_soon_threadsafe = loop.call_soon_threadsafe
+    announced: list[Any] = []  # the flushes the writer has announced to the loop so far
+    all_announced = threading.Event()
 
     def counting(callback: Any, *args: Any) -> Any:
         wake_ups.append(callback)
-        return real_call_soon_threadsafe(callback, *args)
+        handle = real_call_soon_threadsafe(callback, *args)
+        if args and isinstance(args[0], list):  # the writer's wake-up: the flushes it resolves
+            announced.extend(args[0])
+            if len(announced) >= burst:
+                all_announced.set()
+        return handle
 
     monkeypatch.setattr(loop, "call_soon_threadsafe", counting)
     gate = threading.Event()
@@ -116,11 +122,9 @@ async def test_the_flushes_of_a_burst_wake_the_loop_once_not_once_each(
         flushes.append(flush)
     await asyncio.sleep(0)  # every flush is queued
     gate.set()
-    # The loop stays busy (blocked here) while the writer works through the burst, as in a large fan-out.
-    deadline = time.monotonic() + 10
-    while (len(written) < burst or not log_lines._lines.empty()) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.05)  # the writer announces the last flush
+    # The loop stays busy (blocked here) while the writer works through the burst, as in a large fan-out,
+    # until the writer has announced the last flush.
+    assert all_announced.wait(10)
     await asyncio.wait_for(asyncio.gather(*flushes), 10)
     assert written == [f"check #{index}" for index in range(burst)]
     # Every flush is announced only after every line queued before it is written (none missing: >= 0) ...
