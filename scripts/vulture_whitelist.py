@@ -26,7 +26,7 @@ _._connection  # read by common-sql's DbApiHook.connection
 SensorCheck
 SqlCheck
 # public API read by users and tests
-leaks  # triggers/registries.py: the soak benchmark and tests/unit/test_trigger_registries.py
+leaks  # triggers/registries.py: the soak benchmark and tests/unit/triggers/test_trigger_registries.py
 _.holidays_in
 calendar_from_dict
 reason  # errors.ErrorClass.reason

@@ -200,21 +200,21 @@ def _start_as_the_triggerer_does(trigger: Any, row: dict[str, Any], now: float) 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 async def test_a_stored_row_makes_its_first_check_and_reports_the_condition(
-    name: str, release_fernet_key: None, conditions_db: Path, vclock: Any, request: pytest.FixtureRequest
+    name: str, release_fernet_key: None, conditions_db: Path, clock: Any, request: pytest.FixtureRequest
 ) -> None:
     _only_where_written(name)
     row, expected = ROWS[name], EXPECTED[name]
     trigger = inflate(row["classpath"], row["kwargs"])
     if expected.kind == "deferral":
         # The triggerer picks the row up right after the worker deferred (check #0 done there).
-        vclock.now = float(row["kwargs"]["started_at"]) + 1
+        clock.now = float(row["kwargs"]["started_at"]) + 1
         payload = (await _first_event(trigger)).payload
         assert (payload["status"], payload["xcom_value"]) == ("success", expected.xcom_value)
         assert payload["check_index"] == 1  # the first check in the triggerer saw the condition
     elif expected.kind == "start":
         if not AIRFLOW_V_3_0_PLUS:
             request.getfixturevalue("airflow_db")  # 2.11 reads the run's dates from the metadata DB
-        _start_as_the_triggerer_does(trigger, row, vclock.now)
+        _start_as_the_triggerer_does(trigger, row, clock.now)
         if expected.templated:
             assert trigger.serialize()[1]["parameters"] == [generate.DAY]  # rendered, as the triggerer does
         event = await _first_event(trigger)

@@ -12,24 +12,10 @@ from airflow_smart_ext import compat, sealing
 from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.triggers import BackoffTrigger
+from tests.unit.helpers import KeyedFernet
 
 SECRET = "pw-9f3c1e7a-not-in-any-row"  # registered with the masker, as a rendered connection password is
 TOKEN = "tok-55aa10bb"  # not registered, but under a name the masker hides (``token``)
-
-
-class KeyedFernet:
-    """Airflow's Fernet wrapper shape (``is_encrypted``) around a real key."""
-
-    is_encrypted = True
-
-    def __init__(self, key: bytes) -> None:
-        self._fernet = Fernet(key)
-
-    def encrypt(self, msg: bytes) -> bytes:
-        return self._fernet.encrypt(msg)
-
-    def decrypt(self, msg: bytes | str, ttl: int | None = None) -> bytes:
-        return self._fernet.decrypt(msg, ttl)
 
 
 class NoKey:
@@ -53,7 +39,7 @@ def fernet(monkeypatch: pytest.MonkeyPatch) -> KeyedFernet:
 def sensor_check(**kwargs: Any) -> dict[str, Any]:
     return {
         "type": "sensor",
-        "classpath": "tests.unit.test_trigger.MarkerSensor",
+        "classpath": "tests.unit.triggers.helpers.MarkerSensor",
         "kwargs": kwargs,
         "context": {"dag_id": "d", "task_id": "wait", "run_id": "r", "ds": "2026-01-02"},
     }

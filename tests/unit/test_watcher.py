@@ -1,5 +1,5 @@
 """Condition watchers in the triggerer's shape (issue 27): the poll, the edge, the asset state store, restarts and
-sharing, on the virtual clock of test_trigger with the real check types (a sensor's poke; SQL on SQLite) and, on
+sharing, on the unit tests' virtual clock with the real check types (a sensor's poke; SQL on SQLite) and, on
 Airflow 3.3, Airflow's own ``SharedStreamManager``. The state store is a stand-in with Airflow's accessor shape
 (the real one: tests/integration/test_watchers_live.py, in a real Airflow 3.3)."""
 
@@ -20,10 +20,7 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.triggers import sharing
 from airflow_smart_ext.triggers.watching import STATE_KEY_PREFIX, WatcherArgumentError
 from airflow_smart_ext.watchers import ConditionWatcher, sensor_condition, sql_condition
-from tests.unit import test_trigger
-from tests.unit.test_trigger import START, VirtualClock
-
-vclock = test_trigger.vclock  # the virtual-clock fixture
+from tests.unit.clock import START, FakeClock
 
 needs_watchers = pytest.mark.skipif(
     not compat.ASSET_WATCHERS_SUPPORTED,
@@ -131,7 +128,7 @@ def rebuilt(watcher: ConditionWatcher, store: StateStore | None) -> ConditionWat
 
 
 async def collect(
-    clock: VirtualClock, events: AsyncIterator[Any], until: float, stop_after: int | None = None
+    clock: FakeClock, events: AsyncIterator[Any], until: float, stop_after: int | None = None
 ) -> list[tuple[float, dict[str, Any]]]:
     """Events (virtual second, payload) until ``START + until``, or until ``stop_after`` events: then the
     generator is closed right after handing over its last one (a crash before anything else it would do)."""
@@ -145,7 +142,7 @@ async def collect(
         await events.aclose()  # type: ignore[attr-defined]
 
     task = asyncio.ensure_future(consume())
-    stopper = asyncio.ensure_future(clock.sleep(START + until - clock.now))
+    stopper = asyncio.ensure_future(clock.asleep(START + until - clock.now))
     await asyncio.wait([task, stopper], return_when=asyncio.FIRST_COMPLETED)
     if not task.done():
         task.cancel()
@@ -165,9 +162,9 @@ def values(events: list[tuple[float, dict[str, Any]]]) -> list[tuple[Any, ...]]:
 
 
 @needs_watchers
-async def test_one_event_per_new_value_and_the_backoff_restarts_after_each(vclock: VirtualClock) -> None:
+async def test_one_event_per_new_value_and_the_backoff_restarts_after_each(clock: FakeClock) -> None:
     TIMELINE["a"] = [(START + 25, "d1"), (START + 95, "d2")]
-    events = await collect(vclock, partition_watcher("a").run(), until=200)
+    events = await collect(clock, partition_watcher("a").run(), until=200)
     assert values(events) == [("d1", 1, None, False), ("d2", 2, "d1", False)]
     assert [at for at, _ in events] == [30, 100]  # the checks that saw them
     assert events[0][1]["observed_at"] == "2023-11-14T22:13:50.000+00:00"  # START + 30, as ISO text
@@ -176,9 +173,9 @@ async def test_one_event_per_new_value_and_the_backoff_restarts_after_each(vcloc
 
 
 @needs_watchers
-async def test_no_event_for_an_unchanged_value(vclock: VirtualClock) -> None:
+async def test_no_event_for_an_unchanged_value(clock: FakeClock) -> None:
     TIMELINE["a"] = [(START, "d1")]
-    events = await collect(vclock, partition_watcher("a").run(), until=600)
+    events = await collect(clock, partition_watcher("a").run(), until=600)
     assert values(events) == [("d1", 1, None, False)]
     assert len(POKES["a"]) >= 15  # it kept checking (at the 40 s cap)
 
@@ -195,12 +192,12 @@ NO_STORE_RESTARTS = [
     ("report_first", "after"), [c[1:] for c in NO_STORE_RESTARTS], ids=[c[0] for c in NO_STORE_RESTARTS]
 )
 async def test_without_a_state_store_a_restart_starts_from_report_first_value(
-    vclock: VirtualClock, report_first: bool, after: list[tuple[Any, ...]]
+    clock: FakeClock, report_first: bool, after: list[tuple[Any, ...]]
 ) -> None:
     TIMELINE["a"] = [(START + 5, "d1"), (START + 95, "d2")]
     first = partition_watcher("a", report_first_value=report_first)
-    await collect(vclock, first.run(), until=50)
-    events = await collect(vclock, rebuilt(first, None).run(), until=300)
+    await collect(clock, first.run(), until=50)
+    events = await collect(clock, rebuilt(first, None).run(), until=300)
     assert values(events) == after
 
 
@@ -227,7 +224,7 @@ CHECK_BEHAVIOURS = [
     ("sensor", "extra", "expected"), [c[1:] for c in CHECK_BEHAVIOURS], ids=[c[0] for c in CHECK_BEHAVIOURS]
 )
 async def test_what_a_check_says_and_what_the_watcher_does(
-    vclock: VirtualClock, sensor: type, extra: dict[str, Any], expected: list[tuple[Any, ...]]
+    clock: FakeClock, sensor: type, extra: dict[str, Any], expected: list[tuple[Any, ...]]
 ) -> None:
     watcher = ConditionWatcher(
         sensor_condition(sensor, name="a", **extra),
@@ -236,7 +233,7 @@ async def test_what_a_check_says_and_what_the_watcher_does(
         jitter="none",
         value_key="day",
     )
-    events = await collect(vclock, watcher.run(), until=200)
+    events = await collect(clock, watcher.run(), until=200)
     assert values(events) == expected
     assert len(POKES["a"]) >= 10  # it never stopped checking
 
@@ -257,24 +254,24 @@ RESTARTS = [
 @needs_state_store
 @pytest.mark.parametrize(("stop_after", "after"), [c[1:] for c in RESTARTS], ids=[c[0] for c in RESTARTS])
 async def test_a_restart_resumes_from_the_stored_watermark(
-    vclock: VirtualClock, stop_after: int | None, after: list[tuple[Any, ...]]
+    clock: FakeClock, stop_after: int | None, after: list[tuple[Any, ...]]
 ) -> None:
     TIMELINE["a"] = [(START + 5, "d1"), (START + 95, "d2")]
     store = StateStore("orders_daily")
     first = partition_watcher("a", store)
-    before = await collect(vclock, first.run(), until=50, stop_after=stop_after)
+    before = await collect(clock, first.run(), until=50, stop_after=stop_after)
     assert values(before) == [("d1", 1, None, False)]
-    events = await collect(vclock, rebuilt(first, store).run(), until=300)
+    events = await collect(clock, rebuilt(first, store).run(), until=300)
     assert values(events) == after
     (record,) = store.rows.values()
     assert record == {"format": 1, "value": "d2", "seq": 2}
 
 
 @needs_state_store
-async def test_every_watched_asset_keeps_the_watermark(vclock: VirtualClock) -> None:
+async def test_every_watched_asset_keeps_the_watermark(clock: FakeClock) -> None:
     TIMELINE["a"] = [(START + 5, "d1")]
     store = StateStore("orders_daily", "orders_copy")  # identical watchers of two assets: one trigger
-    await collect(vclock, partition_watcher("a", store, state_key="orders").run(), until=60)
+    await collect(clock, partition_watcher("a", store, state_key="orders").run(), until=60)
     assert store.rows == {
         (asset, f"{STATE_KEY_PREFIX}:orders"): {"format": 1, "value": "d1", "seq": 1}
         for asset in ("orders_daily", "orders_copy")
@@ -283,7 +280,7 @@ async def test_every_watched_asset_keeps_the_watermark(vclock: VirtualClock) -> 
 
 @needs_state_store
 async def test_a_state_store_outage_delays_but_neither_loses_nor_repeats(
-    vclock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     TIMELINE["a"] = [(START + 5, "d1")]
     store = StateStore("orders_daily")
@@ -292,13 +289,13 @@ async def test_a_state_store_outage_delays_but_neither_loses_nor_repeats(
     refused: list[float] = []
 
     async def aset_down_until_40s(key: str, value: Any) -> None:
-        if vclock.now < START + 40:
-            refused.append(vclock.now - START)
+        if clock.now < START + 40:
+            refused.append(clock.now - START)
             raise ConnectionError("api-server unavailable")
         await real_aset(key, value)
 
     monkeypatch.setattr(accessor, "aset", aset_down_until_40s)
-    events = await collect(vclock, partition_watcher("a", store).run(), until=200)
+    events = await collect(clock, partition_watcher("a", store).run(), until=200)
     assert refused  # the intent of d1 was refused: no event then
     assert values(events) == [("d1", 1, None, False)]
     assert events[0][0] >= 40
@@ -317,9 +314,9 @@ def orders_db(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @needs_watchers
-async def test_a_sql_watermark_reports_each_new_day(vclock: VirtualClock, orders_db: str) -> None:
+async def test_a_sql_watermark_reports_each_new_day(clock: FakeClock, orders_db: str) -> None:
     async def load(day: str, at: float) -> None:
-        await vclock.sleep(START + at - vclock.now)
+        await clock.asleep(START + at - clock.now)
         with sqlite3.connect(orders_db) as db:
             db.execute("INSERT INTO orders_loaded VALUES (?)", (day,))
 
@@ -330,7 +327,7 @@ async def test_a_sql_watermark_reports_each_new_day(vclock: VirtualClock, orders
         max_wait=40,
         jitter="none",
     )
-    events = await collect(vclock, watcher.run(), until=400)
+    events = await collect(clock, watcher.run(), until=400)
     await asyncio.gather(*loads)
     # An empty table (max() is NULL) is no value; each new day is one event, nothing in between.
     assert values(events) == [
@@ -372,11 +369,11 @@ OWN_POLLS = [("our in-process group shares", True, 1), ("share=False: each its o
 @needs_watchers
 @pytest.mark.parametrize(("share", "per_cycle"), [c[1:] for c in OWN_POLLS], ids=[c[0] for c in OWN_POLLS])
 async def test_without_shared_streams_our_groups_share_the_checks(
-    vclock: VirtualClock, share: bool, per_cycle: int
+    clock: FakeClock, share: bool, per_cycle: int
 ) -> None:
     TIMELINE["a"] = [(START + 25, "d1")]
     watchers = [partition_watcher("a", StateStore(f"asset_{n}"), share=share) for n in range(5)]
-    results = await asyncio.gather(*(collect(vclock, w.run(), until=100) for w in watchers))
+    results = await asyncio.gather(*(collect(clock, w.run(), until=100) for w in watchers))
     assert all(values(events) == [("d1", 1, None, False)] for events in results)
     schedule = [0, 10, 30, 40, 60]  # the one schedule (d1 seen at 30: restart)
     assert POKES["a"][: per_cycle * len(schedule)] == [at for at in schedule for _ in range(per_cycle)]
@@ -384,7 +381,7 @@ async def test_without_shared_streams_our_groups_share_the_checks(
 
 @pytest.mark.skipif(not compat.SHARED_STREAMS_SUPPORTED, reason="shared streams need Airflow >= 3.3")
 async def test_watchers_on_one_condition_share_one_poll_through_airflows_shared_stream(
-    vclock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from airflow.triggers.shared_stream import SharedStreamManager
 
@@ -405,7 +402,7 @@ async def test_watchers_on_one_condition_share_one_poll_through_airflows_shared_
         watcher.filter_shared_stream(manager.subscribe(trigger_id=n, trigger=watcher, key=key))
         for n, watcher in enumerate(watchers)
     ]
-    results = await asyncio.gather(*(collect(vclock, stream, until=200) for stream in streams))
+    results = await asyncio.gather(*(collect(clock, stream, until=200) for stream in streams))
     for n in range(len(watchers)):
         await manager.unsubscribe(n, key)
     for events in results:

@@ -17,7 +17,7 @@ import pytest
 from airflow_smart_ext.compat import decode_timetable, encode_timetable
 
 FIXTURE = json.loads(
-    (Path(__file__).parent / "fixtures" / "serialized_timetables_previous_release.json").read_text()
+    (Path(__file__).parents[1] / "fixtures" / "serialized_timetables_previous_release.json").read_text()
 )
 STORED: dict[str, dict[str, Any]] = FIXTURE["timetables"]
 

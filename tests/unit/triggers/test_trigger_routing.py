@@ -11,8 +11,8 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.triggers import routing
-from tests.unit.test_sensor_base import Deferred, capture_defer
-from tests.unit.test_sensor_helpers import T0, FakeClock, FakeTI, PathSensor, make_context
+from tests.unit.clock import START, FakeClock
+from tests.unit.sensors.helpers import Deferred, FakeTI, PathSensor, capture_defer, make_context
 
 QUEUES = "smart-ext-a,smart-ext-b,smart-ext-c"
 
@@ -83,7 +83,7 @@ def test_queues_set_where_airflow_cannot_route_warn_and_route_nothing(
 def test_started_at_is_unchanged_by_routing(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
     """Routing moves the trigger only: the wait's schedule and deadline are the same either way."""
     monkeypatch.delenv("AIRFLOW__SMART_EXT__TRIGGER_QUEUES", raising=False)
-    clock.now = T0 + 3
+    clock.now = START + 3
     _, plain = deferred_queue("/p", "a", "d", monkeypatch)
     monkeypatch.setenv("AIRFLOW__SMART_EXT__TRIGGER_QUEUES", QUEUES)
     monkeypatch.setenv("AIRFLOW__TRIGGERER__QUEUES_ENABLED", "True")

@@ -20,8 +20,8 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.triggers import sharing
 from airflow_smart_ext.triggers.start import BackoffStartTrigger
-from tests.unit.test_trigger import POKES, START, _reset_state, vclock  # noqa: F401 (fixtures)
-from tests.unit.test_zero_worker import ArgSensor, _first_event, _trigger
+from tests.unit.clock import START
+from tests.unit.triggers.helpers import POKES, ArgSensor, _first_event, _trigger
 
 
 class _Heavy:
@@ -49,7 +49,7 @@ async def _end(wait: asyncio.Future[Any]) -> None:
     await asyncio.gather(wait, return_exceptions=True)
 
 
-async def test_the_trigger_lets_go_of_the_context_after_check_zero(vclock: Any) -> None:  # noqa: F811
+async def test_the_trigger_lets_go_of_the_context_after_check_zero(clock: Any) -> None:
     trigger = _trigger("ctx", START, timeout=60)
     context = _Context(dag_run=_no_dates())
     trigger._render_context = context  # what render_template_fields keeps (3.3+)
@@ -60,7 +60,7 @@ async def test_the_trigger_lets_go_of_the_context_after_check_zero(vclock: Any) 
     await _end(wait)
 
 
-async def test_the_dag_is_freed_while_airflow_holds_the_task_instance_and_context(vclock: Any) -> None:  # noqa: F811
+async def test_the_dag_is_freed_while_airflow_holds_the_task_instance_and_context(clock: Any) -> None:
     trigger = _trigger("dag", START, timeout=60)
     dag = _Heavy()
     ti = trigger.task_instance
@@ -81,7 +81,7 @@ async def test_the_dag_is_freed_while_airflow_holds_the_task_instance_and_contex
 @pytest.mark.skipif(
     not compat.START_FROM_TRIGGER_RENDERS_TEMPLATES, reason="only 3.3+ builds a runtime TI from the DAG"
 )
-async def test_airflows_runtime_task_instance_lets_the_dag_go(vclock: Any) -> None:  # noqa: F811
+async def test_airflows_runtime_task_instance_lets_the_dag_go(clock: Any) -> None:
     # Airflow's own objects, built as its triggerer builds them (TriggerRunner.create_runtime_ti).
     from airflow import DAG
     from airflow.executors.workloads.task import TaskInstanceDTO

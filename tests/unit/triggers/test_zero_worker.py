@@ -6,36 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import aligned_start
-from airflow_smart_ext.sensors import BackoffSensor, BackoffSqlSensor
+from airflow_smart_ext.sensors import BackoffSqlSensor
 from airflow_smart_ext.triggers import sharing
 from airflow_smart_ext.triggers.start import BackoffStartTrigger, reserved_field_names
-from tests.unit.test_trigger import POKES, READY_AT, START, _reset_state, vclock  # noqa: F401 (fixtures)
-
-
-class ArgSensor(BackoffSensor):
-    """A base-class-swapped sensor with one templated argument (importable by name)."""
-
-    template_fields = ("name",)
-
-    def __init__(self, *, name: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.name = name
-
-    def poke(self, context: Any) -> Any:
-        from airflow_smart_ext.triggers import sharing
-
-        POKES[self.name].append(sharing.now())
-        ready = READY_AT.get(self.name)
-        if ready is not None and sharing.now() >= ready:
-            return compat.PokeReturnValue(is_done=True, xcom_value={"name": self.name})
-        return False
+from tests.unit.clock import START
+from tests.unit.triggers.helpers import POKES, READY_AT, ArgSensor, _first_event, _trigger
 
 
 def sql_sensor(**kwargs: Any) -> BackoffSqlSensor:
@@ -148,58 +129,7 @@ def test_trigger_round_trips_its_kwargs() -> None:
     assert classpath == sensor.start_trigger_args.trigger_cls and again == kwargs
 
 
-# --- the trigger (virtual clock) ---------------------------------------------------------------------------
-
-
-def _trigger(
-    name: str,
-    started: float,
-    timeout: float = 30.0,
-    sensor_kwargs: dict[str, Any] | None = None,
-    **start: Any,
-) -> BackoffStartTrigger:
-    sensor = ArgSensor(
-        task_id="wait",
-        name=name,
-        deferrable=True,
-        timeout=timeout,
-        **{"poke_interval": 2, **(sensor_kwargs or {})},
-    )
-    kwargs = dict(sensor.deferrable_check({"ti": SimpleNamespace(dag_id="", task_id="wait", run_id="")}))
-    plan = {
-        "check": {**kwargs, "kwargs": {"name": None}},
-        "fields": {"name": ["kwargs", "name"]},
-        "policy": sensor.backoff_policy.to_dict(),
-        "timeout": timeout,
-        "backstop_seconds": timeout + 60,
-        "do_xcom_push": True,
-        "sensor": "ArgSensor",
-        **start,
-    }
-    trigger = BackoffStartTrigger(start=plan, name=name)
-    # What Airflow persisted for the try: 3.x the trigger timeout, 2.11 the task instance's start_date.
-    trigger.task_instance = SimpleNamespace(  # type: ignore[assignment]
-        dag_id="d",
-        task_id="wait",
-        run_id="r",
-        map_index=-1,
-        try_number=1,
-        start_date=dt.datetime.fromtimestamp(started, dt.timezone.utc),
-    )
-    trigger.timeout_after = dt.datetime.fromtimestamp(started + timeout + 60, dt.timezone.utc)
-    trigger._render_context = {
-        "dag_run": SimpleNamespace(logical_date=None, data_interval_start=None, data_interval_end=None)
-    }
-    return trigger
-
-
-async def _first_event(trigger: BackoffStartTrigger) -> Any:
-    async for event in trigger.run():
-        return event
-    raise AssertionError("no event")
-
-
-async def test_success_ends_the_task_in_the_triggerer_with_the_xcom(vclock: Any) -> None:  # noqa: F811
+async def test_success_ends_the_task_in_the_triggerer_with_the_xcom(clock: Any) -> None:
     READY_AT["a"] = START + 7
     event = await _first_event(_trigger("a", START))
     assert isinstance(event, compat.TaskSuccessEvent)
@@ -207,21 +137,21 @@ async def test_success_ends_the_task_in_the_triggerer_with_the_xcom(vclock: Any)
     assert event.xcoms["backoff_sensor_stats"]["mode"] == "deferrable"
 
 
-async def test_check_zero_runs_at_once_in_its_slot(vclock: Any) -> None:  # noqa: F811
+async def test_check_zero_runs_at_once_in_its_slot(clock: Any) -> None:
     started = aligned_start(START, 2.0) + 1.9  # late in the grid slot of check #0
-    vclock.now = started
+    clock.now = started
     READY_AT["b"] = started  # already true: check #0 (not a later one) must find it
     event = await _first_event(_trigger("b", started))
     assert isinstance(event, compat.TaskSuccessEvent)
     assert event.xcoms["backoff_sensor_stats"]["pokes"] == 1
 
 
-async def test_check_zero_is_served_by_any_check_since_the_start_of_the_try(vclock: Any) -> None:  # noqa: F811
+async def test_check_zero_is_served_by_any_check_since_the_start_of_the_try(clock: Any) -> None:
     # A triggerer may take a minute to start 1,000 such triggers: a late starter's check #0 reuses a check of
     # the same condition made since its try started (as fresh as poke mode's check #0), never an older one.
     fixed = {"poke_interval": 20, "splay": 0, "exponential_backoff": False}
     started = aligned_start(START, 20.0) + 0.1
-    vclock.now = started + 0.2
+    clock.now = started + 0.2
     waits = [asyncio.ensure_future(_first_event(_trigger("same", started, timeout=60, sensor_kwargs=fixed)))]
     await sharing.sleep(15)  # then a second task of the same run starts, still in check #0's slot
     waits.append(
@@ -240,7 +170,7 @@ async def test_check_zero_is_served_by_any_check_since_the_start_of_the_try(vclo
     await asyncio.gather(*waits, return_exceptions=True)
 
 
-async def test_timeout_resumes_on_a_worker_with_the_try_facts(vclock: Any) -> None:  # noqa: F811
+async def test_timeout_resumes_on_a_worker_with_the_try_facts(clock: Any) -> None:
     event = await _first_event(_trigger("never", START, timeout=9))
     assert not isinstance(event, compat.TaskSuccessEvent)
     payload = event.payload
@@ -251,21 +181,21 @@ async def test_timeout_resumes_on_a_worker_with_the_try_facts(vclock: Any) -> No
     )
 
 
-async def test_trigger_started_after_the_deadline_still_checks_once(vclock: Any) -> None:  # noqa: F811
-    vclock.now = START + 12  # picked up late: after the deadline (+9 s), within the final-check grace
+async def test_trigger_started_after_the_deadline_still_checks_once(clock: Any) -> None:
+    clock.now = START + 12  # picked up late: after the deadline (+9 s), within the final-check grace
     READY_AT["late"] = START
     event = await _first_event(_trigger("late", START, timeout=9))
     assert isinstance(event, compat.TaskSuccessEvent)
 
 
-async def test_success_callbacks_end_on_a_worker_where_airflow_drops_them(vclock: Any) -> None:  # noqa: F811
+async def test_success_callbacks_end_on_a_worker_where_airflow_drops_them(clock: Any) -> None:
     READY_AT["cb"] = START
     event = await _first_event(_trigger("cb", START, success_callbacks=True))
     assert isinstance(event, compat.TaskSuccessEvent) is compat.trigger_end_runs_success_callbacks()
 
 
 @pytest.mark.parametrize("try_number", [1, 2, 3])
-async def test_a_later_try_ends_its_success_on_a_worker(vclock: Any, try_number: int) -> None:  # noqa: F811
+async def test_a_later_try_ends_its_success_on_a_worker(clock: Any, try_number: int) -> None:
     # A clear or a retry stamped the task instance's end_date; a try the scheduler starts in the triggerer
     # keeps it, and so would a TaskSuccessEvent (end_date before start_date): only try 1 ends here.
     READY_AT[f"try{try_number}"] = START

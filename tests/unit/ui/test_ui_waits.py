@@ -19,51 +19,11 @@ from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.start import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.ui.waits_model import InvalidQuery, LiveWait, WaitsQuery, build_report
-from tests.unit.test_sealing import KeyedFernet
+from tests.unit.helpers import KeyedFernet
+from tests.unit.ui.helpers import NOW, POLICY, sensor_check, sql_check, worker_first
 
-NOW = 1_790_000_000.0
-POLICY: dict[str, Any] = {"initial": 60.0, "factor": 2.0, "cap": 600.0, "jitter": "full", "splay": 0.0}
 SECRET = "pw-4e1d-never-shown"  # a rendered password: sealed under a name the masker hides
 MASKED = "reg-77c2-never-shown"  # registered with the masker (as a rendered connection password is)
-
-
-def sql_check(sql: str = "SELECT ok FROM t", conn_id: str = "warehouse") -> dict[str, Any]:
-    return {
-        "type": "sql",
-        "conn_id": conn_id,
-        "sql": sql,
-        "parameters": None,
-        "hook_params": None,
-        "selector": None,
-        "success": None,
-        "failure": None,
-        "fail_on_empty": False,
-    }
-
-
-def sensor_check(**kwargs: Any) -> dict[str, Any]:
-    return {
-        "type": "sensor",
-        "classpath": "airflow.providers.standard.sensors.filesystem.FileSensor",
-        "kwargs": kwargs,
-        "context": {"dag_id": "d", "task_id": "t", "run_id": "r", "ds": "2026-09-21"},
-    }
-
-
-def worker_first(
-    check: dict[str, Any], *, dag_id: str = "d", task_id: str = "t", started: float = NOW - 900, **extra: Any
-) -> LiveWait:
-    kwargs = {
-        "check": check,
-        "policy": extra.pop("policy", POLICY),
-        "seed": "seed-of-the-condition",
-        "started_at": aligned_start(started, 60.0),
-        "deadline": started + extra.pop("timeout", 3600.0),
-        "after": 0,
-        "share": True,
-        "rate_limit": extra.pop("rate_limit", None),
-    }
-    return LiveWait(dag_id, "run", task_id, -1, 1, WORKER_FIRST, kwargs, started, started + 1, **extra)
 
 
 def zero_worker(

@@ -23,9 +23,10 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.conditions.sql import FirstRowOutcome, evaluate_first_row
 from airflow_smart_ext.sensors import BackoffSqlSensor
 from airflow_smart_ext.sensors.base import STATS_XCOM_KEY
-from tests.unit.test_sensor_helpers import FakeClock, make_context
+from tests.unit.clock import FakeClock
+from tests.unit.sensors.helpers import make_context
 
-HELPERS = "tests.unit.test_sensor_helpers"
+HELPERS = "tests.unit.sensors.helpers"
 
 
 # ------------------------------------------------------------------ evaluate_first_row (pure)
@@ -74,8 +75,8 @@ def test_criteria_exceptions_propagate_as_errors() -> None:
     [
         ({"success": "no_dots"}, "success must be a callable or a dotted path"),
         (
-            {"failure": "tests.unit.test_sensor_helpers.missing"},
-            "failure='tests.unit.test_sensor_helpers.missing' cannot be imported",
+            {"failure": "tests.unit.sensors.helpers.missing"},
+            "failure='tests.unit.sensors.helpers.missing' cannot be imported",
         ),
         ({"selector": 42}, "selector must be None, a callable or a dotted path"),
         ({"fail_on_empty": "yes"}, "fail_on_empty must be True or False"),
@@ -89,7 +90,7 @@ def test_bad_criteria_fail_at_construction(kwargs: dict, message: str) -> None:
 
 # ------------------------------------------------------------------ deferrable spec (Contract C "sql")
 def test_sql_check_spec_has_rendered_fields_and_dotted_criteria() -> None:
-    from tests.unit.test_sensor_helpers import is_negative, second_cell
+    from tests.unit.sensors.helpers import is_negative, second_cell
 
     sensor = BackoffSqlSensor(
         task_id="s",

@@ -1,4 +1,4 @@
-"""Importable helpers for the sensor tests: a fake clock / TI and module-level sensors and criteria.
+"""Importable helpers for the sensor tests: a fake TI and module-level sensors and criteria.
 
 They live in an importable module (not in a test function) because deferrable shipping requires that
 the triggerer can import the sensor class and SQL criteria by name.
@@ -8,26 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from airflow_smart_ext import compat
 from airflow_smart_ext.sensors import BackoffSensor
-
-T0 = 1_800_000_000.0  # a fixed epoch start for fake clocks
-
-
-class FakeClock:
-    """Replaces ``wall_clock``/``sleep`` of ``airflow_smart_ext.sensors.poking``; sleeping advances time."""
-
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-        self.sleeps: list[float] = []
-
-    def time(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        assert seconds >= 0
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 class FakeTI:
@@ -109,3 +93,18 @@ def second_cell(row: Any) -> Any:
 
 def poke_value(value: Any) -> Any:
     return compat.PokeReturnValue(is_done=True, xcom_value=value)
+
+
+class Deferred(Exception):
+    """Raised by ``capture_defer`` in place of Airflow's deferral: carries ``defer``'s arguments."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("deferred")
+        self.kwargs = kwargs
+
+
+def capture_defer(sensor: BackoffSensor, monkeypatch: pytest.MonkeyPatch) -> None:
+    def defer(**kwargs: Any) -> None:
+        raise Deferred(**kwargs)
+
+    monkeypatch.setattr(sensor, "defer", defer)

@@ -22,17 +22,9 @@ from airflow_smart_ext.calendars import (
     calendar_from_dict,
     holiday_dates,
 )
+from tests.unit.calendars.helpers import business_days
 
 D = dt.date.fromisoformat
-
-
-def business_days(calendar: BusinessCalendar, first: str, last: str) -> list[str]:
-    day, out = D(first), []
-    while day <= D(last):
-        if calendar.contains(day):
-            out.append(day.isoformat())
-        day += dt.timedelta(days=1)
-    return out
 
 
 def test_nyse_thanksgiving_and_good_friday():

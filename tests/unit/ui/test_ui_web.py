@@ -21,7 +21,7 @@ from airflow_smart_ext.ui import waits_source
 from airflow_smart_ext.ui.waits_model import InvalidQuery, LiveWait, WaitsQuery, build_report
 from airflow_smart_ext.ui.waits_page import render_waits
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT, airflow_root, calendars_query
-from tests.unit.test_ui_waits import NOW, sensor_check, sql_check, worker_first
+from tests.unit.ui.helpers import NOW, sensor_check, sql_check, worker_first
 
 needs_airflow_3 = pytest.mark.skipif(not compat.AIRFLOW_V_3_0_PLUS, reason="the FastAPI app serves Airflow 3")
 

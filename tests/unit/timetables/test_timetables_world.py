@@ -33,7 +33,7 @@ from airflow_smart_ext.timetables import (
     MonthlyBusinessDayTimetable,
     RollingWindowTimetable,
 )
-from tests.unit.test_calendars import business_days as days
+from tests.unit.calendars.helpers import business_days as days
 
 D = dt.date.fromisoformat
 NY = "America/New_York"
@@ -515,7 +515,7 @@ def test_preview_outside_the_holiday_data_is_a_plain_error(tmp_path, capsys):
 
 
 def test_preview_runs_as_a_module_on_an_example_dag():
-    example = Path(__file__).parents[2] / "example_dags" / "timetable_business_days.py"
+    example = Path(__file__).parents[3] / "example_dags" / "timetable_business_days.py"
     out = subprocess.run(
         [
             sys.executable,
