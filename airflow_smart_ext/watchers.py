@@ -20,10 +20,10 @@ from typing import Any
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions.runtime import callable_path, json_problem
 from airflow_smart_ext.conditions.sql import CRITERIA, build_spec, import_callable
-from airflow_smart_ext.sensors.shipping import class_shipping_problem
+from airflow_smart_ext.sensors.to_triggerer import class_shipping_problem
 from airflow_smart_ext.triggers.watcher import ConditionWatcher
-from airflow_smart_ext.triggers.watching import WatcherArgumentError
 from airflow_smart_ext.wait import parameters as wait_parameters
+from airflow_smart_ext.wait.parameters import WatcherArgumentError
 
 __all__ = ["ConditionWatcher", "WatcherArgumentError", "sensor_condition", "sql_condition"]
 

@@ -1,7 +1,7 @@
 """Question 6 — sharing: N = 1,000 waits on K = 10 distinct SQL conditions; how many queries hit the database?
 
 Each mode (see ``MODES``) runs in a fresh child process holding N live ``BackoffTrigger``s
-with ``"sql"`` checks (Contract C) against a real database — a SQLite file, and PostgreSQL when
+with ``"sql"`` checks (``conditions/spec.py``) against a real database — a SQLite file, and PostgreSQL when
 ``SMART_EXT_TEST_PG_DSN`` is set. Trigger ``i`` waits on condition ``i % K``; no condition ever becomes true,
 so every trigger keeps checking. The triggers are driven by Airflow's own ``TriggerRunner.run_trigger`` (see
 ``bench_triggerer``); the connection comes from an ``AIRFLOW_CONN_*`` environment variable.

@@ -5,7 +5,7 @@ A schedule is an iterator of check times in seconds after the sensor started. Th
 * fixed interval — what a plain ``BaseSensorOperator(poke_interval=60)`` does;
 * Airflow's own ``exponential_backoff=True`` — computed by calling Airflow's real
   ``BaseSensorOperator._get_next_poke_interval`` on a real sensor object (never re-implemented here);
-* ours — ``airflow_smart_ext.backoff.BackoffPolicy.next_check`` (Contract A), one strategy per jitter.
+* ours — ``airflow_smart_ext.backoff.BackoffPolicy.next_check``, one strategy per jitter.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ the same pure :class:`~airflow_smart_ext.backoff.BackoffPolicy` "when is the nex
 times are identical in every mode and survive reschedules (and triggerer restarts).
 
 This class is the one public face; the parts live in modules named after them: ``parameters`` (defaults,
-accepted values, the checks shared with ``.partial()``), ``poking`` (poke mode and what every mode shares),
-``reschedule``, ``deferral`` (defer and resume), ``shipping`` (what travels to the triggerer) and
+accepted values, the checks shared with ``.partial()``), ``poke_mode`` (poke mode and what every mode shares),
+``reschedule``, ``deferral`` (defer and resume), ``to_triggerer`` (what travels to the triggerer) and
 ``start_plan`` (the zero-worker start).
 """
 
@@ -20,7 +20,7 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.errors import resolve_error_types
-from airflow_smart_ext.sensors import deferral, poking, reschedule, shipping, start_plan
+from airflow_smart_ext.sensors import deferral, poke_mode, reschedule, start_plan, to_triggerer
 from airflow_smart_ext.sensors.parameters import (
     DEFAULT_BACKOFF_FACTOR,
     DEFAULT_JITTER,
@@ -171,7 +171,7 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             start_plan.plan_start(self)
             return
         if self.deferrable_fallback != "reschedule":
-            raise ValueError(shipping.unshippable_message(self.task_id, problem))
+            raise ValueError(to_triggerer.unshippable_message(self.task_id, problem))
         self.deferrable = False
         self.mode = "reschedule"
         self.deferrable_fallback_reason = problem
@@ -230,10 +230,10 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         if self.deferrable:
             start_plan.log_worker_first(self, context)
             return deferral.execute_deferrable(self, context)
-        seed = poking.task_schedule_seed(context)
+        seed = poke_mode.task_schedule_seed(context)
         if self.reschedule:
             return reschedule.execute_reschedule(self, context, seed)
-        return poking.execute_poke(self, context, seed)
+        return poke_mode.execute_poke(self, context, seed)
 
     def execute_complete(
         self,
@@ -252,8 +252,8 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         if compat.is_trigger_timeout(next_method, next_kwargs):
             # Airflow's backstop fired: end as poke mode does at the deadline it backs up, on every version
             # (the execution deadline: retryable; else a sensor timeout that only soft_fail skips).
-            if poking.ends_at_execution_deadline(self):
-                poking.execution_timed_out(self)
+            if poke_mode.ends_at_execution_deadline(self):
+                poke_mode.execution_timed_out(self)
             deferral.deferral_timed_out(self)
         if next_method == "execute_complete":
             # Our own resume: execute_complete already maps every outcome exactly as poke mode does.
@@ -265,13 +265,13 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
     # ------------------------------------------------------------------ shipping to the triggerer
     def shippability_problem(self) -> str | None:
         """Why this sensor cannot run in the triggerer (checked at DAG parse), or None when it can."""
-        return shipping.shippability_problem(self)
+        return to_triggerer.shippability_problem(self)
 
     @classmethod
     def _shipping_problem(cls, own_kwargs: Mapping[str, Any]) -> str | None:
         """Why ``cls(**own_kwargs)`` cannot be re-created in the triggerer (mapped and unmapped alike)."""
-        return shipping.class_shipping_problem(cls, own_kwargs)
+        return to_triggerer.class_shipping_problem(cls, own_kwargs)
 
     def deferrable_check(self, context: Mapping[str, Any]) -> dict[str, Any]:
-        """The Contract C ``"sensor"`` check spec: re-create this sensor in the triggerer and poke it."""
-        return shipping.sensor_check_spec(self, context)
+        """The ``"sensor"`` check spec (``conditions/spec.py``): re-create this sensor in the triggerer and poke it."""
+        return to_triggerer.sensor_check_spec(self, context)

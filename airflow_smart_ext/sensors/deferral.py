@@ -13,7 +13,7 @@ from airflow_smart_ext.conditions import Ending, sharing_key, task_ending
 from airflow_smart_ext.conditions.outcomes import rebuild_error
 from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import error_type_paths
-from airflow_smart_ext.sensors import poking
+from airflow_smart_ext.sensors import poke_mode
 from airflow_smart_ext.sensors.start_plan import DEFERRAL_GRACE_SECONDS
 from airflow_smart_ext.wait import timeline
 
@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 
 def execute_deferrable(sensor: BackoffSensor, context: Any) -> Any:
-    started_at = poking.wall_clock()
-    deadline = poking.deadlines(sensor, started_at).timeout
+    started_at = poke_mode.wall_clock()
+    deadline = poke_mode.deadlines(sensor, started_at).timeout
     # Identical waits get one schedule (seed of the condition, not of the task), so the triggerer's
     # shared check serves all of them on the same cycle instead of one check per task.
     seed = condition_seed(sharing_key(sensor.deferrable_check(context)))
@@ -32,9 +32,9 @@ def execute_deferrable(sensor: BackoffSensor, context: Any) -> Any:
         # check): check #0 runs there too, paced with the others, instead of on every worker at once.
         return defer(sensor, context, seed, started_at, deadline, after=-1, worker_pokes=0)
     # A cheap positive needs no deferral: check #0 runs on the worker.
-    done, xcom_value = poking.poke_once(sensor, context, 0, 1)
+    done, xcom_value = poke_mode.poke_once(sensor, context, 0, 1)
     if done:
-        return poking.succeeded(sensor, context, started_at, 1, xcom_value, "deferrable")
+        return poke_mode.succeeded(sensor, context, started_at, 1, xcom_value, "deferrable")
     return defer(sensor, context, seed, started_at, deadline, after=0, worker_pokes=1)
 
 
@@ -56,16 +56,16 @@ def defer(
     anchor = timeline.anchor(started_at, sensor.backoff_policy)
     # execution_timeout ends the wait as in poke mode: the trigger's deadline is the earlier of the two, and
     # a "timeout" at the execution deadline resumes into AirflowTaskTimeout (see resume).
-    ends_at = poking.deadlines(sensor, started_at).schedule
-    nxt = poking.next_check(sensor, seed, anchor, ends_at, after)
+    ends_at = poke_mode.deadlines(sensor, started_at).schedule
+    nxt = poke_mode.next_check(sensor, seed, anchor, ends_at, after)
     if nxt is None:
         if ends_at < deadline:
-            poking.execution_timed_out(sensor)
-        poking.timed_out(sensor, context, started_at, worker_pokes)
+            poke_mode.execution_timed_out(sensor)
+        poke_mode.timed_out(sensor, context, started_at, worker_pokes)
         return None
-    now = poking.wall_clock()
+    now = poke_mode.wall_clock()
     if worker_pokes:
-        poking.log_not_yet(sensor, worker_pokes, after, nxt, now)
+        poke_mode.log_not_yet(sensor, worker_pokes, after, nxt, now)
     # Slots of the schedule that passed before this deferral were no checks: the trigger starts after them.
     after = max(after, nxt.index - 1)
     from airflow_smart_ext.triggers import BackoffTrigger, routing  # lazy: keep DAG parsing cheap
@@ -129,7 +129,7 @@ def resume(
         pokes = int(worker_pokes) + max(0, int(event["check_index"]) - int(after))
     else:
         pokes = max(int(worker_pokes), int(event.get("pokes", 0) or 0))
-    started = float(started_at) if started_at is not None else poking.wall_clock()
+    started = float(started_at) if started_at is not None else poke_mode.wall_clock()
     message = str(event.get("message") or "")
     sensor.log.info(
         "Trigger finished: status=%s after %d check(s) in the triggerer (last check #%s): %s",
@@ -140,21 +140,23 @@ def resume(
     )
     execution_end = event.get("execution_deadline")
     if execution_end is None and started_at is not None:
-        execution_end = poking.deadlines(sensor, float(started_at)).execution
+        execution_end = poke_mode.deadlines(sensor, float(started_at)).execution
     if (
         status == "timeout"
         and event.get("deadline_reached")
         and execution_end is not None
         and (deadline is None or execution_end < deadline)
     ):
-        poking.execution_timed_out(sensor)  # the trigger ended at the execution deadline, before the timeout
+        poke_mode.execution_timed_out(
+            sensor
+        )  # the trigger ended at the execution deadline, before the timeout
     if status == "timeout":  # the deadline (or a check that said time is up): soft_fail decides
-        poking.timed_out(sensor, context, started, pokes)
+        poke_mode.timed_out(sensor, context, started, pokes)
         return None
     if status not in ("success", "skip", "failure", "error"):
         raise compat.AirflowException(f"Unexpected event from BackoffTrigger: {event!r}")
     if status == "failure":
-        poking.incr(sensor, "failures", context)
+        poke_mode.incr(sensor, "failures", context)
     ending = task_ending(
         status,
         soft_fail=sensor.soft_fail,
@@ -162,7 +164,7 @@ def resume(
         silent_fail=getattr(sensor, "silent_fail", False),
     )
     if ending is Ending.SUCCEED:
-        return poking.succeeded(sensor, context, started, pokes, event.get("xcom_value"), "deferrable")
+        return poke_mode.succeeded(sensor, context, started, pokes, event.get("xcom_value"), "deferrable")
     if ending is Ending.NOT_YET and deadline is not None and seed is not None:
         # silent_fail: a failing check is "not yet"; continue the same schedule and deadline.
         sensor.log.error("Check failed in the triggerer; silent_fail=True: continuing. %s", message)

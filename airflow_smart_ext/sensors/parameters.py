@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import DEFAULT_BACKOFF_FACTOR, DEFAULT_JITTER, BackoffPolicy, default_max_wait
 from airflow_smart_ext.errors import resolve_error_types
-from airflow_smart_ext.sensors import shipping
+from airflow_smart_ext.sensors import to_triggerer
 from airflow_smart_ext.wait.parameters import (
     DEFAULT_SPLAY,
     DEFERRABLE_FALLBACKS,
@@ -110,13 +110,13 @@ def check_static_arguments(
     cls._check_own_arguments(static)
     fallback = static.get("deferrable_fallback")
     if deferrable_value(static.get("deferrable")) and fallback != "reschedule":
-        framework = shipping.framework_parameters(cls)
+        framework = to_triggerer.framework_parameters(cls)
         own = {name: value for name, value in static.items() if name not in framework}
-        problem = shipping.transient_errors_problem(
+        problem = to_triggerer.transient_errors_problem(
             resolve_error_types(static.get("transient_errors"), "transient_errors")
         ) or cls._shipping_problem(own)
         if problem is not None:
-            raise ValueError(shipping.unshippable_message(known.get("task_id"), problem))
+            raise ValueError(to_triggerer.unshippable_message(known.get("task_id"), problem))
 
 
 def rule_parameters() -> frozenset[str]:

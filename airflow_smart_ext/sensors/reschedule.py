@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import runtime
-from airflow_smart_ext.sensors import poking
+from airflow_smart_ext.sensors import poke_mode
 
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
@@ -33,8 +33,8 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     # The exact number of earlier pokes of this try and the try's anchor, from Airflow's records
     # (not re-estimated by replaying intervals as Airflow's own sensor does).
     count, first_date = compat.sensor_reschedule_state(context)
-    started_at = _epoch(first_date) if first_date is not None else poking.wall_clock()
-    deadline = poking.deadlines(sensor, started_at).timeout
+    started_at = _epoch(first_date) if first_date is not None else poke_mode.wall_clock()
+    deadline = poke_mode.deadlines(sensor, started_at).timeout
     # Earlier pokes of this try were checks 0..count-1 in order; a late reschedule skips checks whose
     # time has passed, which next_check(now=...) skips anyway, so `after=count` gives the same answer.
     # A splay of at least SPLAY_RESCHEDULE_MIN_SECONDS costs the first run a reschedule without a poke;
@@ -49,44 +49,48 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
             sensor.backoff_policy.describe(),
             sensor.timeout,
         )
-        first_at = poking.first_check_at(sensor, seed, started_at, deadline)
-        if first_at > poking.wall_clock():
+        first_at = poke_mode.first_check_at(sensor, seed, started_at, deadline)
+        if first_at > poke_mode.wall_clock():
             sensor.log.info(
-                "First poke splayed by %.3fs to %s", first_at - started_at, poking.utc(first_at).isoformat()
+                "First poke splayed by %.3fs to %s",
+                first_at - started_at,
+                poke_mode.utc(first_at).isoformat(),
             )
             if splay_wait:
-                run_at = max(first_at, poking.wall_clock() + min_gap)
-                raise compat.AirflowRescheduleException(poking.utc(run_at))
-            poking.sleep(first_at - poking.wall_clock())  # too short for a reschedule: as poke mode does
+                run_at = max(first_at, poke_mode.wall_clock() + min_gap)
+                raise compat.AirflowRescheduleException(poke_mode.utc(run_at))
+            poke_mode.sleep(
+                first_at - poke_mode.wall_clock()
+            )  # too short for a reschedule: as poke mode does
     if (
         count > 0
-        and poking.ends_at_execution_deadline(sensor)
-        and poking.wall_clock() >= poking.deadlines(sensor, started_at).schedule
+        and poke_mode.ends_at_execution_deadline(sensor)
+        and poke_mode.wall_clock() >= poke_mode.deadlines(sensor, started_at).schedule
     ):
         # Brought back at or after the execution deadline (Airflow's minimum reschedule gap, a late
         # scheduler): poke mode's process would have been stopped by then, so no check is made.
-        poking.execution_timed_out(sensor)
+        poke_mode.execution_timed_out(sensor)
     index = count - 1 if splay_wait and count > 0 else count
     pokes = index + 1
-    done, xcom_value = poking.poke_once(sensor, context, index, pokes)
+    done, xcom_value = poke_mode.poke_once(sensor, context, index, pokes)
     if done:
-        return poking.succeeded(sensor, context, started_at, pokes, xcom_value, "reschedule")
+        return poke_mode.succeeded(sensor, context, started_at, pokes, xcom_value, "reschedule")
     if count == 0:
         # Later runs anchor on the first reschedule's recorded start date: predict it now, so a slow
         # first poke does not shift the schedule (and the deadline) between this run and the next.
-        started_at = compat.first_reschedule_anchor(context, poking.wall_clock())
-        deadline = poking.deadlines(sensor, started_at).timeout
+        started_at = compat.first_reschedule_anchor(context, poke_mode.wall_clock())
+        deadline = poke_mode.deadlines(sensor, started_at).timeout
     # execution_timeout ends the try as in poke mode (one process there, one per check here): the schedule
     # stops at the earlier deadline, and reaching the execution deadline is a retryable AirflowTaskTimeout.
-    ends_at = poking.deadlines(sensor, started_at).schedule  # from the anchor later runs see
-    nxt = poking.next_check(sensor, seed, started_at, ends_at, index)
+    ends_at = poke_mode.deadlines(sensor, started_at).schedule  # from the anchor later runs see
+    nxt = poke_mode.next_check(sensor, seed, started_at, ends_at, index)
     if nxt is None:
         if ends_at < deadline:
-            poking.execution_timed_out(sensor)
-        poking.timed_out(sensor, context, started_at, pokes)
+            poke_mode.execution_timed_out(sensor)
+        poke_mode.timed_out(sensor, context, started_at, pokes)
         return None
-    now = poking.wall_clock()
-    poking.log_not_yet(sensor, pokes, index, nxt, now)
+    now = poke_mode.wall_clock()
+    poke_mode.log_not_yet(sensor, pokes, index, nxt, now)
     run_at = max(nxt.at, now + min_gap)
     if run_at > nxt.at:
         sensor.log.info(
@@ -95,4 +99,4 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
             run_at - nxt.at,
             min_gap,
         )
-    raise compat.AirflowRescheduleException(poking.utc(run_at))
+    raise compat.AirflowRescheduleException(poke_mode.utc(run_at))

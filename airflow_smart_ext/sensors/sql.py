@@ -20,7 +20,7 @@ from airflow_smart_ext.conditions.sql import (
     evaluate_first_row,
     fetch_first_row,
 )
-from airflow_smart_ext.sensors import shipping
+from airflow_smart_ext.sensors import to_triggerer
 from airflow_smart_ext.sensors.base import BackoffSensor
 from airflow_smart_ext.sensors.parameters import SQL_PARAMETERS, Parameter, check_arguments
 
@@ -114,7 +114,7 @@ class BackoffSqlSensor(BackoffSensor):
         self.log.info("Check result: %s", outcome.message)
         return bool(outcome)
 
-    # ------------------------------------------------------------------ deferrable (Contract C)
+    # ------------------------------------------------------------------ deferrable (the check spec)
     @classmethod
     def _shipping_problem(cls, own_kwargs: Mapping[str, Any]) -> str | None:
         for name in CRITERIA:
@@ -129,7 +129,7 @@ class BackoffSqlSensor(BackoffSensor):
                 )
         for name in ("parameters", "hook_params"):
             value = own_kwargs.get(name)
-            if shipping.holds_runtime_value(value):
+            if to_triggerer.holds_runtime_value(value):
                 continue
             if isinstance(value, tuple):  # bound parameters: a tuple travels as a list, same binding
                 value = list(value)
@@ -139,7 +139,7 @@ class BackoffSqlSensor(BackoffSensor):
         return None
 
     def deferrable_check(self, context: Any) -> dict[str, Any]:
-        """The Contract C ``"sql"`` check spec (rendered template fields, criteria as dotted paths)."""
+        """The ``"sql"`` check spec (``conditions/spec.py``) (rendered template fields, criteria as dotted paths)."""
 
         def path(name: str) -> str | None:
             criterion = getattr(self, name)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.errors import error_type_paths
-from airflow_smart_ext.sensors import shipping
+from airflow_smart_ext.sensors import to_triggerer
 from airflow_smart_ext.wait.parameters import has_template
 
 if TYPE_CHECKING:
@@ -41,7 +41,10 @@ def plan_start(sensor: BackoffSensor) -> None:
     sensor.worker_first_reason = reason
     if reason is not None:
         return
-    from airflow_smart_ext.triggers.start import CLASSPATH, RESUME_KWARGS  # lazy: keep DAG parsing cheap
+    from airflow_smart_ext.triggers.zero_worker import (  # lazy: keep DAG parsing cheap
+        CLASSPATH,
+        RESUME_KWARGS,
+    )
 
     backstop = sensor.timeout + DEFERRAL_GRACE_SECONDS
     if sensor.execution_timeout:  # defer_task caps the trigger timeout by execution_timeout
@@ -80,12 +83,14 @@ def start_problem(
     The check spec is built from the unrendered attributes; the triggerer renders the template fields
     (3.3+) and puts them back at their paths.
     """
-    from airflow_smart_ext.triggers.start import reserved_field_names
+    from airflow_smart_ext.triggers.zero_worker import reserved_field_names
 
     if sensor.start_from_trigger_requested is False:
         return "start_from_trigger=False: worker-first deferral as asked", {}, {}
-    for name, value in shipping.constructor_kwargs(sensor).items():
-        if shipping.holds_runtime_value(value):  # before building the spec: an XComArg is no JSON value yet
+    for name, value in to_triggerer.constructor_kwargs(sensor).items():
+        if to_triggerer.holds_runtime_value(
+            value
+        ):  # before building the spec: an XComArg is no JSON value yet
             return f"argument {name!r} comes from an upstream task's XCom (resolved on a worker)", {}, {}
     check = sensor.deferrable_check({"ti": _ParseTimeTaskInstance(sensor.task_id)})
     in_spec = check["kwargs"] if check["type"] == "sensor" else check

@@ -1,4 +1,4 @@
-"""``BackoffTrigger``: a sensor's backoff schedule, run in the triggerer (Contract C).
+"""``BackoffTrigger``: a sensor's backoff schedule, run in the triggerer.
 
 Everything the trigger needs is in its kwargs (policy, seed, absolute ``started_at`` and ``deadline``, the
 check spec), so a rebuilt trigger (triggerer restart, HA reassignment) continues the same schedule from
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow_smart_ext import compat, sealing
+from airflow_smart_ext import compat, secret_kwargs
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions import (
     make_interpreter,
@@ -27,11 +27,11 @@ from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import resolve_error_types
 from airflow_smart_ext.triggers import gc_tuning, log_lines, sharing
 from airflow_smart_ext.triggers.events import WaitEvents, before_yield, iso
-from airflow_smart_ext.triggers.ride_out import ErrorRideOut
+from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.wait_schedule import WaitSchedule
-from airflow_smart_ext.wait import parameters
+from airflow_smart_ext.wait import parameters, paths
 
-CLASSPATH = "airflow_smart_ext.triggers.backoff.BackoffTrigger"
+CLASSPATH = paths.BACKOFF_TRIGGER
 
 DEFAULT_SHARING_WINDOW_SECONDS = 5.0
 DEFAULT_SHARING_WINDOW_FRACTION = 0.1
@@ -61,7 +61,7 @@ def coalescing_window(interval: float, config: tuple[float, float] | None = None
 class BackoffTrigger(compat.BaseTrigger):
     """Wait for a condition, checking on the times of a ``BackoffPolicy``; yield exactly one event.
 
-    :param check: the check spec (``{"type": "sensor", ...}`` or ``{"type": "sql", ...}``, Contract C).
+    :param check: the check spec (``{"type": "sensor", ...}`` or ``{"type": "sql", ...}``: ``conditions/spec.py``).
     :param policy: ``BackoffPolicy.to_dict()``.
     :param seed: the task's jitter seed (``backoff.task_seed``).
     :param started_at: epoch seconds the schedule is anchored to (check #0 is relative to it).
@@ -93,15 +93,15 @@ class BackoffTrigger(compat.BaseTrigger):
     ) -> None:
         super().__init__()
         # Built in the triggerer from sealed kwargs: open them (in memory only) and ship the sealed form on.
-        self._shipped_check = check if sealing.is_sealed(check) else None
+        self._shipped_check = check if secret_kwargs.is_sealed(check) else None
         #: Why the sealed check could not be opened: reported by ``run`` as this wait's error event. Airflow
         #: fails only a TypeError from a trigger's constructor as one trigger; any other error stops the
         #: whole triggerer process (and every wait in it), again each time the row is picked up.
         self._unreadable: str | None = None
         if self._shipped_check is not None:
             try:
-                check = sealing.unseal(check)
-            except sealing.SealedValueUnreadable as err:
+                check = secret_kwargs.unseal(check)
+            except secret_kwargs.SealedValueUnreadable as err:
                 self._unreadable = str(err)
         if self._unreadable is None:
             validate_check_spec(check)
@@ -136,7 +136,9 @@ class BackoffTrigger(compat.BaseTrigger):
         # Rendered secrets never reach the trigger row in plaintext (Airflow 3 stores it unencrypted).
         if self._shipped_check is None:
             self._shipped_check = {
-                key: value if key == "type" else sealing.seal(value, f"{self.check['type']} check {key!r}")
+                key: value
+                if key == "type"
+                else secret_kwargs.seal(value, f"{self.check['type']} check {key!r}")
                 for key, value in self.check.items()
             }
         return (

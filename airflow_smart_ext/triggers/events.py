@@ -1,4 +1,4 @@
-"""The event that ends a ``BackoffTrigger``'s wait (Contract C): which check outcome ends it, its payload, and
+"""The event that ends a ``BackoffTrigger``'s wait: which check outcome ends it, its payload, and
 when it may be yielded.
 
 Every payload value comes from the schedule or the observation, never the current clock, so a check gives the

@@ -2,7 +2,7 @@
 
 It polls a condition on a backoff schedule (the sensors' checks, sharing, rate limits, time limits and outage
 ride-out: ``conditions/``, ``sharing``, ``ride_out``) and emits one asset event per *new* value, the value in
-the event's payload (the asset event's ``extra["payload"]``). The decisions are pure (``watching``); this
+the event's payload (the asset event's ``extra["payload"]``). The decisions are pure (``watermark``, and ``wait/``); this
 module is the Airflow glue: the poll, the asset state store and the shared stream.
 
 Two halves, so that 3.3's shared streams can run the first once per group of identical watchers:
@@ -34,21 +34,23 @@ from airflow_smart_ext.conditions import (
 from airflow_smart_ext.errors import error_type_paths, resolve_error_types
 from airflow_smart_ext.triggers import log_lines, sharing
 from airflow_smart_ext.triggers.backoff import coalescing_window, sharing_window_config
-from airflow_smart_ext.triggers.ride_out import ErrorRideOut
-from airflow_smart_ext.triggers.watching import (
+from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
+from airflow_smart_ext.triggers.watermark import (
     STATE_KEY_PREFIX,
     EdgeTracker,
-    PollSchedule,
     Report,
     ValueNotReportable,
-    WatcherArgumentError,
     Watermark,
     default_state_key,
     latest_watermark,
     reportable_value,
+)
+from airflow_smart_ext.wait.parameters import (
+    WatcherArgumentError,
+    transient_errors_problem,
     watcher_arguments,
 )
-from airflow_smart_ext.wait.parameters import transient_errors_problem
+from airflow_smart_ext.wait.timeline import PollSchedule
 
 CLASSPATH = "airflow_smart_ext.triggers.watcher.ConditionWatcher"
 

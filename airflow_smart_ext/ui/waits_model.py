@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_smart_ext.ui.waits_schedule import (
+from airflow_smart_ext.ui.trigger_rows import (
     Conditions,
     LiveWait,
     Schedules,

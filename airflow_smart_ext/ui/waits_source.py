@@ -15,7 +15,7 @@ import json
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from airflow_smart_ext import compat, sealing
+from airflow_smart_ext import compat, secret_kwargs
 from airflow_smart_ext.conditions import sensor as sensor_check
 from airflow_smart_ext.ui.waits_model import LiveWait, redact_sealed, trigger_paths
 
@@ -58,9 +58,11 @@ def _open_value(name: str, value: Any) -> Opened:
     if cached is None:
         opened = value
         # Unreadable (another [core] fernet_key): the envelopes stay, so such waits stay apart and hidden.
-        with contextlib.suppress(sealing.SealedValueUnreadable):
-            if sealing.is_sealed(value):
-                opened = sealing.unseal(value)  # also registers each opened value with the secrets masker
+        with contextlib.suppress(secret_kwargs.SealedValueUnreadable):
+            if secret_kwargs.is_sealed(value):
+                opened = secret_kwargs.unseal(
+                    value
+                )  # also registers each opened value with the secrets masker
         # Sealed values as "***", then whatever Airflow's secrets masker hides (under this kwarg's name).
         cached = _remember(_BY_VALUE, key, (opened, compat.redact_secrets(redact_sealed(value), name)))
     return cached  # type: ignore[no-any-return]

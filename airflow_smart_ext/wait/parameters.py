@@ -5,7 +5,7 @@ cross-parameter rules are rows too. Every entry point asks this table, so each r
 parse with the same message: ``BackoffSensor`` / ``BackoffSqlSensor`` (plain, and a mapped sensor's
 ``.partial()`` / ``.expand()`` / ``.expand_kwargs()`` literals: ``sensors/parameters.py``), both triggers
 (``triggers/backoff.py``, built by hand or from a row) and ``ConditionWatcher`` / ``sql_condition``
-(``triggers/watching.py``, ``watchers.py``). A mapped sensor's constructor runs only when the task runs; values
+(:func:`watcher_arguments`, ``watchers.py``). A mapped sensor's constructor runs only when the task runs; values
 from an upstream task's XCom are checked then.
 
 Pure but for three Airflow facts read through ``compat`` (the sensor modes, whether ``timeout=None`` is taken,
@@ -429,3 +429,54 @@ def untemplated_problem(arguments: Mapping[str, Any]) -> str | None:
                 "DAG run); give the value itself"
             )
     return None
+
+
+class WatcherArgumentError(WaitArgumentError):
+    """A bad watcher argument (the wait model's argument error, named for the watcher's users)."""
+
+
+def watcher_arguments(
+    *,
+    poke_interval: Any = DEFAULT_POKE_INTERVAL,
+    max_wait: Any = None,
+    backoff_factor: Any = DEFAULT_BACKOFF_FACTOR,
+    jitter: Any = DEFAULT_JITTER,
+    splay: Any = 0.0,
+    value_key: Any = None,
+    report_first_value: Any = True,
+    check_timeout: Any = None,
+    rate_limit: Any = None,
+    state_key: Any = None,
+    share: Any = True,
+    transient_errors: Any = None,
+) -> dict[str, Any]:
+    """The watcher's schedule and behaviour arguments as JSON kwargs; ``WatcherArgumentError`` naming the
+    first bad parameter and its accepted values (the wait model's table: the sensor's rows and messages)."""
+    given = {
+        "poke_interval": poke_interval,
+        "max_wait": max_wait,
+        "backoff_factor": backoff_factor,
+        "jitter": jitter,
+        "splay": splay,
+        "check_timeout": check_timeout,
+        "rate_limit": rate_limit,
+        "value_key": value_key,
+        "report_first_value": report_first_value,
+        "state_key": state_key,
+        "share": share,
+        "transient_errors": transient_errors,  # checked here; the trigger imports them (DAGs folder too)
+    }
+    try:
+        check_arguments(WATCHER_PARAMETERS, given, rules=WATCHER_RULES)
+        policy = backoff_policy(effective_values(given))
+    except ValueError as err:
+        raise WatcherArgumentError(str(err)) from None
+    return {
+        "policy": policy.to_dict(),
+        "value_key": value_key,
+        "report_first_value": report_first_value,
+        "check_timeout": seconds(check_timeout),
+        "rate_limit": None if rate_limit is None else float(rate_limit),
+        "state_key": state_key,
+        "share": share,
+    }

@@ -109,3 +109,38 @@ class Timeline:
         # Past the deadline: every check before it, then the final one at it.
         assert self.deadline is not None
         return None, 1 + index_at(self.deadline) - index_at(first.at) + 1
+
+
+class PollSchedule:
+    """When the next check is due: ``policy`` from an anchor, with no deadline (a watcher never ends).
+
+    The first anchor is the start moved back onto the ``poke_interval`` grid (watchers of one condition that
+    start apart check together and share); :meth:`restart` anchors a fresh schedule at the check that saw a new
+    value, so the next check is one initial interval later and the backoff grows from there again.
+    """
+
+    def __init__(self, policy: BackoffPolicy, seed: str, started_at: float) -> None:
+        self.policy = policy
+        self.seed = seed
+        self.anchor = anchor(started_at, policy)
+        self.after: int | None = None
+
+    def next_check(self, now: float) -> ScheduledCheck:
+        scheduled = self.policy.next_check(self.seed, self.anchor, now, None, after=self.after)
+        assert scheduled is not None  # no deadline: there is always a next check
+        return scheduled
+
+    def done(self, scheduled: ScheduledCheck) -> None:
+        self.after = scheduled.index
+
+    def restart(self, at: float) -> None:
+        """A new value was seen by the check at ``at`` (check #0 of a fresh schedule)."""
+        # check #0 of the fresh schedule (its splay included) is the one at ``at``
+        self.anchor = at - self.policy.offset(self.seed, 0)
+        self.after = 0
+
+    def interval_before(self, scheduled: ScheduledCheck) -> float:
+        """The gap to the previous check of this schedule (the coalescing window's base)."""
+        if scheduled.index <= 0:
+            return self.policy.initial
+        return scheduled.at - (self.anchor + self.policy.offset(self.seed, scheduled.index - 1))

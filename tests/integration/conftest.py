@@ -1,4 +1,4 @@
-"""Integration tier: one real Airflow per pytest session (Contract B), marker ``integration``.
+"""Integration tier: one real Airflow per pytest session (one Airflow per session), marker ``integration``.
 
 The ``airflow_env`` fixture starts lazily on first use and is torn down by PID at session end, also when
 tests fail. A failing test gets the tail of every component's log attached as report sections.

@@ -19,7 +19,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from airflow_smart_ext.sealing import SEALED
+from airflow_smart_ext.secret_kwargs import SEALED
 from tests.integration.harness import TERMINAL_TI_STATES, AirflowEnv
 from tests.integration.test_sensors_live import start_run
 

@@ -17,7 +17,7 @@ START = 1_700_000_000.0  # where the fake clock starts
 class FakeClock:
     """One fake clock for the package's two clock seams, which run in different processes and styles:
 
-    * the worker's (``sensors.poking.wall_clock`` / ``sleep``): a blocking sleep moves time at once;
+    * the worker's (``sensors.poke_mode.wall_clock`` / ``sleep``): a blocking sleep moves time at once;
     * the triggerer's (``triggers.sharing`` clock, awaited sleep, timers): an awaited sleep (``asleep``) only
       returns when ``drive`` moves time to it, which it does once every task and check thread waits.
 

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import runtime
-from airflow_smart_ext.sensors import poking
+from airflow_smart_ext.sensors import poke_mode
 from airflow_smart_ext.triggers import log_lines, sharing
 from tests.unit.clock import FakeClock
 from tests.unit.triggers import fault_sensors
@@ -34,8 +34,8 @@ async def clock(monkeypatch: pytest.MonkeyPatch) -> Any:
     that virtual time must not pass). Two seams because the package has two clocks in two processes; one
     fake, so a test reads a single time."""
     fake = FakeClock()
-    monkeypatch.setattr(poking, "wall_clock", fake.time)
-    monkeypatch.setattr(poking, "sleep", fake.sleep)
+    monkeypatch.setattr(poke_mode, "wall_clock", fake.time)
+    monkeypatch.setattr(poke_mode, "sleep", fake.sleep)
     monkeypatch.setattr(sharing, "_clock", fake.time)
     monkeypatch.setattr(sharing, "_sleep", fake.asleep)
     monkeypatch.setattr(sharing, "_call_later", fake.call_later, raising=False)

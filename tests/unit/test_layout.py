@@ -181,3 +181,52 @@ def test_every_compat_module_says_what_it_exports() -> None:
             problems += [f"{path}: {name} does not resolve" for name in exported if not hasattr(module, name)]
             problems += [f"compat.{name} is missing" for name in exported if not hasattr(compat, name)]
     assert problems == []
+
+
+def _from_package(node: Any) -> list[str]:
+    """Modules of the package an import statement names (``from airflow_smart_ext import sensors`` too)."""
+    import ast
+
+    names = _imported_modules(node)
+    if isinstance(node, ast.ImportFrom) and node.module == PACKAGE:
+        names = [f"{PACKAGE}.{alias.name}" for alias in node.names]
+    return [name for name in names if name == PACKAGE or name.startswith(PACKAGE + ".")]
+
+
+def test_the_wait_model_and_the_views_import_no_sensor_or_trigger_even_lazily() -> None:
+    """The wait model is what every face asks; the views show what it computes: neither reaches into the
+    sensors or the triggers (a rule of a wait restated there would be a second copy)."""
+    import ast
+
+    faces = (f"{PACKAGE}.sensors", f"{PACKAGE}.triggers")
+    offenders = [
+        f"{path}:{node.lineno} {name}"
+        for folder in ("wait", "ui")
+        for path, tree in _sources(folder)
+        for node in ast.walk(tree)
+        for name in _from_package(node)
+        if name.startswith(faces)
+    ]
+    offenders += [
+        f"waits.py:{node.lineno} {name}"
+        for path, tree in _sources()
+        if path.name == "waits.py" and path.parent.name == PACKAGE
+        for node in ast.walk(tree)
+        for name in _from_package(node)
+        if name.startswith(faces)
+    ]
+    assert offenders == []
+
+
+def test_a_previous_releases_trigger_path_is_only_an_alias() -> None:
+    """``triggers/start.py`` exists for rows of release 0.1.0: it re-exports, it defines nothing."""
+    import ast
+
+    [(path, tree)] = [(path, tree) for path, tree in _sources("triggers") if path.name == "start.py"]
+    assert not [
+        node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+    ]
+    from airflow_smart_ext.triggers.start import BackoffStartTrigger
+    from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger as Moved
+
+    assert BackoffStartTrigger is Moved

@@ -18,7 +18,8 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.triggers import sharing
-from airflow_smart_ext.triggers.watching import STATE_KEY_PREFIX, WatcherArgumentError
+from airflow_smart_ext.triggers.watermark import STATE_KEY_PREFIX
+from airflow_smart_ext.wait.parameters import WatcherArgumentError
 from airflow_smart_ext.watchers import ConditionWatcher, sensor_condition, sql_condition
 from tests.unit.clock import START, FakeClock
 

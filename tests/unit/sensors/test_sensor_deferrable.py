@@ -1,4 +1,4 @@
-"""BackoffSensor's side of deferral (Contract C): defer, resume, counts, the execution deadline."""
+"""BackoffSensor's side of deferral (the check spec it ships): defer, resume, counts, the execution deadline."""
 
 from __future__ import annotations
 

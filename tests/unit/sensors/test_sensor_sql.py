@@ -88,7 +88,7 @@ def test_bad_criteria_fail_at_construction(kwargs: dict, message: str) -> None:
     assert message in str(err.value)
 
 
-# ------------------------------------------------------------------ deferrable spec (Contract C "sql")
+# ------------------------------------------------------------------ deferrable spec (the "sql" check spec)
 def test_sql_check_spec_has_rendered_fields_and_dotted_criteria() -> None:
     from tests.unit.sensors.helpers import is_negative, second_cell
 

@@ -14,7 +14,7 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.sensors import BackoffSensor
 from airflow_smart_ext.triggers import BackoffTrigger, sharing
-from airflow_smart_ext.triggers.start import BackoffStartTrigger
+from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger
 from tests.unit.clock import START, FakeClock
 
 # --- test sensors (importable by classpath: the trigger re-creates them) ------------------------------

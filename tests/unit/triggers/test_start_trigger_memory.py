@@ -19,7 +19,7 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.triggers import sharing
-from airflow_smart_ext.triggers.start import BackoffStartTrigger
+from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger
 from tests.unit.clock import START
 from tests.unit.triggers.helpers import POKES, ArgSensor, _first_event, _trigger
 

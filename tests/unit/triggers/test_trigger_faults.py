@@ -13,7 +13,7 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
-from airflow_smart_ext.triggers import log_lines, ride_out, sharing
+from airflow_smart_ext.triggers import log_lines, sharing, transient_errors
 from tests.unit.clock import START, FakeClock
 from tests.unit.triggers.fault_sensors import OUTAGE_UNTIL, POKES, READY_AT, check
 from tests.unit.triggers.helpers import first_event
@@ -149,7 +149,7 @@ async def test_a_shared_outage_is_ridden_out_by_every_subscriber(
     # 0 failed: every subscriber succeeds after the recovery, none saw the errors as an event.
     assert [p["status"] for p in payloads] == ["success"] * 8
     assert min(POKES["c"]) < START + 60 <= max(POKES["c"])
-    assert counted.count(ride_out.METRIC_TRANSIENT_ERRORS) >= 8 * 5  # each subscriber, each check
+    assert counted.count(transient_errors.METRIC_TRANSIENT_ERRORS) >= 8 * 5  # each subscriber, each check
 
 
 async def test_transient_errors_until_the_deadline_end_in_timeout(clock: FakeClock) -> None:

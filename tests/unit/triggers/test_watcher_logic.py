@@ -11,16 +11,15 @@ from typing import Any
 import pytest
 
 from airflow_smart_ext.backoff import BackoffPolicy
-from airflow_smart_ext.triggers.watching import (
+from airflow_smart_ext.triggers.watermark import (
     EdgeTracker,
-    PollSchedule,
     ValueNotReportable,
-    WatcherArgumentError,
     Watermark,
     latest_watermark,
     reportable_value,
-    watcher_arguments,
 )
+from airflow_smart_ext.wait.parameters import WatcherArgumentError, watcher_arguments
+from airflow_smart_ext.wait.timeline import PollSchedule
 
 # --- edges: one report per new value -------------------------------------------------------------------
 

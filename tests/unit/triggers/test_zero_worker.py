@@ -14,7 +14,7 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import aligned_start
 from airflow_smart_ext.sensors import BackoffSqlSensor
 from airflow_smart_ext.triggers import sharing
-from airflow_smart_ext.triggers.start import BackoffStartTrigger, reserved_field_names
+from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger, reserved_field_names
 from tests.unit.clock import START
 from tests.unit.triggers.helpers import POKES, READY_AT, ArgSensor, _first_event, _trigger
 
@@ -42,7 +42,7 @@ def test_untemplated_sensor_starts_in_the_triggerer_where_airflow_can() -> None:
         assert "does not start tasks in the triggerer" in str(sensor.worker_first_reason)
         return
     args = sensor.start_trigger_args
-    assert args.trigger_cls == "airflow_smart_ext.triggers.start.BackoffStartTrigger"
+    assert args.trigger_cls == "airflow_smart_ext.triggers.zero_worker.BackoffStartTrigger"
     assert args.next_method == "execute_complete"
     assert args.timeout == dt.timedelta(seconds=30 + 60)  # timeout + grace: Airflow's timeout is a backstop
     kwargs = args.trigger_kwargs

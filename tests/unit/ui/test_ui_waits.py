@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 
-from airflow_smart_ext import compat, sealing
+from airflow_smart_ext import compat, secret_kwargs
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed
 from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
-from airflow_smart_ext.triggers.start import CLASSPATH as ZERO_WORKER
+from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.ui.waits_model import InvalidQuery, LiveWait, WaitsQuery, build_report
 from tests.unit.helpers import KeyedFernet
 from tests.unit.ui.helpers import NOW, POLICY, sensor_check, sql_check, worker_first
@@ -306,7 +306,7 @@ def test_a_connection_id_is_shown_as_its_shown_copy_says() -> None:
 
 
 def test_a_value_left_sealed_is_shown_as_stars() -> None:
-    envelope = {sealing.SEALED: "gAAAA-not-openable-here"}
+    envelope = {secret_kwargs.SEALED: "gAAAA-not-openable-here"}
     result = report(worker_first(sensor_check(path="/in", token=envelope)))
     assert "gAAAA" not in json.dumps(result)
     assert "token='***'" in result["waits"][0]["condition"]
@@ -336,7 +336,10 @@ def deferred_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
 
     def sealed_check() -> dict[str, Any]:  # sealed as BackoffTrigger.serialize does: new tokens each time
         check = sensor_check(filepath="/in", token=SECRET)
-        return {key: value if key == "type" else sealing.seal(value, "check") for key, value in check.items()}
+        return {
+            key: value if key == "type" else secret_kwargs.seal(value, "check")
+            for key, value in check.items()
+        }
 
     policy = dict(POLICY)
     rows: dict[str, tuple[str, dict[str, Any]]] = {

@@ -17,10 +17,10 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.conditions.sensor import run_dates
-from airflow_smart_ext.triggers.start import CLASSPATH as ZERO_WORKER
-from airflow_smart_ext.triggers.start import BackoffStartTrigger
+from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
+from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger
+from airflow_smart_ext.ui.trigger_rows import Conditions
 from airflow_smart_ext.ui.waits_model import LiveWait, WaitsQuery, build_report
-from airflow_smart_ext.ui.waits_schedule import Conditions
 
 pytestmark = pytest.mark.skipif(
     not compat.START_FROM_TRIGGER_SUPPORTED or compat.trigger_template_env(False) is None,

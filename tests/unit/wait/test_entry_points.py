@@ -19,12 +19,13 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.sensors import BackoffSqlSensor
 from airflow_smart_ext.triggers.backoff import BackoffTrigger
-from airflow_smart_ext.triggers.watching import WatcherArgumentError, watcher_arguments
 from airflow_smart_ext.wait.parameters import (
     WATCHER_PARAMETERS,
     WATCHER_RULES,
     WaitArgumentError,
+    WatcherArgumentError,
     has_template,
+    watcher_arguments,
 )
 from airflow_smart_ext.watchers import ConditionWatcher, sql_condition
 from tests.unit.wait.examples import EXAMPLES, REQUIRED, RULE_EXAMPLES

@@ -20,8 +20,8 @@ from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.triggers import sharing
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.backoff import BackoffTrigger
-from airflow_smart_ext.triggers.start import CLASSPATH as ZERO_WORKER
-from airflow_smart_ext.triggers.start import _ScheduleFromStart
+from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
+from airflow_smart_ext.triggers.zero_worker import _ScheduleFromStart
 from airflow_smart_ext.ui.waits_model import LiveWait, WaitsQuery, build_report
 from airflow_smart_ext.wait import timeline
 

@@ -1,7 +1,7 @@
 """What one trigger row of ours says: its condition (key, words) and its schedule at a moment (pure).
 
-Both trigger paths are read into one shape (:class:`WaitFacts`); the condition is described by its check type
-(one source of truth) and the schedule is ``BackoffPolicy.next_check`` itself. Memoised per report: waits on
+Both trigger paths are read into one shape (:class:`WaitFacts`); the condition is the one the trigger checks
+(``wait.condition``), described by its check type, and the schedule is the wait's ``wait.timeline``. Memoised per report: waits on
 one condition share the check spec objects (``waits_source`` caches them per stored kwargs), the policy, the
 seed and the offsets, so the cost grows with the number of distinct conditions, not of waits.
 """
@@ -9,7 +9,6 @@ seed and the offsets, so the cost grows with the number of distinct conditions, 
 from __future__ import annotations
 
 import datetime
-import functools
 import hashlib
 import secrets
 from collections.abc import Callable, Mapping
@@ -18,7 +17,7 @@ from typing import Any
 
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, condition_seed
 from airflow_smart_ext.conditions.spec import check_type, sharing_key
-from airflow_smart_ext.wait import timeline
+from airflow_smart_ext.wait import paths, timeline
 from airflow_smart_ext.wait.condition import render_from_run, zero_worker_check
 from airflow_smart_ext.wait.parameters import has_template
 
@@ -26,20 +25,18 @@ REDACTED = "***"
 #: A decorrelated schedule is replayed from its seed (O(checks so far)); one report replays at most this many
 #: checks in all. A wait beyond the budget shows no next check and a cheap lower bound of its checks made.
 DECORRELATED_REPLAY_BUDGET = 100_000
-_SEALED = "__smart_ext_sealed__"  # sealing.SEALED (sealing imports Airflow; an envelope is plain JSON)
+_SEALED = (
+    "__smart_ext_sealed__"  # secret_kwargs.SEALED (that module imports Airflow; an envelope is plain JSON)
+)
 # Groups are named by a salted hash: the sharing key holds the opened (secret) values and must not be
 # guessable from the page. Stable within one server process.
 _GROUP_SALT = secrets.token_bytes(16)
 _RUN_DATE_KEYS = ("ds", "ts", "logical_date", "data_interval_start", "data_interval_end")
 
 
-@functools.cache
 def trigger_paths() -> dict[str, str]:
-    """Our triggers' classpaths -> the path a wait takes (imported when first used: they need Airflow)."""
-    from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
-    from airflow_smart_ext.triggers.start import CLASSPATH as ZERO_WORKER
-
-    return {WORKER_FIRST: "worker-first", ZERO_WORKER: "zero-worker"}
+    """Our triggers' classpaths (earlier releases' too) -> the path a wait takes."""
+    return paths.PATH_OF_CLASSPATH
 
 
 def redact_sealed(node: Any) -> Any:

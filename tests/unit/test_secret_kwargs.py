@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 
-from airflow_smart_ext import compat, sealing
+from airflow_smart_ext import compat, secret_kwargs
 from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.triggers import BackoffTrigger
@@ -73,7 +73,7 @@ def test_a_rendered_secret_is_sealed_in_the_kwargs_and_opened_in_the_triggerer(
     classpath, shipped = trigger(plain).serialize()
     stored = json.dumps(shipped)
     assert SECRET not in stored and TOKEN not in stored
-    assert sealing.SEALED in stored
+    assert secret_kwargs.SEALED in stored
     rebuilt = BackoffTrigger(**json.loads(stored))  # as the triggerer builds it from the row
     assert rebuilt.check == plain
     # Identical waits still share: the key is computed from the opened values (in memory, never stored).
@@ -92,7 +92,7 @@ def test_a_check_without_secrets_is_shipped_unchanged(fernet: KeyedFernet) -> No
 def test_without_a_fernet_key_a_secret_is_refused_at_defer_time(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(compat, "get_fernet", NoKey)
     compat.mask_secret(SECRET)
-    with pytest.raises(sealing.SecretNotSealable) as err:
+    with pytest.raises(secret_kwargs.SecretNotSealable) as err:
         trigger(sensor_check(name="x", path=SECRET)).serialize()
     message = str(err.value)
     assert "check 'kwargs'['path']" in message and "[core] fernet_key" in message and "conn_id" in message
@@ -134,9 +134,9 @@ def test_the_real_fernet_of_this_airflow_seals_and_opens(monkeypatch: pytest.Mon
         monkeypatch.setattr(airflow.models.crypto, "_fernet", None)
     compat.mask_secret(SECRET)
     try:
-        sealed = sealing.seal({"path": SECRET}, "check")
+        sealed = secret_kwargs.seal({"path": SECRET}, "check")
         assert SECRET not in json.dumps(sealed)
-        assert sealing.unseal(sealed) == {"path": SECRET}
+        assert secret_kwargs.unseal(sealed) == {"path": SECRET}
     finally:
         if cache_clear is not None:
             cache_clear()

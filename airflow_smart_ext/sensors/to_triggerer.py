@@ -106,7 +106,7 @@ def class_shipping_problem(cls: type, own_kwargs: Mapping[str, Any]) -> str | No
 
 
 def sensor_check_spec(sensor: BackoffSensor, context: Mapping[str, Any]) -> dict[str, Any]:
-    """The Contract C ``"sensor"`` check spec: re-create this sensor in the triggerer and poke it.
+    """The ``"sensor"`` check spec (``conditions/spec.py``): re-create this sensor in the triggerer and poke it.
 
     ``kwargs`` are the rendered constructor arguments of the subclass (template fields take their
     rendered attribute values), excluding every BaseOperator/BaseSensorOperator/backoff argument.

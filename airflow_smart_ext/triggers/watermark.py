@@ -1,13 +1,12 @@
-"""What a condition watcher decides, free of Airflow: its arguments, the value it reports, the edge between two
-observations, the watermark it keeps across restarts and when it checks next.
+"""What a condition watcher reports, free of Airflow: the value of an observation, the edge between two
+observations and the watermark it keeps across restarts.
 
-* :func:`watcher_arguments`: the watcher's arguments validated (``WatcherArgumentError`` names the parameter
-  and the accepted values) and normalised to JSON (the trigger's kwargs);
 * :func:`reportable_value`: an observation's value as JSON (a date as ISO text, a ``Decimal`` as text);
 * :class:`Watermark` / :class:`EdgeTracker`: one report per *new* value, and the two-step write (intent
-  before the event, commit after it) that a restart reads back;
-* :class:`PollSchedule`: the backoff schedule between checks, restarted at the initial interval after each
-  new value.
+  before the event, commit after it) that a restart reads back.
+
+Its arguments are the wait model's (``wait.parameters.watcher_arguments``), and so is when it checks next
+(``wait.timeline.PollSchedule``).
 """
 
 from __future__ import annotations
@@ -22,76 +21,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_smart_ext.backoff import (
-    DEFAULT_BACKOFF_FACTOR,
-    DEFAULT_JITTER,
-    DEFAULT_POKE_INTERVAL,
-    BackoffPolicy,
-    ScheduledCheck,
-)
-from airflow_smart_ext.wait import parameters, timeline
-
 #: The asset state store key prefix of a watcher's watermark (``<prefix>:<state_key>``).
 STATE_KEY_PREFIX = "airflow_smart_ext.watcher"
 WATERMARK_FORMAT = 1
 
 
-class WatcherArgumentError(parameters.WaitArgumentError):
-    """A bad watcher argument (the wait model's argument error, named for the watcher's users)."""
-
-
 class ValueNotReportable(ValueError):
     """An observed value that cannot travel in an asset event's ``extra`` (not JSON)."""
-
-
-# --- arguments -----------------------------------------------------------------------------------------
-
-
-def watcher_arguments(
-    *,
-    poke_interval: Any = DEFAULT_POKE_INTERVAL,
-    max_wait: Any = None,
-    backoff_factor: Any = DEFAULT_BACKOFF_FACTOR,
-    jitter: Any = DEFAULT_JITTER,
-    splay: Any = 0.0,
-    value_key: Any = None,
-    report_first_value: Any = True,
-    check_timeout: Any = None,
-    rate_limit: Any = None,
-    state_key: Any = None,
-    share: Any = True,
-    transient_errors: Any = None,
-) -> dict[str, Any]:
-    """The watcher's schedule and behaviour arguments as JSON kwargs; ``WatcherArgumentError`` naming the
-    first bad parameter and its accepted values (the wait model's table: the sensor's rows and messages)."""
-    given = {
-        "poke_interval": poke_interval,
-        "max_wait": max_wait,
-        "backoff_factor": backoff_factor,
-        "jitter": jitter,
-        "splay": splay,
-        "check_timeout": check_timeout,
-        "rate_limit": rate_limit,
-        "value_key": value_key,
-        "report_first_value": report_first_value,
-        "state_key": state_key,
-        "share": share,
-        "transient_errors": transient_errors,  # checked here; the trigger imports them (DAGs folder too)
-    }
-    try:
-        parameters.check_arguments(parameters.WATCHER_PARAMETERS, given, rules=parameters.WATCHER_RULES)
-        policy = parameters.backoff_policy(parameters.effective_values(given))
-    except ValueError as err:
-        raise WatcherArgumentError(str(err)) from None
-    return {
-        "policy": policy.to_dict(),
-        "value_key": value_key,
-        "report_first_value": report_first_value,
-        "check_timeout": parameters.seconds(check_timeout),
-        "rate_limit": None if rate_limit is None else float(rate_limit),
-        "state_key": state_key,
-        "share": share,
-    }
 
 
 def default_state_key(check: Mapping[str, Any], value_key: str | None) -> str:
@@ -249,41 +185,3 @@ class EdgeTracker:
 
     def saved(self) -> None:
         self.unsaved = False
-
-
-# --- the schedule between checks ----------------------------------------------------------------------
-
-
-class PollSchedule:
-    """When the next check is due: ``policy`` from an anchor, with no deadline (a watcher never ends).
-
-    The first anchor is the start moved back onto the ``poke_interval`` grid (watchers of one condition that
-    start apart check together and share); :meth:`restart` anchors a fresh schedule at the check that saw a new
-    value, so the next check is one initial interval later and the backoff grows from there again.
-    """
-
-    def __init__(self, policy: BackoffPolicy, seed: str, started_at: float) -> None:
-        self.policy = policy
-        self.seed = seed
-        self.anchor = timeline.anchor(started_at, policy)
-        self.after: int | None = None
-
-    def next_check(self, now: float) -> ScheduledCheck:
-        scheduled = self.policy.next_check(self.seed, self.anchor, now, None, after=self.after)
-        assert scheduled is not None  # no deadline: there is always a next check
-        return scheduled
-
-    def done(self, scheduled: ScheduledCheck) -> None:
-        self.after = scheduled.index
-
-    def restart(self, at: float) -> None:
-        """A new value was seen by the check at ``at`` (check #0 of a fresh schedule)."""
-        # check #0 of the fresh schedule (its splay included) is the one at ``at``
-        self.anchor = at - self.policy.offset(self.seed, 0)
-        self.after = 0
-
-    def interval_before(self, scheduled: ScheduledCheck) -> float:
-        """The gap to the previous check of this schedule (the coalescing window's base)."""
-        if scheduled.index <= 0:
-            return self.policy.initial
-        return scheduled.at - (self.anchor + self.policy.offset(self.seed, scheduled.index - 1))
