@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from cryptography.fernet import Fernet
 
 
@@ -18,3 +20,18 @@ class KeyedFernet:
 
     def decrypt(self, msg: bytes | str, ttl: int | None = None) -> bytes:
         return self._fernet.decrypt(msg, ttl)
+
+
+def sql_check(sql: str = "SELECT ok FROM t", conn_id: str = "warehouse") -> dict[str, Any]:
+    """A ``"sql"`` check spec as a sensor ships it (no parameters, no criteria)."""
+    return {
+        "type": "sql",
+        "conn_id": conn_id,
+        "sql": sql,
+        "parameters": None,
+        "hook_params": None,
+        "selector": None,
+        "success": None,
+        "failure": None,
+        "fail_on_empty": False,
+    }

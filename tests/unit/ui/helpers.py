@@ -7,23 +7,12 @@ from typing import Any
 from airflow_smart_ext.backoff import aligned_start
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.ui.waits_model import LiveWait
+from tests.unit.helpers import sql_check
+
+__all__ = ["NOW", "POLICY", "sensor_check", "sql_check", "worker_first"]
 
 NOW = 1_790_000_000.0
 POLICY: dict[str, Any] = {"initial": 60.0, "factor": 2.0, "cap": 600.0, "jitter": "full", "splay": 0.0}
-
-
-def sql_check(sql: str = "SELECT ok FROM t", conn_id: str = "warehouse") -> dict[str, Any]:
-    return {
-        "type": "sql",
-        "conn_id": conn_id,
-        "sql": sql,
-        "parameters": None,
-        "hook_params": None,
-        "selector": None,
-        "success": None,
-        "failure": None,
-        "fail_on_empty": False,
-    }
 
 
 def sensor_check(**kwargs: Any) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger
 from airflow_smart_ext.ui.trigger_rows import Conditions
 from airflow_smart_ext.ui.waits_model import LiveWait, WaitsQuery, build_report
+from tests.unit.helpers import sql_check
 
 pytestmark = pytest.mark.skipif(
     not compat.START_FROM_TRIGGER_SUPPORTED or compat.trigger_template_env(False) is None,
@@ -69,17 +70,8 @@ def _context() -> dict[str, Any]:
 
 
 def _start(sql: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    check = {
-        "type": "sql",
-        "conn_id": "warehouse",
-        "sql": None,  # a template field: its value travels as the trigger's own kwarg
-        "parameters": None,
-        "hook_params": None,
-        "selector": None,
-        "success": None,
-        "failure": None,
-        "fail_on_empty": False,
-    }
+    check = sql_check()
+    check["sql"] = None  # a template field: its value travels as the trigger's own kwarg
     start = {
         "check": check,
         "fields": {"sql": ["sql"]},

@@ -28,6 +28,7 @@ from airflow_smart_ext.wait.parameters import (
     watcher_arguments,
 )
 from airflow_smart_ext.watchers import ConditionWatcher, sql_condition
+from tests.unit.helpers import sql_check
 from tests.unit.wait.examples import EXAMPLES, REQUIRED, RULE_EXAMPLES
 
 #: The watcher's own rows (the others are the sensor's rows, with the sensor's examples).
@@ -39,17 +40,7 @@ WATCHER_EXAMPLES: dict[str, tuple[list[Any], list[Any]]] = {
 }
 SQL_CONDITION_ROWS = ("conn_id", "sql", "parameters", "hook_params", "selector", "success")
 TRIGGER_ROWS = ("check_timeout", "rate_limit")
-SQL_CHECK = {
-    "type": "sql",
-    "conn_id": "warehouse",
-    "sql": "SELECT 1",
-    "parameters": None,
-    "hook_params": None,
-    "selector": None,
-    "success": None,
-    "failure": None,
-    "fail_on_empty": False,
-}
+SQL_CHECK = sql_check()
 
 
 def _sensor(arguments: dict[str, Any]) -> None:

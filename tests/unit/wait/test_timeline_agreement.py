@@ -24,19 +24,10 @@ from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.triggers.zero_worker import _ScheduleFromStart
 from airflow_smart_ext.ui.waits_model import LiveWait, WaitsQuery, build_report
 from airflow_smart_ext.wait import timeline
+from tests.unit.helpers import sql_check
 
 TRY_START = 1_790_000_017.25  # off the grid: the anchor moves back onto it
-CHECK = {
-    "type": "sql",
-    "conn_id": "warehouse",
-    "sql": "SELECT ok FROM t",
-    "parameters": None,
-    "hook_params": None,
-    "selector": None,
-    "success": None,
-    "failure": None,
-    "fail_on_empty": False,
-}
+CHECK = sql_check()
 POLICIES: dict[str, dict[str, Any]] = {
     "full": {"initial": 60.0, "factor": 2.0, "cap": 600.0, "jitter": "full", "splay": 0.0},
     "full+splay": {"initial": 60.0, "factor": 2.0, "cap": 600.0, "jitter": "full", "splay": 60.0},
