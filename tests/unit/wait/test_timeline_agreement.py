@@ -10,23 +10,29 @@ trigger row at ``now`` must show the same next check, the same count and the sam
 
 from __future__ import annotations
 
+import datetime
 import itertools
 from typing import Any
 
+import pendulum
 import pytest
 
+from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, condition_seed
 from airflow_smart_ext.conditions import sharing_key
+from airflow_smart_ext.conditions.sensor import run_dates
 from airflow_smart_ext.triggers import sharing
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.backoff import BackoffTrigger
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
-from airflow_smart_ext.triggers.zero_worker import _ScheduleFromStart
+from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger, _ScheduleFromStart
+from airflow_smart_ext.ui.trigger_rows import Conditions
 from airflow_smart_ext.ui.waits_model import LiveWait, WaitsQuery, build_report
 from airflow_smart_ext.wait import timeline
 from tests.unit.helpers import sql_check
 
 TRY_START = 1_790_000_017.25  # off the grid: the anchor moves back onto it
+LOGICAL = pendulum.datetime(2026, 9, 20, tz="UTC")
 CHECK = sql_check()
 POLICIES: dict[str, dict[str, Any]] = {
     "full": {"initial": 60.0, "factor": 2.0, "cap": 600.0, "jitter": "full", "splay": 0.0},
@@ -52,13 +58,25 @@ class Clock:
         return self.at
 
 
-def _zero_worker_trigger(policy: dict[str, Any], execution_timeout: float | None) -> BackoffTrigger:
+def _rendered_by_the_trigger(start: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """The check a ``BackoffStartTrigger`` runs once Airflow rendered its fields (3.3+: the triggerer does)."""
+    trigger = BackoffStartTrigger(start, **fields)
+    trigger.template_fields = tuple(fields)
+    trigger.render_template_fields(
+        {"ds": LOGICAL.strftime("%Y-%m-%d"), "logical_date": LOGICAL, "run_id": "r"}
+    )
+    return trigger._check_spec({"dag_id": "d", "task_id": "t", "run_id": "r"})
+
+
+def _zero_worker_trigger(
+    policy: dict[str, Any], execution_timeout: float | None, check: dict[str, Any]
+) -> BackoffTrigger:
     """What ``BackoffStartTrigger.run`` builds for this try (its anchor, deadline and seed)."""
     ends = timeline.deadlines(TRY_START, TIMEOUT, execution_timeout)
     trigger = _ScheduleFromStart(
-        check=dict(CHECK),
+        check=check,
         policy=policy,
-        seed=condition_seed(sharing_key(CHECK)),
+        seed=condition_seed(sharing_key(check)),
         started_at=timeline.anchor(TRY_START, BackoffPolicy.from_dict(policy)),
         deadline=ends.schedule,
         after=-1,
@@ -96,14 +114,27 @@ async def _drive(
     return scheduled, made
 
 
-CASES = list(
-    itertools.product(("zero-worker", "worker-first"), POLICIES, MOMENTS, TRIGGER_STARTS, EXECUTION_TIMEOUTS)
-)
+#: the condition: as written, or a template field the trigger renders (zero-worker only: a worker-first wait's
+#: worker ships the rendered check)
+CONDITIONS = {"literal": None, "templated": "SELECT ok FROM t WHERE day = '{{ ds }}'"}
+CASES = [
+    case
+    for case in itertools.product(
+        ("zero-worker", "worker-first"), POLICIES, MOMENTS, TRIGGER_STARTS, EXECUTION_TIMEOUTS, CONDITIONS
+    )
+    if case[0] == "zero-worker" or case[-1] == "literal"
+]
 
 
-@pytest.mark.parametrize(("path", "policy", "moment", "began", "execution_timeout"), CASES)
+@pytest.mark.parametrize(("path", "policy", "moment", "began", "execution_timeout", "condition"), CASES)
 async def test_the_view_shows_what_the_trigger_does(
-    monkeypatch: pytest.MonkeyPatch, path: str, policy: str, moment: str, began: str, execution_timeout: str
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+    policy: str,
+    moment: str,
+    began: str,
+    execution_timeout: str,
+    condition: str,
 ) -> None:
     clock = Clock(TRY_START)
     monkeypatch.setattr(sharing, "now", clock)
@@ -112,11 +143,23 @@ async def test_the_view_shows_what_the_trigger_does(
     if now < began_at:
         began_at = now
     if path == "zero-worker":
-        trigger = _zero_worker_trigger(data, limit)
         after = -1
         start = {"check": dict(CHECK), "fields": {}, "policy": data, "timeout": TIMEOUT}
         start.update(execution_timeout=limit, backstop_seconds=TIMEOUT + 60, share=True)
-        wait = LiveWait("d", "r", "t", -1, 1, ZERO_WORKER, {"start": start}, TRY_START, began_at)
+        fields: dict[str, Any] = {}
+        check = dict(CHECK)
+        if CONDITIONS[condition] is not None:
+            if compat.trigger_template_env(False) is None:
+                pytest.skip(
+                    "Airflow 2.11 renders no template in the triggerer: such a sensor starts on a worker"
+                )
+            start["check"] = {**CHECK, "sql": None}
+            start["fields"], fields = {"sql": ["sql"]}, {"sql": CONDITIONS[condition]}
+            check = _rendered_by_the_trigger(start, fields)
+        trigger = _zero_worker_trigger(data, limit, check)
+        dates = run_dates(LOGICAL, LOGICAL, LOGICAL + datetime.timedelta(days=1))
+        kwargs = {"start": start, **fields}
+        wait = LiveWait("d", "r", "t", -1, 1, ZERO_WORKER, kwargs, TRY_START, began_at, run_dates=dates)
         worker_checks = 0
     else:
         kwargs = _worker_first_kwargs(data, limit)
@@ -127,6 +170,7 @@ async def test_the_view_shows_what_the_trigger_does(
     expected_next, made = await _drive(trigger, began_at, now, after, clock)
 
     row = build_report([wait], WaitsQuery(), now)["waits"][0]
+    assert Conditions().of(wait, path).key == sharing_key(trigger.check)  # the group the trigger joins
     assert row["condition"].startswith("SQL") or row["check_type"] == "sql"
     assert row["checks_made"] == made + worker_checks
     if expected_next is None:
@@ -134,6 +178,15 @@ async def test_the_view_shows_what_the_trigger_does(
     else:
         assert row["next_check_in"] == pytest.approx(expected_next.at - now, abs=1e-3)
     assert row["deadline_in"] == pytest.approx(trigger.deadline - now, abs=1e-3)
+
+
+def test_templated_cases_are_rendered_not_copied() -> None:
+    """The templated rows differ from the literal ones: the rendered day is in the trigger's check."""
+    start = {"check": {**CHECK, "sql": None}, "fields": {"sql": ["sql"]}, "policy": POLICIES["full"]}
+    if compat.trigger_template_env(False) is None:
+        pytest.skip("Airflow 2.11 renders no template in the triggerer")
+    rendered = _rendered_by_the_trigger(start, {"sql": CONDITIONS["templated"]})
+    assert rendered["sql"] == f"SELECT ok FROM t WHERE day = '{LOGICAL.strftime('%Y-%m-%d')}'"
 
 
 def test_a_fresh_zero_worker_wait_shows_check_0_at_its_splayed_slot_and_no_check_made() -> None:
