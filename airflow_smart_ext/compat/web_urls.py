@@ -6,9 +6,15 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS
+from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_1_PLUS
 
-__all__ = ["airflow_base_path", "dag_page_path", "task_page_url"]
+__all__ = ["PLUGIN_PAGES", "airflow_base_path", "dag_page_path", "task_page_url"]
+
+
+#: How this Airflow serves a plugin's pages: ``"in_ui"`` (3.1+: a FastAPI app on the api-server, shown inside the
+#: UI through ``external_views``), ``"api_only"`` (3.0: the app, but no plugin pages in the UI and no browser
+#: sign-in for them), ``"flask"`` (2.11: a blueprint and menu items in the FAB webserver).
+PLUGIN_PAGES = "in_ui" if AIRFLOW_V_3_1_PLUS else "api_only" if AIRFLOW_V_3_0_PLUS else "flask"
 
 
 def airflow_base_path() -> str:

@@ -53,7 +53,7 @@ def first_check_at(sensor: BackoffSensor, seed: str, started_at: float, deadline
     Not ``next_check(after=None)``: that is the first check due *from now*, i.e. check #1 once check
     #0's small (or zero) splay offset has passed, which delayed the first poke by a whole interval.
     """
-    return min(started_at + sensor.backoff_policy.offset(seed, 0), deadline)
+    return min(timeline.Timeline(sensor.backoff_policy, seed, started_at, deadline).at(0), deadline)
 
 
 def deadlines(sensor: BackoffSensor, started_at: float) -> timeline.Deadlines:
@@ -64,8 +64,7 @@ def deadlines(sensor: BackoffSensor, started_at: float) -> timeline.Deadlines:
 
 def ends_at_execution_deadline(sensor: BackoffSensor) -> bool:
     """Whether a try's wait ends at the execution deadline rather than at the sensor timeout."""
-    limit = sensor.execution_timeout
-    return limit is not None and limit.total_seconds() < sensor.timeout
+    return deadlines(sensor, 0.0).execution_first
 
 
 def execution_timed_out(sensor: BackoffSensor) -> None:

@@ -103,7 +103,7 @@ class _ScheduleFromStart(BackoffTrigger):
 class BackoffStartTrigger(compat.BaseTrigger):
     """Start a deferrable ``BackoffSensor`` in the triggerer and end it there on success.
 
-    :param start: what the sensor fixed at DAG parse (``BackoffSensor._plan_start``): the check spec
+    :param start: what the sensor fixed at DAG parse (``sensors/start_plan.plan_start``): the check spec
         with its templated values left out, where each template field goes in it (``fields``), the backoff
         policy, ``timeout``, the backstop applied by the scheduler, ``do_xcom_push`` and the sensor's name.
     :param fields: the sensor's template fields (raw; Airflow renders them on this trigger before ``run``).

@@ -57,16 +57,20 @@ def run_template_context(run_facts: Mapping[str, Any]) -> dict[str, Any]:
 
 def render_from_run(values: Mapping[str, Any], run_facts: Mapping[str, Any]) -> dict[str, Any] | None:
     """``values`` with every Jinja string rendered from the run's dates (see the module's docstring); None
-    when one needs more than they give, or nothing renders here (2.11: its triggerer renders nothing)."""
+    when one needs more than they give, when rendering as native objects (a DAG's
+    ``render_template_as_native_obj``, which the row does not record) would give another value, or when
+    nothing renders here (2.11: its triggerer renders nothing)."""
     if not any(has_template(value) for value in values.values()):
         return dict(values)
-    if _environment() is None:
+    if _environment(False) is None:
         return None
     context = run_template_context(run_facts)
     try:
-        return {name: _render(value, context) for name, value in values.items()}
+        rendered = {name: _render(value, context, False) for name, value in values.items()}
+        native = {name: _render(value, context, True) for name, value in values.items()}
     except Exception:  # UndefinedError, a filter the server lacks, a syntax error: the triggerer's to say
         return None
+    return rendered if native == rendered else None
 
 
 def _moment(value: Any) -> Any:
@@ -74,20 +78,20 @@ def _moment(value: Any) -> Any:
 
 
 @functools.cache
-def _environment() -> Any:
-    return compat.trigger_template_env(False)
+def _environment(native: bool) -> Any:
+    return compat.trigger_template_env(native)
 
 
 @functools.lru_cache(maxsize=4096)
-def _template(text: str) -> Any:
-    return _environment().from_string(text)
+def _template(text: str, native: bool) -> Any:
+    return _environment(native).from_string(text)
 
 
-def _render(value: Any, context: Mapping[str, Any]) -> Any:
+def _render(value: Any, context: Mapping[str, Any], native: bool) -> Any:
     if isinstance(value, str):
-        return _template(value).render(**context) if has_template(value) else value
+        return _template(value, native).render(**context) if has_template(value) else value
     if isinstance(value, dict):
-        return {key: _render(item, context) for key, item in value.items()}
+        return {key: _render(item, context, native) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_render(item, context) for item in value)
+        return type(value)(_render(item, context, native) for item in value)
     return value

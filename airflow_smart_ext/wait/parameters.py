@@ -401,6 +401,7 @@ WATCHER_SHARED = (
     "splay",
     "check_timeout",
     "rate_limit",
+    "transient_errors",
 )
 
 

@@ -1,6 +1,5 @@
 """The two paths a deferrable wait takes through the triggerer, named by the trigger class that serves it (a
-trigger row's classpath says which). Rows written by earlier releases keep their classpaths and resume:
-``PATH_OF_CLASSPATH`` knows those too (``triggers/start.py`` keeps the old import path working).
+trigger row's classpath says which). ``PATH_OF_CLASSPATH`` knows every classpath a row of ours may carry.
 
 * **worker-first**: a worker runs check #0 and defers to ``BackoffTrigger``;
 * **zero-worker**: the scheduler starts the sensor in the triggerer (``BackoffStartTrigger``), no worker at
@@ -13,12 +12,15 @@ WORKER_FIRST = "worker-first"
 ZERO_WORKER = "zero-worker"
 
 BACKOFF_TRIGGER = "airflow_smart_ext.triggers.backoff.BackoffTrigger"
-START_TRIGGER = "airflow_smart_ext.triggers.zero_worker.BackoffStartTrigger"
-#: where release 0.1.0 kept the zero-worker trigger (its rows and serialized DAGs name it)
-PREVIOUS_START_TRIGGER = "airflow_smart_ext.triggers.start.BackoffStartTrigger"
+#: What zero-worker rows and serialized DAGs name. The trigger lives in ``triggers/zero_worker.py``; rows keep
+#: release 0.1.0's path (``triggers/start.py`` re-exports it), so that during a rolling upgrade or a rollback a
+#: triggerer of either release runs a row a scheduler of the other wrote.
+START_TRIGGER = "airflow_smart_ext.triggers.start.BackoffStartTrigger"
+#: The trigger's own import path (a row naming it would need this release's triggerer; none is written).
+START_TRIGGER_MODULE_PATH = "airflow_smart_ext.triggers.zero_worker.BackoffStartTrigger"
 
 PATH_OF_CLASSPATH = {
     BACKOFF_TRIGGER: WORKER_FIRST,
     START_TRIGGER: ZERO_WORKER,
-    PREVIOUS_START_TRIGGER: ZERO_WORKER,
+    START_TRIGGER_MODULE_PATH: ZERO_WORKER,
 }

@@ -36,6 +36,11 @@ class Deadlines:
     execution: float | None  # the task's execution_timeout, if set
     schedule: float  # the earlier of the two: when the schedule stops
 
+    @property
+    def execution_first(self) -> bool:
+        """Whether the wait ends at the execution deadline rather than at the sensor timeout."""
+        return self.execution is not None and self.execution < self.timeout
+
 
 def deadlines(try_started_at: float, timeout: float, execution_timeout: float | None) -> Deadlines:
     """The sensor timeout's and the execution timeout's deadlines (the wait ends at the earlier)."""

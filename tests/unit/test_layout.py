@@ -219,7 +219,7 @@ def test_the_wait_model_and_the_views_import_no_sensor_or_trigger_even_lazily() 
 
 
 def test_a_previous_releases_trigger_path_is_only_an_alias() -> None:
-    """``triggers/start.py`` exists for rows of release 0.1.0: it re-exports, it defines nothing."""
+    """``triggers/start.py`` is the classpath rows name (0.1.0's too): it re-exports, it defines nothing."""
     import ast
 
     [(path, tree)] = [(path, tree) for path, tree in _sources("triggers") if path.name == "start.py"]

@@ -42,7 +42,7 @@ def test_untemplated_sensor_starts_in_the_triggerer_where_airflow_can() -> None:
         assert "does not start tasks in the triggerer" in str(sensor.worker_first_reason)
         return
     args = sensor.start_trigger_args
-    assert args.trigger_cls == "airflow_smart_ext.triggers.zero_worker.BackoffStartTrigger"
+    assert args.trigger_cls == "airflow_smart_ext.triggers.start.BackoffStartTrigger"  # 0.1.0 triggerers too
     assert args.next_method == "execute_complete"
     assert args.timeout == dt.timedelta(seconds=30 + 60)  # timeout + grace: Airflow's timeout is a backstop
     kwargs = args.trigger_kwargs

@@ -138,3 +138,13 @@ def test_the_run_date_context_matches_airflows_for_a_naive_free_date() -> None:
         assert context[name] == expected[name], name
     assert context["logical_date"] == expected["logical_date"]
     assert context["data_interval_end"] - context["data_interval_start"] == datetime.timedelta(days=1)
+
+
+def test_a_field_whose_native_rendering_differs_is_not_exact() -> None:
+    """The row does not say whether the DAG renders as native objects: ``["{{ ds_nodash }}"]`` is
+    ``["20261126"]`` one way and ``[20261126]`` the other, so the view cannot know the key."""
+    from airflow_smart_ext.wait.condition import render_from_run
+
+    facts = {"run_id": RUN_ID, **run_dates(LOGICAL, LOGICAL, LOGICAL.add(days=1))}
+    assert render_from_run({"parameters": ["{{ ds_nodash }}"]}, facts) is None
+    assert render_from_run({"sql": "SELECT {{ ds_nodash }}"}, facts) == {"sql": "SELECT 20261126"}
