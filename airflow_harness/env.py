@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow_harness.sqlite_connect import BUSY_TIMEOUT_SECONDS
 from airflow_smart_ext.compat import AIRFLOW_V_3_0_PLUS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -45,6 +46,9 @@ PG_DSN_ENV = "SMART_EXT_TEST_PG_DSN"
 
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+
+# REST calls outlast SQLite's busy timeout: on SQLite the api-server may wait that long for the lock first.
+API_TIMEOUT = BUSY_TIMEOUT_SECONDS + 30.0
 
 # How often the harness restarts a component that died on its own before it gives up on it (check_components).
 MAX_RESTARTS = 3
@@ -757,7 +761,7 @@ class AirflowEnv:
         with urllib.request.urlopen(request, timeout=30) as resp:
             return str(json.loads(resp.read())["access_token"])
 
-    def api(self, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:
+    def api(self, method: str, path: str, body: Any = None, timeout: float = API_TIMEOUT) -> Any:
         """3.x REST call on the api-server as an admin (simple_auth_manager_all_admins, or with ``ui_users``
         a token of the first admin user)."""
         if not self.is_airflow3:
