@@ -4,7 +4,7 @@ start in the triggerer (0 task-process starts), how many checks per condition pe
 database, do all succeed — and what does each 1,000 waits cost the triggerers (CPU, RSS), the scheduler and the
 metadata database?
 
-One real Airflow (``tests/integration/harness.py`` ``AirflowEnv(triggerers=2)``: scheduler, dag-processor, two
+One real Airflow (``airflow_harness/env.py`` ``AirflowEnv(triggerers=2)``: scheduler, dag-processor, two
 triggerers, api-server; LocalExecutor; PostgreSQL metadata DB; the harness's 0.1 s state sampler off: it would
 read all N task instances ten times a second). ``RUNS`` runs x ``TASKS`` tasks of one DAG; task i waits on
 condition i mod K (fixed ``POKE_INTERVAL``, no growth, no jitter). Each triggerer's capacity is 60 % of N, so
@@ -43,14 +43,24 @@ import math
 import os
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from bench_ha import Conditions, _prepare_condition_db, per_cycle
-from benchlib import REPO_ROOT, Goal, Result, Table, script_main
+from benchlib import (
+    PG_ENV,
+    REPO_ROOT,
+    Conditions,
+    Goal,
+    Result,
+    Table,
+    bench_dag_files,
+    per_cycle,
+    pg_server,
+    prepare_condition_db,
+    script_main,
+)
 
 RUNS, TASKS, K = 100, 100, 10
 POKE_INTERVAL = 30
@@ -59,56 +69,10 @@ IDLE_SECONDS = 60  # the cluster idle before the runs: the baseline of every loa
 HOLD_BUDGET = (
     1200  # seconds for every wait to be held by a triggerer at once; measured on regardless after it
 )
-PG_ENV = "SMART_EXT_BENCH_PG_DSN"
+CONDITION_DB = "ha_bench_conditions"
 DAG_ID = "bench_cluster"
 TRIGGERERS = ("triggerer", "triggerer-2")
 PG_COUNTERS = ("xact_commit", "tup_returned", "tup_fetched", "tup_inserted", "tup_updated", "tup_deleted")
-
-DAG_FILE = """
-import datetime as dt
-import json
-import os
-import time
-
-from airflow import DAG
-
-from airflow_smart_ext.sensors import BackoffSqlSensor
-
-STARTS = {starts!r}
-
-
-def count_start(context):
-    # Runs in a task process before every execution: one line per task-process start.
-    line = json.dumps({{"task_id": context["ti"].task_id, "at": time.time()}}) + "\\n"
-    fd = os.open(STARTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
-
-
-with DAG(
-    dag_id={dag_id!r},
-    schedule=None,
-    start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
-    catchup=False,
-    max_active_tasks={n},
-    max_active_runs={runs},
-):
-    for number in range({tasks}):
-        BackoffSqlSensor(
-            task_id=f"s{{number:03d}}",
-            conn_id="bench_cluster_pg",
-            sql="SELECT bench_check(%(cond)s)",  # records the check with its time, returns ok
-            parameters={{"cond": f"c{{number % {k}}}"}},
-            deferrable=True,
-            poke_interval={interval},
-            exponential_backoff=False,
-            timeout=7200,
-            retries=2,  # a retry would show as try_number 2
-            on_execute_callback=count_start,
-        )
-"""
 
 
 def usage(env: Any, name: str, part: str = "all") -> tuple[float, int]:
@@ -260,7 +224,7 @@ def _hold_all(env: Any, owners: Owners, n: int) -> tuple[dict[str, int] | None, 
         if held is not None and started(env) >= n:
             return held, time.time() - began
         print(f"[bench_cluster] {time.time() - began:.0f} s: {counts}, {started(env)} started", flush=True)
-        env._raise_if_component_died()
+        env.check_components()
         time.sleep(5)
     return held, None
 
@@ -303,23 +267,17 @@ def run_cluster(
     work: Path, server: str, cond_dsn: str, runs: int, tasks: int, interval: float, extra_env: dict[str, str]
 ) -> dict:
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.integration.harness import AirflowEnv
+    from airflow_harness.env import AirflowEnv
 
     n = runs * tasks
     starts = work / "starts.jsonl"
-    dag_file = work / f"{DAG_ID}.py"
-    dag_file.write_text(
-        textwrap.dedent(
-            DAG_FILE.format(
-                starts=str(starts), dag_id=DAG_ID, tasks=tasks, runs=runs, n=n, k=K, interval=interval
-            )
-        )
-    )
+    params = {"starts": str(starts), "dag_id": DAG_ID, "tasks": tasks, "runs": runs, "n": n, "k": K}
+    dag_files = bench_dag_files("bench_cluster", work, {**params, "interval": interval})
     cond = Conditions(cond_dsn)
     cond.set(False)
     capacity = max(n * 6 // 10, 10)
     env = AirflowEnv(
-        [dag_file],
+        dag_files,
         pg_dsn=server,
         parallelism=8,
         triggerers=2,
@@ -431,14 +389,14 @@ def _mib(value: float) -> str:
 
 
 def run(tiny: bool) -> Result:
-    server = os.environ.get(PG_ENV) or os.environ.get("SMART_EXT_TEST_PG_DSN", "")
+    server = pg_server()
     if not server:
         raise RuntimeError(f"set {PG_ENV} to a PostgreSQL server DSN (two triggerers need PostgreSQL)")
     runs = int(os.environ.get("SMART_EXT_CLUSTER_RUNS", 2 if tiny else RUNS))
     tasks, interval = (10, 10.0) if tiny else (TASKS, float(POKE_INTERVAL))
     # e.g. SMART_EXT_CLUSTER_ENV='{"AIRFLOW__TRIGGERER__RUNNER_HEALTH_CHECK_THRESHOLD": "300"}'
     extra_env = json.loads(os.environ.get("SMART_EXT_CLUSTER_ENV", "{}"))
-    cond_dsn = _prepare_condition_db(server, K)
+    cond_dsn = prepare_condition_db(server, K, CONDITION_DB)
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
         m = run_cluster(Path(tmp), server, cond_dsn, runs, tasks, interval, extra_env)
     n = m["n"]

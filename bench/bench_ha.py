@@ -3,7 +3,7 @@ triggerers on PostgreSQL; kill -9 the triggerer holding the most. And: how many 
 cycle does a cluster of T = 2 and T = 3 triggerers make without a kill (each triggerer shares only within
 its own process: up to T x K)?
 
-One real Airflow per leg (``tests/integration/harness.py`` ``AirflowEnv(triggerers=T)``: scheduler,
+One real Airflow per leg (``airflow_harness/env.py`` ``AirflowEnv(triggerers=T)``: scheduler,
 dag-processor, T triggerers, api-server; LocalExecutor; PostgreSQL metadata DB):
 
 * ``failover`` (T = 2): ``RUNS`` runs x ``TASKS`` zero-worker ``BackoffSqlSensor(deferrable=True)`` plus one
@@ -25,15 +25,25 @@ from __future__ import annotations
 
 import collections
 import math
-import os
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import REPO_ROOT, Goal, Result, Table, fresh_pg_database, script_main
+from benchlib import (
+    PG_ENV,
+    REPO_ROOT,
+    Conditions,
+    Goal,
+    Result,
+    Table,
+    bench_dag_files,
+    per_cycle,
+    pg_server,
+    prepare_condition_db,
+    script_main,
+)
 
 # N = 1,000: 960 zero-worker + 40 worker-first (a worker-first try parses its DAG file on a worker: seconds
 # of CPU each on 2 shared cores).
@@ -42,91 +52,12 @@ DUP_RUNS = 3
 ROUTED_WORKER_FIRST = 60  # worker-first only (zero-worker triggers are created without a queue)
 POKE_INTERVAL = 10
 BEFORE_CYCLES, AFTER_CYCLES = 6, 9
-PG_ENV = "SMART_EXT_BENCH_PG_DSN"  # the server for the condition database and the metadata DBs
 CONDITION_DB = "ha_bench_conditions"
 ZW, WF = "bench_ha_zero_worker", "bench_ha_worker_first"
 
-DAG_FILE = """
-import datetime as dt
 
-from airflow import DAG
-
-from airflow_smart_ext.sensors import BackoffSqlSensor
-
-for dag_id, tasks, runs, worker_first in {dags!r}:
-    with DAG(
-        dag_id=dag_id,
-        schedule=None,
-        start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
-        catchup=False,
-        max_active_tasks=tasks,
-        max_active_runs=runs,
-    ):
-        for number in range(tasks):
-            BackoffSqlSensor(
-                task_id=f"s{{number:03d}}",
-                conn_id="bench_ha_pg",
-                sql="SELECT bench_check(%(cond)s)",  # records the check with its time, returns ok
-                parameters={{"cond": f"c{{number % {k}}}"}},
-                deferrable=True,
-                start_from_trigger=False if worker_first else None,
-                poke_interval={interval},
-                exponential_backoff=False,
-                timeout=3600,
-                retries=2,  # a retry would show as try_number 2
-                retry_delay=dt.timedelta(seconds=1),
-            )
-"""
-
-
-def _prepare_condition_db(server_dsn: str, k: int) -> str:
-    import psycopg2
-
-    dsn = fresh_pg_database(server_dsn, CONDITION_DB)
-    with psycopg2.connect(dsn) as pg, pg.cursor() as cur:
-        cur.execute("CREATE TABLE conditions (cond text PRIMARY KEY, ok boolean NOT NULL)")
-        cur.executemany("INSERT INTO conditions VALUES (%s, false)", [(f"c{i}",) for i in range(k)])
-        cur.execute("CREATE TABLE checks (cond text NOT NULL, at double precision NOT NULL)")
-        cur.execute(
-            "CREATE FUNCTION bench_check(c text) RETURNS boolean LANGUAGE sql VOLATILE AS $$ "
-            "INSERT INTO checks VALUES (c, extract(epoch FROM clock_timestamp())); "
-            "SELECT ok FROM conditions WHERE cond = c; $$"
-        )
-    return dsn
-
-
-class Conditions:
-    def __init__(self, dsn: str) -> None:
-        import psycopg2
-
-        self.pg = psycopg2.connect(dsn)
-        self.pg.autocommit = True
-
-    def set(self, ok: bool) -> None:
-        with self.pg.cursor() as cur:
-            cur.execute("UPDATE conditions SET ok = %s", (ok,))
-
-    def checks(self, start: float, end: float) -> list[tuple[str, float]]:
-        with self.pg.cursor() as cur:
-            cur.execute("SELECT cond, at FROM checks WHERE at >= %s AND at < %s", (start, end))
-            return [(str(cond), float(at)) for cond, at in cur.fetchall()]
-
-
-def per_cycle(
-    checks: list[tuple[str, float]], start: float, end: float, k: int, period: float = POKE_INTERVAL
-) -> tuple[float, int]:
-    """(checks per condition per cycle over [start, end), the most checks one condition got in one full
-    ``period`` window of the epoch grid the schedules use)."""
-    if end <= start:
-        return math.nan, 0
-    mean = len(checks) / k / ((end - start) / period)
-    first = math.ceil(start / period) * period
-    per_window: collections.Counter[tuple[str, int]] = collections.Counter(
-        (cond, int((at - first) // period))
-        for cond, at in checks
-        if first <= at < first + period * ((end - first) // period)
-    )
-    return mean, max(per_window.values(), default=0)
+def _per_cycle(cond: Conditions, start: float, end: float) -> tuple[float, int]:
+    return per_cycle(cond.checks(start, end), start, end, K, POKE_INTERVAL)
 
 
 def _all_held(env: Any, n: int) -> dict[str, int] | None:
@@ -168,12 +99,12 @@ def _env(
     routed: bool = False,
 ) -> Any:
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.integration.harness import AirflowEnv
+    from airflow_harness.env import AirflowEnv
 
     files = []
-    for dag in dags:  # a file per DAG: a worker parses only its own
-        files.append(work / f"{dag[0]}.py")
-        files[-1].write_text(textwrap.dedent(DAG_FILE.format(dags=[dag], k=K, interval=POKE_INTERVAL)))
+    for dag_id, tasks, runs, worker_first in dags:  # a file per DAG: a worker parses only its own
+        params = {"dag_id": dag_id, "tasks": tasks, "runs": runs, "worker_first": worker_first}
+        files += bench_dag_files("bench_ha", work, {**params, "k": K, "interval": POKE_INTERVAL}, name=dag_id)
     n = sum(tasks * runs for _, tasks, runs, _ in dags)
     queues = [f"smart-ext-{i}" for i in range(triggerers)]
     routing = {  # docs/deferrable.md "Several triggerers (HA)": one triggerer per queue
@@ -262,14 +193,10 @@ def failover_leg(work: Path, server: str, cond_dsn: str, tiny: bool) -> dict[str
         m.update(_outcomes(env))
         first_after = reassigned_at + 3 * POKE_INTERVAL
         m["phases"] = {
-            "before": per_cycle(
-                cond.checks(all_waiting + POKE_INTERVAL, killed_at), all_waiting + POKE_INTERVAL, killed_at, K
-            ),
-            "during": per_cycle(cond.checks(killed_at, reassigned_at), killed_at, reassigned_at, K),
-            "after, first 3 cycles": per_cycle(
-                cond.checks(reassigned_at, first_after), reassigned_at, first_after, K
-            ),
-            "after, settled": per_cycle(cond.checks(first_after, true_at), first_after, true_at, K),
+            "before": _per_cycle(cond, all_waiting + POKE_INTERVAL, killed_at),
+            "during": _per_cycle(cond, killed_at, reassigned_at),
+            "after, first 3 cycles": _per_cycle(cond, reassigned_at, first_after),
+            "after, settled": _per_cycle(cond, first_after, true_at),
         }
         print(f"[bench_ha] failover: {m}", flush=True)
     return m
@@ -295,7 +222,7 @@ def duplication_leg(
         start = time.time() + POKE_INTERVAL
         time.sleep((BEFORE_CYCLES + 1) * POKE_INTERVAL)
         end = time.time()
-        mean, busiest = per_cycle(cond.checks(start, end), start, end, K)
+        mean, busiest = _per_cycle(cond, start, end)
         cond.set(True)
         env.poll(
             lambda: env.query("SELECT count(*) FROM task_instance WHERE state = 'success'")[0][0] >= n,
@@ -315,10 +242,10 @@ def duplication_leg(
 
 
 def run(tiny: bool) -> Result:
-    server = os.environ.get(PG_ENV) or os.environ.get("SMART_EXT_TEST_PG_DSN", "")
+    server = pg_server()
     if not server:
         raise RuntimeError(f"set {PG_ENV} to a PostgreSQL server DSN (HA triggerers need PostgreSQL)")
-    cond_dsn = _prepare_condition_db(server, K)
+    cond_dsn = prepare_condition_db(server, K, CONDITION_DB)
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-ha-") as tmp:
         fo = failover_leg(Path(tmp), server, cond_dsn, tiny)

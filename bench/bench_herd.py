@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from benchlib import Goal, Result, Table, fmt_num, ratio, script_main
+from benchlib import Goal, Result, Table, fmt_num, peak_in_window, ratio, script_main
 from poke_schedules import (
     CAP_SECONDS,
     POKE_INTERVAL,
@@ -31,18 +31,6 @@ EXTRA_SPLAY = 600.0
 SPLAY_MULTIPLES = (1, 3, 5, 10, 15)
 FIXED = "fixed `poke_interval=60` (Airflow default)"
 AIRFLOW = "Airflow `exponential_backoff=True, max_wait=30 min` (real `_get_next_poke_interval`)"
-
-
-def peak_in_window(times: list[float], width: float, not_before: float = 0.0) -> int:
-    """Largest number of times inside any half-open window [x, x + width) with x >= not_before."""
-    ordered = sorted(t for t in times if t >= not_before)
-    best = 0
-    low = 0
-    for high, at in enumerate(ordered):
-        while ordered[low] <= at - width:
-            low += 1
-        best = max(best, high - low + 1)
-    return best
 
 
 def _times(schedule: Iterator[float], horizon: float) -> list[float]:

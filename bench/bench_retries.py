@@ -22,8 +22,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from bench_herd import peak_in_window
-from benchlib import Goal, Result, Table, fmt_num, script_main
+from benchlib import Goal, Result, Table, fmt_num, peak_in_window, script_main
 
 EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 LOGICAL_DATE = EPOCH - dt.timedelta(days=1)

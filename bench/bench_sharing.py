@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from benchlib import Goal, Result, Table, fmt_num, fmt_ratio, median, ratio, script_main
+from benchlib import Goal, Result, Table, fake_ti, fmt_num, fmt_ratio, median, ratio, script_main
 
 BENCH_DIR = Path(__file__).resolve().parent
 TIME_SCALE = 100.0
@@ -109,8 +109,6 @@ async def _child(
 ) -> dict[str, Any]:
     import warnings
 
-    from bench_triggerer import _fake_ti
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from airflow.jobs.triggerer_job_runner import TriggerRunner
@@ -140,7 +138,7 @@ async def _child(
             after=0,
             share=share,
         )
-        trigger.task_instance = _fake_ti(index)
+        trigger.task_instance = fake_ti(index)
         runner.triggers[index] = {"task": None, "name": f"bench/{index}", "events": 0, "is_watcher": False}
         runner.triggers[index]["task"] = asyncio.create_task(runner.run_trigger(index, trigger))
         if index % 200 == 199:

@@ -30,8 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_triggerer import _fake_ti, _rss_bytes
-from benchlib import Result, render_result
+from benchlib import Result, fake_ti, render_result, rss_bytes
 
 BENCH_DIR = Path(__file__).resolve().parent
 ENDINGS = {"success": 40, "timeout": 15, "cancel": 15, "error": 10, "transient": 10, "hung": 10}
@@ -114,7 +113,7 @@ def _process_sample() -> dict[str, Any]:
     status = Path("/proc/self/status").read_text()
     threads = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("Threads:"))
     return {
-        "rss_mib": _rss_bytes() / 2**20,
+        "rss_mib": rss_bytes() / 2**20,
         "threads": threads,
         "fds": len(os.listdir("/proc/self/fd")),
         "asyncio_tasks": len(asyncio.all_tasks()),
@@ -189,7 +188,7 @@ async def _soak(minutes: float, waits: int, out_dir: Path, deadline: float) -> N
             rng = random.Random(index)
             ending = endings[rng.randrange(len(endings))]
             trigger, cancel_after = _make_wait(index, ending, time.time(), rng, deadline)
-            trigger.task_instance = _fake_ti(index)
+            trigger.task_instance = fake_ti(index)
             runner.triggers[index] = {"task": None, "name": f"soak/{index}", "events": 0, "is_watcher": False}
             task = asyncio.create_task(runner.run_trigger(index, trigger))
             runner.triggers[index]["task"] = task

@@ -29,19 +29,20 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from benchlib import (
     Goal,
     Result,
     Table,
+    fake_ti,
     fmt_num,
     fmt_ratio,
     fmt_seconds,
     median,
     percentile,
     ratio,
+    rss_bytes,
     script_main,
 )
 
@@ -62,27 +63,6 @@ FIRING = "DateTimeTrigger, 10 firing instants"
 GC_INTERVAL = 3600
 SHARED_GC = f"{SHARED}, triggerer_full_gc_interval={GC_INTERVAL}"
 KINDS = ("TimeDeltaTrigger", "BackoffTrigger", SHARED, SHARED_GC, FIRING)
-
-
-def _rss_bytes() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("VmRSS not found in /proc/self/status")
-
-
-def _fake_ti(index: int) -> SimpleNamespace:
-    # What run_trigger reads from trigger.task_instance for logging/tracing (both 2.11 and 3.x).
-    return SimpleNamespace(
-        id=f"bench-{index}",
-        dag_id="bench_triggerer",
-        task_id=f"wait_{index}",
-        run_id="bench",
-        try_number=1,
-        map_index=-1,
-        context_carrier=None,
-        trigger_timeout=None,
-    )
 
 
 def _make_trigger(kind: str, index: int, now: float, window: float = 0.0) -> Any:
@@ -166,7 +146,7 @@ async def _child(kind: str, count: int, window: float, settle: float) -> dict[st
 
     _make_trigger(kind, -1, time.time())  # import every module the triggers need before the RSS baseline
     runner = TriggerRunner()
-    rss_before = _rss_bytes()
+    rss_before = rss_bytes()
     loop = asyncio.get_running_loop()
     created = time.perf_counter()
     now = time.time()
@@ -174,7 +154,7 @@ async def _child(kind: str, count: int, window: float, settle: float) -> dict[st
     for index in range(count):
         trigger = _make_trigger(kind, index, now, window)
         triggers.append(trigger)
-        trigger.task_instance = _fake_ti(index)
+        trigger.task_instance = fake_ti(index)
         runner.triggers[index] = {"task": None, "name": f"bench/{index}", "events": 0, "is_watcher": False}
         runner.triggers[index]["task"] = asyncio.create_task(runner.run_trigger(index, trigger))
         if index % 200 == 199:
@@ -225,7 +205,7 @@ async def _child(kind: str, count: int, window: float, settle: float) -> dict[st
     wall = time.perf_counter() - wall_before
     cpu = time.process_time() - cpu_before
     checks = bench_checks.pokes_so_far() - pokes_before
-    rss_after = _rss_bytes()
+    rss_after = rss_bytes()
     gc.callbacks.remove(on_gc)
     # Cyclic garbage not yet reclaimed at the end of the window (with the opt-in GC schedule: what freezing
     # held back, its memory cost).

@@ -1,6 +1,6 @@
 """Question — is the Waits view fast at 10,000 live waits? Against Airflow's own REST list of the same waits.
 
-One real Airflow 3.x (``tests/integration/harness.py``; PostgreSQL metadata DB when
+One real Airflow 3.x (``airflow_harness/env.py``; PostgreSQL metadata DB when
 ``SMART_EXT_BENCH_PG_DSN`` / ``SMART_EXT_TEST_PG_DSN`` is set, else SQLite; LocalExecutor). One DAG of
 ``TASKS`` deferrable ``BackoffSqlSensor`` tasks on ``K`` conditions that stay false; one run makes ``TASKS``
 real zero-worker waits (the scheduler writes their trigger rows). The scheduler, dag-processor and triggerer
@@ -25,42 +25,19 @@ slower than Airflow's own REST list in the same run.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 import tempfile
-import textwrap
 import time
 import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
-from benchlib import REPO_ROOT, Goal, Result, Table, fmt_num, ratio, script_main
+from benchlib import REPO_ROOT, Goal, Result, Table, bench_dag_files, fmt_num, pg_server, ratio, script_main
 
 SIZES = {False: (100, 10_000, 7), True: (10, 40, 2)}  # tiny -> (TASKS, N, ROUNDS)
 K = 10
-PG_ENV = "SMART_EXT_BENCH_PG_DSN"
-
-DAG_FILE = """
-import datetime as dt
-
-from airflow import DAG
-
-from airflow_smart_ext.sensors import BackoffSqlSensor
-
-with DAG(dag_id="bench_ui", schedule=None, start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), catchup=False):
-    for i in range({tasks}):
-        BackoffSqlSensor(
-            task_id=f"wait_{{i}}",
-            conn_id="bench_ui_db",
-            sql=f"SELECT ok FROM cond WHERE k = 'c{{i % {k}}}'",
-            deferrable=True,
-            poke_interval=60,
-            max_wait=600,
-            timeout=86400,
-        )
-"""
 
 
 def _get(url: str) -> tuple[float, bytes]:
@@ -78,7 +55,7 @@ def _wait_deferred(env: Any, count: int, budget: float) -> None:
         )
         if int(rows[0][0]) >= count:
             return
-        env._raise_if_component_died()
+        env.check_components()
         time.sleep(1)
     raise RuntimeError(f"fewer than {count} bench_ui tasks deferred after {budget:.0f} s")
 
@@ -161,10 +138,10 @@ def clone_waits(env: Any, copies: int) -> None:
 
 def measure(tiny: bool) -> dict[str, Any]:
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.integration.harness import AirflowEnv
+    from airflow_harness.env import AirflowEnv
 
     tasks, n, rounds = SIZES[tiny]
-    server = os.environ.get(PG_ENV) or os.environ.get("SMART_EXT_TEST_PG_DSN", "")
+    server = pg_server()
     with tempfile.TemporaryDirectory(prefix="bench-ui-") as tmp:
         work = Path(tmp)
         cond_db = work / "conditions.db"
@@ -173,10 +150,8 @@ def measure(tiny: bool) -> dict[str, Any]:
         with sqlite3.connect(cond_db) as conn:
             conn.execute("CREATE TABLE cond (k TEXT PRIMARY KEY, ok INTEGER NOT NULL)")
             conn.executemany("INSERT INTO cond VALUES (?, 0)", [(f"c{i}",) for i in range(K)])
-        dag_file = work / "bench_ui_dags.py"
-        dag_file.write_text(textwrap.dedent(DAG_FILE.format(tasks=tasks, k=K)))
         env = AirflowEnv(
-            [dag_file],
+            bench_dag_files("bench_ui", work, {"tasks": tasks, "k": K}),
             pg_dsn=server,  # the harness makes (and drops) its own database on that server
             parallelism=4,
             extra_env={

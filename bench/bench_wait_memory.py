@@ -3,7 +3,7 @@
 Airflow 3.3+ hands a start-from-trigger trigger a runtime task instance built from the whole serialized DAG
 (deserialized again per trigger) and a template context (issue 25, part 1). This measures what each wait
 costs the process that runs the triggers, for three scenarios, each in a fresh real Airflow
-(``tests/integration/harness.py`` ``AirflowEnv``: LocalExecutor; the metadata DB on PostgreSQL when
+(``airflow_harness/env.py`` ``AirflowEnv``: LocalExecutor; the metadata DB on PostgreSQL when
 ``SMART_EXT_BENCH_PG_DSN`` or ``SMART_EXT_TEST_PG_DSN`` names a server, else SQLite; one Airflow at a time):
 
 * ``zero_worker_1_task``: a 1-task DAG whose deferrable sensor starts in the triggerer
@@ -25,20 +25,25 @@ supervisor) is reported too.
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import REPO_ROOT, Goal, Result, Table, fmt_num, script_main
+from benchlib import (
+    BENCH_DAGS_DIR,
+    REPO_ROOT,
+    Goal,
+    Result,
+    Table,
+    bench_dag_files,
+    fmt_num,
+    pg_server,
+    script_main,
+)
 
 WAITS, WARM_UP = 200, 20
-# A PostgreSQL server for the metadata DB when set (else SQLite, whose lock can fail the scheduler while 200
-# task processes start on a loaded machine).
-PG_ENV = "SMART_EXT_BENCH_PG_DSN"
 SENSORS, OTHER_TASKS = 10, 190
 STEADY_SAMPLES, SAMPLE_SECONDS = 4, 3.0  # RSS within STEADY_TOLERANCE over this many samples = steady
 STEADY_TOLERANCE = 0.005
@@ -50,63 +55,6 @@ SCENARIOS = (
     ("zero_worker_200_tasks", "wm_big", SENSORS),
     ("worker_first_200_tasks", "wm_big_worker_first", SENSORS),
 )
-
-SENSOR_FILE = '''
-"""The bench's sensor (a module of the DAGs folder, so the triggerer imports it by name)."""
-from pathlib import Path
-
-from airflow_smart_ext.sensors import BackoffSensor
-
-
-class NeverFileSensor(BackoffSensor):
-    template_fields = ("path",)
-
-    def __init__(self, *, path, **kwargs):
-        super().__init__(**kwargs)
-        self.path = path
-
-    def poke(self, context):
-        return Path(self.path).exists()
-'''
-
-DAG_FILE = """
-import datetime as dt
-
-from airflow import DAG
-from airflow.providers.standard.operators.empty import EmptyOperator
-from wm_sensors import NeverFileSensor
-
-WAIT = dict(
-    path="/nonexistent/bench-wait-memory/{{{{ run_id }}}}/{{{{ ti.task_id }}}}",
-    deferrable=True,
-    poke_interval=3600,
-    timeout=7200,
-)
-
-
-def _dag(dag_id):
-    return DAG(
-        dag_id=dag_id,
-        schedule=None,
-        start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
-        catchup=False,
-        max_active_runs={max_runs},
-        max_active_tasks={max_tasks},
-    )
-
-
-with _dag("wm_one"):
-    NeverFileSensor(task_id="wait", **WAIT)
-
-for dag_id, start_from_trigger in (("wm_big", None), ("wm_big_worker_first", False)):
-    with _dag(dag_id):
-        sensors = [
-            NeverFileSensor(task_id=f"wait_{{i:02d}}", start_from_trigger=start_from_trigger, **WAIT)
-            for i in range({sensors})
-        ]
-        for i in range({other}):
-            sensors[i % {sensors}] >> EmptyOperator(task_id=f"after_{{i:03d}}")
-"""
 
 
 def runner_and_triggerer_rss(env: Any) -> tuple[int, int]:
@@ -142,7 +90,7 @@ def steady_rss(env: Any, dag_id: str, expected: int, budget: float) -> tuple[int
     started = time.time()
     samples: list[tuple[int, int]] = []
     while time.time() - started < budget:
-        env._raise_if_component_died()
+        env.check_components()
         if waiting(env, dag_id) >= expected:
             samples.append(runner_and_triggerer_rss(env))
             recent = [runner for runner, _ in samples[-STEADY_SAMPLES:]]
@@ -168,13 +116,17 @@ def trigger_runs(env: Any, dag_id: str, count: int) -> None:
                 time.sleep(2.0)
 
 
-def measure(scenario: str, dag_id: str, per_run: int, waits: int, warm_up: int, work: Path) -> dict:
+def measure(
+    scenario: str, dag_id: str, per_run: int, waits: int, warm_up: int, dag_files: list[Path]
+) -> dict:
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.integration.harness import AirflowEnv
+    from airflow_harness.env import AirflowEnv
 
     env = AirflowEnv(
-        [work / "wm_sensors.py", work / "wm_dags.py"],
-        pg_dsn=os.environ.get(PG_ENV) or os.environ.get("SMART_EXT_TEST_PG_DSN", ""),
+        [BENCH_DAGS_DIR / "wm_sensors.py", *dag_files],
+        # A PostgreSQL server for the metadata DB when set (else SQLite, whose lock can fail the scheduler
+        # while 200 task processes start on a loaded machine).
+        pg_dsn=pg_server(),
         parallelism=4,
         extra_env={"AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(10 * (waits + warm_up))},
     )
@@ -221,14 +173,11 @@ def run(tiny: bool) -> Result:
     measured: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="bench-wm-") as tmp:
         work = Path(tmp)
-        (work / "wm_sensors.py").write_text(textwrap.dedent(SENSOR_FILE))
-        dag_text = DAG_FILE.format(
-            max_runs=waits + warm_up, max_tasks=10_000, sensors=SENSORS, other=OTHER_TASKS
-        )
-        (work / "wm_dags.py").write_text(textwrap.dedent(dag_text))
+        params = {"max_runs": waits + warm_up, "max_tasks": 10_000, "sensors": SENSORS, "other": OTHER_TASKS}
+        dag_files = bench_dag_files("bench_wait_memory", work, params)
         for scenario, dag_id, per_run in SCENARIOS:
             print(f"[bench_wait_memory] {scenario} ...", flush=True)
-            measured[scenario] = measure(scenario, dag_id, per_run, waits, warm_up, work)
+            measured[scenario] = measure(scenario, dag_id, per_run, waits, warm_up, dag_files)
             print(f"[bench_wait_memory] {scenario}: {measured[scenario]}", flush=True)
     first = next(iter(measured.values()))
     version, metadata = first["version"], first["metadata"]

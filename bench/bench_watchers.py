@@ -1,6 +1,6 @@
 """Question — the cost of waiting for one partition: condition watcher vs zero-worker vs worker-first sensor.
 
-One real Airflow 3.x (``tests/integration/harness.py``; PostgreSQL metadata DB, LocalExecutor) and one
+One real Airflow 3.x (``airflow_harness/env.py``; PostgreSQL metadata DB, LocalExecutor) and one
 condition database on the same PostgreSQL server. Three legs, one after another, each the same "day": a
 partition lands after ``WAIT`` seconds, polled every ``POKE_INTERVAL`` seconds (fixed interval), then one
 downstream task (an ``EmptyOperator``) runs:
@@ -24,94 +24,28 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
-from bench_zero_worker import PG_ENV, component_usage
-from benchlib import REPO_ROOT, Goal, Result, Table, fmt_num, fresh_pg_database, script_main
+from benchlib import (
+    PG_ENV,
+    REPO_ROOT,
+    Goal,
+    Result,
+    Table,
+    bench_dag_files,
+    component_usage,
+    fmt_num,
+    fresh_pg_database,
+    pg_server,
+    script_main,
+)
 
 # The watchers last: once started they keep polling, which would add to a later leg's triggerer CPU.
 LEGS = ("zero_worker", "worker_first", "watcher", "watcher_unshared")
 CONDITION_DB = "bw_bench_conditions"
 SIZES = {False: (10, 120), True: (3, 12)}  # tiny -> (POKE_INTERVAL, WAIT) seconds
-
-DAG_FILE = """
-import datetime as dt
-import json
-import os
-import time
-
-from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG, Asset, AssetWatcher
-
-from airflow_smart_ext.sensors import BackoffSqlSensor
-from airflow_smart_ext.watchers import ConditionWatcher, sql_condition
-
-STARTS = {starts!r}
-START = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
-
-
-def count_start(context):
-    line = json.dumps({{"dag_id": context["dag"].dag_id, "at": time.time()}}) + "\\n"
-    fd = os.open(STARTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
-
-
-partition = Asset(
-    "bw_partition",
-    watchers=[
-        AssetWatcher(
-            name="bw_partition_landed",
-            trigger=ConditionWatcher(
-                sql_condition("bw_pg", "SELECT bench_value('watcher')"),
-                poke_interval={interval},
-                max_wait={interval},
-                jitter="none",
-            ),
-        )
-    ],
-)
-with DAG(dag_id="bw_watcher", schedule=[partition], start_date=START, catchup=False):
-    EmptyOperator(task_id="process")  # no callback: the scheduler completes it, no task process
-
-unshared = Asset(
-    "bw_partition_unshared",
-    watchers=[
-        AssetWatcher(
-            name="bw_partition_landed_unshared",
-            trigger=ConditionWatcher(
-                sql_condition("bw_pg", "SELECT bench_value('watcher_unshared')"),
-                poke_interval={interval},
-                max_wait={interval},
-                jitter="none",
-                share=False,
-            ),
-        )
-    ],
-)
-with DAG(dag_id="bw_watcher_unshared", schedule=[unshared], start_date=START, catchup=False):
-    EmptyOperator(task_id="process")
-
-for leg in ("zero_worker", "worker_first"):
-    with DAG(dag_id=f"bw_{{leg}}", schedule=None, start_date=START, catchup=False):
-        BackoffSqlSensor(
-            task_id="wait",
-            conn_id="bw_pg",
-            sql="SELECT bench_value(%(leg)s) IS NOT NULL",
-            parameters={{"leg": leg}},
-            deferrable=True,
-            start_from_trigger=None if leg == "zero_worker" else False,
-            poke_interval={interval},
-            exponential_backoff=False,
-            timeout=3600,
-            on_execute_callback=count_start,
-        ) >> EmptyOperator(task_id="process")
-"""
 
 
 def _prepare_condition_db(server_dsn: str) -> str:
@@ -216,22 +150,22 @@ def measure_leg(
 
 
 def run(tiny: bool) -> Result:
-    import os
 
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.integration.harness import AirflowEnv
+    from airflow_harness.env import AirflowEnv
 
     interval, wait = SIZES[tiny]
-    server = os.environ.get(PG_ENV) or os.environ.get("SMART_EXT_TEST_PG_DSN", "")
+    server = pg_server()
     if not server:
         raise RuntimeError(f"set {PG_ENV} to a PostgreSQL server DSN (the condition database lives there)")
     dsn = _prepare_condition_db(server)
     measured: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="bench-bw-") as tmp:
         starts = Path(tmp) / "starts.jsonl"
-        dag_file = Path(tmp) / "bench_bw_dags.py"
-        dag_file.write_text(textwrap.dedent(DAG_FILE.format(starts=str(starts), interval=interval)))
-        env = AirflowEnv([dag_file], pg_dsn=server, parallelism=4, extra_env={"AIRFLOW_CONN_BW_PG": dsn})
+        dag_files = bench_dag_files(
+            "bench_watchers", Path(tmp), {"starts": str(starts), "interval": interval}
+        )
+        env = AirflowEnv(dag_files, pg_dsn=server, parallelism=4, extra_env={"AIRFLOW_CONN_BW_PG": dsn})
         with env:
             for leg in LEGS:
                 env.wait_for_dag(f"bw_{leg}")

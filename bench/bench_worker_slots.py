@@ -1,6 +1,6 @@
 """Question 7 — worker slots: M = 20 sensors wait ~2 min in poke, reschedule and deferrable mode.
 
-A real Airflow (``tests/integration/harness.py`` ``AirflowEnv``: scheduler, dag-processor, triggerer,
+A real Airflow (``airflow_harness/env.py`` ``AirflowEnv``: scheduler, dag-processor, triggerer,
 api-server, LocalExecutor with enough slots for all M sensors) runs one DAG per mode, each with M
 ``FileArrivedSensor(BackoffSensor)`` tasks (``tests/integration/dags/sn_sensors.py``: only the base class
 changed) waiting for one file that the benchmark creates ``WAIT_SECONDS`` after the run was triggered.
@@ -21,12 +21,11 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
-from benchlib import REPO_ROOT, Goal, Result, Table, fmt_num, fmt_ratio, ratio, script_main
+from benchlib import REPO_ROOT, Goal, Result, Table, bench_dag_files, fmt_num, fmt_ratio, ratio, script_main
 
 MODES = ("poke", "reschedule", "deferrable")
 SENSORS = 20
@@ -34,34 +33,6 @@ WAIT_SECONDS = 120.0
 SAMPLE_SECONDS = 0.1
 POKE_INTERVAL = 10
 MAX_WAIT = 30
-
-DAG_FILE = """
-import datetime as dt
-
-from airflow import DAG
-from sn_sensors import FileArrivedSensor
-
-for mode in ("poke", "reschedule", "deferrable"):
-    with DAG(
-        dag_id=f"bench_slots_{{mode}}",
-        schedule=None,
-        start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
-        catchup=False,
-        max_active_tasks={sensors},
-    ):
-        for number in range({sensors}):
-            FileArrivedSensor(
-                task_id=f"wait_{{number:02d}}",
-                path="{{{{ dag_run.conf['path'] }}}}",
-                counter_path="{{{{ dag_run.conf['counter_path'] }}}}",
-                poke_interval={poke_interval},
-                max_wait={max_wait},
-                timeout=1800,
-                mode="poke" if mode == "poke" else "reschedule",
-                deferrable=mode == "deferrable",
-                start_from_trigger=False,  # worker-first deferral; the zero-worker path: bench_zero_worker.py
-            )
-"""
 
 
 def _measure_mode(env: Any, mode: str, sensors: int, wait: float, workdir: Path) -> dict[str, Any]:
@@ -95,7 +66,7 @@ def _measure_mode(env: Any, mode: str, sensors: int, wait: float, workdir: Path)
                 break
         if now - triggered > wait + 900:
             raise RuntimeError(f"{dag_id}: run not finished 15 min after the file appeared")
-        env._raise_if_component_died()
+        env.check_components()
         time.sleep(SAMPLE_SECONDS)
     pokes = [json.loads(line) for line in counter.read_text().splitlines()] if counter.exists() else []
     tries = env.query(
@@ -120,7 +91,7 @@ def _measure_mode(env: Any, mode: str, sensors: int, wait: float, workdir: Path)
 
 def run(tiny: bool) -> Result:
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.integration.harness import TEST_DAGS_DIR, AirflowEnv
+    from airflow_harness.env import TEST_DAGS_DIR, AirflowEnv
 
     sensors = 2 if tiny else SENSORS
     wait = 5.0 if tiny else WAIT_SECONDS
@@ -128,12 +99,9 @@ def run(tiny: bool) -> Result:
     poke_interval, max_wait = (2, 4) if tiny else (POKE_INTERVAL, MAX_WAIT)
     with tempfile.TemporaryDirectory(prefix="bench-slots-") as tmp:
         workdir = Path(tmp)
-        dag_file = workdir / "bench_slots_dags.py"
-        dag_file.write_text(
-            textwrap.dedent(DAG_FILE.format(sensors=sensors, poke_interval=poke_interval, max_wait=max_wait))
-        )
+        params = {"sensors": sensors, "poke_interval": poke_interval, "max_wait": max_wait}
         env = AirflowEnv(
-            [TEST_DAGS_DIR / "sn_sensors.py", dag_file],
+            [TEST_DAGS_DIR / "sn_sensors.py", *bench_dag_files("bench_worker_slots", workdir, params)],
             parallelism=sensors + 4,
             extra_env={
                 "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1"

@@ -1,6 +1,6 @@
 """Question — zero-worker waits at scale: N = 1,000 deferrable sensors on K = 10 SQL conditions (issue 15).
 
-One real Airflow (``tests/integration/harness.py`` ``AirflowEnv``: scheduler, dag-processor, triggerer with
+One real Airflow (``airflow_harness/env.py`` ``AirflowEnv``: scheduler, dag-processor, triggerer with
 capacity >= N, api-server; LocalExecutor) runs three DAGs, one path each, one after another (they do not
 compete for the two cores):
 
@@ -35,14 +35,25 @@ from __future__ import annotations
 import statistics
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchlib import REPO_ROOT, Goal, Result, Table, fmt_num, fresh_pg_database, script_main
+from benchlib import (
+    PG_ENV,
+    REPO_ROOT,
+    Goal,
+    Result,
+    Table,
+    bench_dag_files,
+    component_usage,
+    fmt_num,
+    pg_server,
+    prepare_condition_db,
+    script_main,
+)
 
 PATHS = ("zero_worker", "worker_first", "reschedule")
 RUNS, TASKS, K = 10, 100, 10
@@ -50,56 +61,7 @@ BASELINE_TASKS = 40
 POKE_INTERVAL = 30
 WAIT_CYCLES = 6  # the first cycle after all wait is not counted (triggers may still be starting)
 SAMPLE_SECONDS = 0.5
-PG_ENV = "SMART_EXT_BENCH_PG_DSN"  # the server for the condition database (and the PostgreSQL metadata leg)
 CONDITION_DB = "zw_bench_conditions"
-
-DAG_FILE = """
-import datetime as dt
-import json
-import os
-import time
-
-from airflow import DAG
-
-from airflow_smart_ext.sensors import BackoffSqlSensor
-
-STARTS = {starts!r}
-
-
-def count_start(context):
-    # Runs in the task process before every execution (resumes included): one line per task-process start.
-    line = json.dumps({{"dag_id": context["dag"].dag_id, "at": time.time()}}) + "\\n"
-    fd = os.open(STARTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
-
-
-for path, tasks, runs in {paths!r}:
-    with DAG(
-        dag_id=f"bench_zw_{{path}}",
-        schedule=None,
-        start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
-        catchup=False,
-        max_active_tasks=tasks,
-        max_active_runs=runs,
-    ):
-        for number in range(tasks):
-            BackoffSqlSensor(
-                task_id=f"s{{number:03d}}",
-                conn_id="bench_zw_pg",
-                sql="SELECT bench_check(%(cond)s)",  # records the check with its time, returns ok
-                parameters={{"cond": f"c{{number % {k}}}"}},
-                deferrable=path != "reschedule",
-                start_from_trigger=False if path == "worker_first" else None,
-                mode="reschedule" if path == "reschedule" else "poke",
-                poke_interval={poke_interval},
-                exponential_backoff=False,
-                timeout=3600,
-                on_execute_callback=count_start,
-            )
-"""
 
 
 @dataclass
@@ -162,30 +124,6 @@ def check_times(pg: Any, start: float, end: float) -> list[tuple[str, float]]:
         return [(str(cond), float(at)) for cond, at in cur.fetchall()]
 
 
-def component_usage(env: Any, name: str) -> tuple[float, int]:
-    """(CPU seconds, RSS bytes) of a component: the triggerer's whole tree (its trigger runner is a child),
-    the scheduler's own process (its LocalExecutor workers run task code: counted as worker time)."""
-    import psutil
-
-    component = env.components.get(name)
-    if component is None or component.process.poll() is not None:
-        return 0.0, 0
-    try:
-        main = psutil.Process(component.process.pid)
-        procs = [main] + (main.children(recursive=True) if name == "triggerer" else [])
-        cpu = rss = 0
-        for proc in procs:
-            try:
-                times = proc.cpu_times()
-                cpu += times.user + times.system
-                rss += proc.memory_info().rss
-            except psutil.NoSuchProcess:
-                continue
-        return float(cpu), int(rss)
-    except psutil.NoSuchProcess:
-        return 0.0, 0
-
-
 def checks_per_cycle(checks: list[tuple[str, float]], start: float, end: float, period: float) -> list[int]:
     """Checks in each full ``period``-second window (aligned to the epoch grid the schedules use) in
     [start, end], from the checks' own timestamps."""
@@ -227,7 +165,7 @@ def measure_path(env: Any, pg: Any, path: str, runs: int, tasks: int, starts_fil
     while sampler.all_waiting_at is None:
         if time.time() - created > budget:
             break
-        env._raise_if_component_died()
+        env.check_components()
         time.sleep(1)
     all_waiting = sampler.all_waiting_at
     hold = (2 if tiny else WAIT_CYCLES) * POKE_INTERVAL_FOR[tiny]
@@ -244,7 +182,7 @@ def measure_path(env: Any, pg: Any, path: str, runs: int, tasks: int, starts_fil
         if states.get("success", 0) + states.get("failed", 0) + states.get("skipped", 0) >= n:
             done_at = time.time()
             break
-        env._raise_if_component_died()
+        env.check_components()
         time.sleep(1)
     time.sleep(2)
     sampler.stop()
@@ -278,32 +216,12 @@ def measure_path(env: Any, pg: Any, path: str, runs: int, tasks: int, starts_fil
 POKE_INTERVAL_FOR = {False: POKE_INTERVAL, True: 5}
 
 
-def _prepare_condition_db(server_dsn: str, k: int) -> str:
-    import psycopg2
-
-    dsn = fresh_pg_database(server_dsn, CONDITION_DB)
-    pg = psycopg2.connect(dsn)
-    pg.autocommit = True
-    with pg.cursor() as cur:
-        cur.execute("CREATE TABLE conditions (cond text PRIMARY KEY, ok boolean NOT NULL)")
-        cur.executemany("INSERT INTO conditions VALUES (%s, false)", [(f"c{i}",) for i in range(k)])
-        # Every check leaves its condition and time (the sensors' SQL calls this): exact checks per cycle.
-        cur.execute("CREATE TABLE checks (cond text NOT NULL, at double precision NOT NULL)")
-        cur.execute(
-            "CREATE FUNCTION bench_check(c text) RETURNS boolean LANGUAGE sql VOLATILE AS $$ "
-            "INSERT INTO checks VALUES (c, extract(epoch FROM clock_timestamp())); "
-            "SELECT ok FROM conditions WHERE cond = c; $$"
-        )
-    return dsn
-
-
 def run_leg(metadata: str, tiny: bool) -> tuple[dict[str, dict], str, str]:
-    import os
 
     sys.path.insert(0, str(REPO_ROOT))
-    from tests.integration.harness import AirflowEnv
+    from airflow_harness.env import AirflowEnv
 
-    server = os.environ.get(PG_ENV) or os.environ.get("SMART_EXT_TEST_PG_DSN", "")
+    server = pg_server()
     if not server:
         raise RuntimeError(f"set {PG_ENV} to a PostgreSQL server DSN (the condition database lives there)")
     runs, tasks, k = (2, 5, 2) if tiny else (RUNS, TASKS, K)
@@ -312,22 +230,21 @@ def run_leg(metadata: str, tiny: bool) -> tuple[dict[str, dict], str, str]:
     with tempfile.TemporaryDirectory(prefix="bench-zw-") as tmp:
         work = Path(tmp)
         starts_file = work / "starts.jsonl"
-        dag_file = work / "bench_zw_dags.py"
-        dag_file.write_text(
-            textwrap.dedent(
-                DAG_FILE.format(
-                    starts=str(starts_file), paths=paths, k=k, poke_interval=POKE_INTERVAL_FOR[tiny]
-                )
-            )
-        )
-        cond_dsn = _prepare_condition_db(server, k)
+        params = {
+            "starts": str(starts_file),
+            "paths": paths,
+            "k": k,
+            "poke_interval": POKE_INTERVAL_FOR[tiny],
+        }
+        dag_files = bench_dag_files("bench_zero_worker", work, params)
+        cond_dsn = prepare_condition_db(server, k, CONDITION_DB)
         import psycopg2
 
         pg = psycopg2.connect(cond_dsn)
         pg.autocommit = True
         capacity = str(max(1100, runs * tasks + 100))
         env = AirflowEnv(
-            [dag_file],
+            dag_files,
             pg_dsn=server if metadata == "postgresql" else "",
             parallelism=4 if tiny else 16,
             extra_env={

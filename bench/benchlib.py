@@ -9,16 +9,20 @@ JSON (``--json PATH``); ``bench/run_all.py`` runs each script in a fresh process
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -227,7 +231,87 @@ def machine_description() -> dict[str, str]:
     }
 
 
-# --- script entry point ----------------------------------------------------------------------------------
+# --- measuring processes -------------------------------------------------------------------------------
+def rss_bytes() -> int:
+    """RSS of this process, from /proc."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("VmRSS not found in /proc/self/status")
+
+
+def fake_ti(index: int) -> SimpleNamespace:
+    """What run_trigger reads from trigger.task_instance for logging/tracing (both 2.11 and 3.x)."""
+    return SimpleNamespace(
+        id=f"bench-{index}",
+        dag_id="bench_triggerer",
+        task_id=f"wait_{index}",
+        run_id="bench",
+        try_number=1,
+        map_index=-1,
+        context_carrier=None,
+        trigger_timeout=None,
+    )
+
+
+def peak_in_window(times: list[float], width: float, not_before: float = 0.0) -> int:
+    """Largest number of times inside any half-open window [x, x + width) with x >= not_before."""
+    ordered = sorted(t for t in times if t >= not_before)
+    best = 0
+    low = 0
+    for high, at in enumerate(ordered):
+        while ordered[low] <= at - width:
+            low += 1
+        best = max(best, high - low + 1)
+    return best
+
+
+def component_usage(env: Any, name: str) -> tuple[float, int]:
+    """(CPU seconds, RSS bytes) of a component: the triggerer's whole tree (its trigger runner is a child),
+    the scheduler's own process (its LocalExecutor workers run task code: counted as worker time)."""
+    import psutil
+
+    component = env.components.get(name)
+    if component is None or component.process.poll() is not None:
+        return 0.0, 0
+    try:
+        main = psutil.Process(component.process.pid)
+        procs = [main] + (main.children(recursive=True) if name == "triggerer" else [])
+        cpu = rss = 0
+        for proc in procs:
+            try:
+                times = proc.cpu_times()
+                cpu += times.user + times.system
+                rss += proc.memory_info().rss
+            except psutil.NoSuchProcess:
+                continue
+        return float(cpu), int(rss)
+    except psutil.NoSuchProcess:
+        return 0.0, 0
+
+
+# --- real Airflow: DAG files, PostgreSQL, conditions ------------------------------------------------------
+BENCH_DAGS_DIR = REPO_ROOT / "bench" / "dags"
+PG_ENV = "SMART_EXT_BENCH_PG_DSN"  # a PostgreSQL server for condition databases and metadata DBs
+
+
+def pg_server() -> str:
+    """The benches' PostgreSQL server DSN (``SMART_EXT_BENCH_PG_DSN``, else the tests' server, else "")."""
+    return os.environ.get(PG_ENV) or os.environ.get("SMART_EXT_TEST_PG_DSN", "")
+
+
+def bench_dag_files(
+    template: str, folder: Path, params: dict[str, Any], name: str | None = None
+) -> list[Path]:
+    """``bench/dags/<template>.py`` as ``<folder>/<name>.py`` with its parameters in ``<name>.json`` next to
+    it (the DAG file reads them), plus the helper module it imports: the ``dag_sources`` of an AirflowEnv."""
+    name = name or template
+    dag_file = folder / f"{name}.py"
+    shutil.copyfile(BENCH_DAGS_DIR / f"{template}.py", dag_file)
+    dag_file.with_suffix(".json").write_text(json.dumps(params))
+    return [BENCH_DAGS_DIR / "bench_dag_support.py", dag_file, dag_file.with_suffix(".json")]
+
+
 def fresh_pg_database(server_dsn: str, name: str) -> str:
     """Drop and create database ``name`` on the PostgreSQL server of ``server_dsn``; its DSN."""
     import psycopg2
@@ -241,6 +325,68 @@ def fresh_pg_database(server_dsn: str, name: str) -> str:
     finally:
         admin.close()
     return server_dsn.rsplit("/", 1)[0] + f"/{name}"
+
+
+def prepare_condition_db(server_dsn: str, k: int, name: str) -> str:
+    """A fresh condition database: K conditions ``c0..`` (all false) and ``bench_check(cond)``, the function
+    the sensors' SQL calls, which records every check with the database's clock; its DSN."""
+    import psycopg2
+
+    dsn = fresh_pg_database(server_dsn, name)
+    pg = psycopg2.connect(dsn)
+    pg.autocommit = True
+    try:
+        with pg.cursor() as cur:
+            cur.execute("CREATE TABLE conditions (cond text PRIMARY KEY, ok boolean NOT NULL)")
+            cur.executemany("INSERT INTO conditions VALUES (%s, false)", [(f"c{i}",) for i in range(k)])
+            cur.execute("CREATE TABLE checks (cond text NOT NULL, at double precision NOT NULL)")
+            cur.execute(
+                "CREATE FUNCTION bench_check(c text) RETURNS boolean LANGUAGE sql VOLATILE AS $$ "
+                "INSERT INTO checks VALUES (c, extract(epoch FROM clock_timestamp())); "
+                "SELECT ok FROM conditions WHERE cond = c; $$"
+            )
+    finally:
+        pg.close()
+    return dsn
+
+
+class Conditions:
+    """The condition database of ``prepare_condition_db``: flip every condition, read the checks."""
+
+    def __init__(self, dsn: str) -> None:
+        import psycopg2
+
+        self.pg = psycopg2.connect(dsn)
+        self.pg.autocommit = True
+
+    def set(self, ok: bool) -> None:
+        with self.pg.cursor() as cur:
+            cur.execute("UPDATE conditions SET ok = %s", (ok,))
+
+    def checks(self, start: float, end: float) -> list[tuple[str, float]]:
+        with self.pg.cursor() as cur:
+            cur.execute("SELECT cond, at FROM checks WHERE at >= %s AND at < %s", (start, end))
+            return [(str(cond), float(at)) for cond, at in cur.fetchall()]
+
+
+def per_cycle(
+    checks: list[tuple[str, float]], start: float, end: float, k: int, period: float
+) -> tuple[float, int]:
+    """(checks per condition per cycle over [start, end), the most checks one condition got in one full
+    ``period`` window of the epoch grid the schedules use)."""
+    if end <= start:
+        return math.nan, 0
+    mean = len(checks) / k / ((end - start) / period)
+    first = math.ceil(start / period) * period
+    per_window: collections.Counter[tuple[str, int]] = collections.Counter(
+        (cond, int((at - first) // period))
+        for cond, at in checks
+        if first <= at < first + period * ((end - first) // period)
+    )
+    return mean, max(per_window.values(), default=0)
+
+
+# --- script entry point ----------------------------------------------------------------------------------
 
 
 def script_main(run: Callable[[bool], Result]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import AirflowEnv
+from airflow_harness.env import AirflowEnv, ComponentDeadError
 
 _INTEGRATION_DIR = Path(__file__).resolve().parent
 _ENV_KEY = pytest.StashKey[AirflowEnv]()
@@ -47,7 +47,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def airflow_env(request: pytest.FixtureRequest) -> Iterator[AirflowEnv]:
-    """The session's real Airflow (see tests/integration/harness.py for the API)."""
+    """The session's real Airflow (see airflow_harness/env.py for the API)."""
     # 10 worker slots (default 4): the differential matrix starts ~130 task processes, ~17 of them poke-mode
     # sensors holding a slot for their whole wait; more slots only overload 2 cores (task processes then fail
     # at start-up talking to the one api-server worker). Tasks beyond them wait in `scheduled`, which changes
@@ -60,6 +60,26 @@ def airflow_env(request: pytest.FixtureRequest) -> Iterator[AirflowEnv]:
         yield env
     finally:
         env.stop()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before any fixture: restart what died since the last test (reported once by the harness); once a
+    component cannot be restarted, skip the remaining tests naming it, instead of a cascade of errors."""
+    env = item.config.stash.get(_ENV_KEY, None)
+    if env is not None:
+        try:
+            env.check_components()
+        except ComponentDeadError as dead:
+            pytest.skip(f"the session's Airflow is broken: {dead}")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    env = config.stash.get(_ENV_KEY, None)
+    if env is not None and env.incidents:
+        terminalreporter.section("Airflow components that died during the session")
+        for incident in env.incidents:
+            terminalreporter.write_line(incident)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tests.integration.harness import AirflowEnv
+    from airflow_harness.env import AirflowEnv
 
 _DAGS_DIR = Path(__file__).resolve().parent / "dags"
 _spec = importlib.util.spec_from_file_location("df_scenarios", _DAGS_DIR / "df_scenarios.py")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import time
 
-from tests.integration.harness import AirflowEnv
+from airflow_harness.env import AirflowEnv
 from tests.integration.test_deferrable_live import TRIGGER_CHECK_RE, wait_for
 from tests.integration.test_sensors_live import (
     add_connection_fields,

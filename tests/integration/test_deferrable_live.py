@@ -13,7 +13,7 @@ import re
 import time
 from pathlib import Path
 
-from tests.integration.harness import AirflowEnv
+from airflow_harness.env import AirflowEnv
 from tests.integration.test_sensors_live import (
     SQLITE_CONN_ID,
     counter_lines,
@@ -56,7 +56,7 @@ def wait_for(predicate, timeout: float, what: str, env: AirflowEnv) -> None:  # 
     while not predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        env._raise_if_component_died()
+        env.check_components()
         time.sleep(0.3)
 
 

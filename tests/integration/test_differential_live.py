@@ -28,14 +28,14 @@ from typing import Any
 
 import pytest
 
-from tests.integration import differential as df
-from tests.integration.harness import (
+from airflow_harness.env import (
     PG_DSN_ENV,
     TERMINAL_RUN_STATES,
     TERMINAL_TI_STATES,
     AirflowEnv,
     AirflowEnvError,
 )
+from tests.integration import differential as df
 
 pytestmark = [
     pytest.mark.skipif(
@@ -79,7 +79,7 @@ def _wait_checks(env: AirflowEnv, scenario: Any, mode: str, run_id: str, count: 
         )
         if (rows and rows[0][0] in TERMINAL_TI_STATES) or time.monotonic() > deadline:
             return False
-        env._raise_if_component_died()
+        env.check_components()
         time.sleep(0.2)
     return True
 

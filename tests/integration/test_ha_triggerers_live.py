@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
+from airflow_harness.env import PG_DSN_ENV, TEST_DAGS_DIR, AirflowEnv
 from airflow_smart_ext import compat
-from tests.integration.harness import PG_DSN_ENV, TEST_DAGS_DIR, AirflowEnv
 
 pytestmark = [
     pytest.mark.skipif(

@@ -10,7 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from tests.integration.harness import AirflowEnv
+from airflow_harness.env import AirflowEnv
 
 _DAG = textwrap.dedent(
     """

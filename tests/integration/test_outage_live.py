@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from tests.integration.harness import AirflowEnv
+from airflow_harness.env import AirflowEnv
 from tests.integration.test_deferrable_live import wait_for
 from tests.integration.test_sensors_live import (
     day_conf,

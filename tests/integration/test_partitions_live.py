@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 import holidays
 import pytest
 
-from tests.integration.harness import AirflowEnv, AirflowEnvError
+from airflow_harness.env import AirflowEnv, AirflowEnvError
 
 NY = "America/New_York"
 UPSTREAM, DOWNSTREAM = "tt_partitions_live_upstream", "tt_partitions_live_downstream"

@@ -15,8 +15,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from airflow_harness.env import AirflowEnv
 from airflow_smart_ext.timetables import TIMETABLE_CLASSES
-from tests.integration.harness import AirflowEnv
 
 DISTRIBUTION = "airflow-smart-ext"
 PLUGIN_NAME = "airflow_smart_ext"

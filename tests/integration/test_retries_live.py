@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
+from airflow_harness.env import AirflowEnv
 from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.compat import RETRY_POLICIES_SUPPORTED, RETRY_POLICY_MIN_AIRFLOW
 from airflow_smart_ext.retries import retry_seed
-from tests.integration.harness import AirflowEnv
 
 pytestmark = pytest.mark.skipif(
     not RETRY_POLICIES_SUPPORTED,

@@ -19,8 +19,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from airflow_harness.env import TERMINAL_TI_STATES, AirflowEnv
 from airflow_smart_ext.secret_kwargs import SEALED
-from tests.integration.harness import TERMINAL_TI_STATES, AirflowEnv
 from tests.integration.test_sensors_live import start_run
 
 DAG_ID = "sc_secret"

@@ -21,8 +21,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from airflow_harness.env import TERMINAL_TI_STATES, AirflowEnv
 from airflow_smart_ext.backoff import BackoffPolicy, task_seed
-from tests.integration.harness import TERMINAL_TI_STATES, AirflowEnv
 
 SQLITE_CONN_ID = "sn_sqlite"
 PG_CONN_ID = "sn_pg"
@@ -63,7 +63,7 @@ def wait_ti_state(
             return row
         if row is not None and row["state"] in TERMINAL_TI_STATES:
             raise AssertionError(f"{dag_id}.{task_id} ended {row['state']!r} while waiting for {wanted}")
-        env._raise_if_component_died()
+        env.check_components()
         time.sleep(0.2)
     raise AssertionError(f"{dag_id}.{task_id} not in {wanted} within {timeout}s: {row}")
 
@@ -158,7 +158,7 @@ def wait_log(env: AirflowEnv, dag_id: str, run_id: str, task_id: str, text: str,
         log = env.task_log(dag_id, run_id, task_id)
         if text in log:
             return log
-        env._raise_if_component_died()
+        env.check_components()
         time.sleep(0.3)
     raise AssertionError(f"{text!r} not in the log of {dag_id}.{task_id} within {timeout}s:\n{log[-3000:]}")
 

@@ -27,8 +27,8 @@ import pendulum
 import pytest
 import time_machine
 
+from airflow_harness.env import AirflowEnv, AirflowEnvError
 from airflow_smart_ext.compat import TimeRestriction, decode_timetable
-from tests.integration.harness import AirflowEnv, AirflowEnvError
 
 UTC = dt.timezone.utc
 

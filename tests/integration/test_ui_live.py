@@ -27,11 +27,11 @@ from typing import Any
 import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from airflow_harness.env import TERMINAL_TI_STATES, TEST_DAGS_DIR, AirflowEnv
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed
 from airflow_smart_ext.conditions.spec import sharing_key
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
-from tests.integration.harness import TERMINAL_TI_STATES, TEST_DAGS_DIR, AirflowEnv
 from tests.integration.test_sensors_live import add_connection_fields, start_run
 from tests.integration.ui_browser import chromium, no_browser_reason
 from tests.integration.ui_pages import anonymous_get, base_url, fetch, login, open_from_nav, wait_rows
@@ -150,7 +150,11 @@ def pure_next_check(row: dict[str, Any], now: float) -> float | None:
         policy = BackoffPolicy.from_dict(start["policy"])
         anchor = aligned_start(row["ti_start"], policy.initial)
         deadline = row["ti_start"] + float(start["timeout"])
-        found = policy.next_check(condition_seed(sharing_key(check)), anchor, now, deadline, after=0)
+        seed = condition_seed(sharing_key(check))
+        slot_0 = anchor + policy.offset(seed, 0)
+        if now <= slot_0 < deadline:  # check #0 still ahead at its splayed slot: the trigger waits for it
+            return slot_0
+        found = policy.next_check(seed, anchor, now, deadline, after=0)  # #0 made: the slots after it
     return None if found is None else found.at
 
 

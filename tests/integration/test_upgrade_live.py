@@ -35,8 +35,8 @@ from urllib.parse import quote
 
 import pytest
 
+from airflow_harness.env import REPO_ROOT, AirflowEnv
 from airflow_smart_ext.compat import AIRFLOW_V_3_3_PLUS
-from tests.integration.harness import REPO_ROOT, AirflowEnv
 
 RELEASE = "aa2412604769fd7b700ae833d9e78cba86c320b4"
 DAG_ID = "upgrade_waits"

@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
+from airflow_harness.env import PG_DSN_ENV, AirflowEnv, AirflowEnvError
 from airflow_smart_ext.triggers.watcher import COMMIT_DELAY_SECONDS
-from tests.integration.harness import PG_DSN_ENV, AirflowEnv, AirflowEnvError
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -26,9 +26,9 @@ from typing import Any
 
 import pytest
 
+from airflow_harness.env import TERMINAL_RUN_STATES, AirflowEnv
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start
-from tests.integration.harness import TERMINAL_RUN_STATES, AirflowEnv
 from tests.integration.test_deferrable_live import TRIGGER_CHECK_RE, triggerer_pokes, wait_for
 from tests.integration.test_sensors_live import (
     day_conf,

@@ -14,7 +14,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 
-from tests.integration.harness import AirflowEnv
+from airflow_harness.env import AirflowEnv
 
 PAGE_PREFIX = "/smart-ext/"
 

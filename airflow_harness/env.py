@@ -36,15 +36,22 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow_harness.sqlite_connect import BUSY_TIMEOUT_SECONDS
 from airflow_smart_ext.compat import AIRFLOW_V_3_0_PLUS
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_DAGS_DIR = REPO_ROOT / "example_dags"
-TEST_DAGS_DIR = Path(__file__).resolve().parent / "dags"
+TEST_DAGS_DIR = REPO_ROOT / "tests" / "integration" / "dags"
 PG_DSN_ENV = "SMART_EXT_TEST_PG_DSN"
 
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+
+# REST calls outlast SQLite's busy timeout: on SQLite the api-server may wait that long for the lock first.
+API_TIMEOUT = BUSY_TIMEOUT_SECONDS + 30.0
+
+# How often the harness restarts a component that died on its own before it gives up on it (check_components).
+MAX_RESTARTS = 3
 
 # Seconds between two samples of the task_instance table (state_history). Deferral and reschedule phases
 # last at least one triggerer / scheduler loop (~1 s), so 0.1 s sees them.
@@ -92,6 +99,10 @@ _LOG_CONTEXT_KEYS = frozenset(
 
 class AirflowEnvError(RuntimeError):
     """The harness could not start Airflow, or a wait failed; the message carries the evidence."""
+
+
+class ComponentDeadError(AirflowEnvError):
+    """A component died on its own and could not be restarted (``AirflowEnv.dead`` says which and why)."""
 
 
 def free_port() -> int:
@@ -152,6 +163,7 @@ class _Component:
         self.process: subprocess.Popen[bytes] | None = None
         self.stopped_on_purpose = False
         self.job_id: int | None = None  # its job row, once seen (scheduler, triggerers, dag-processor)
+        self.restarts = 0  # times check_components() restarted this component after it died on its own
 
     @property
     def running(self) -> bool:
@@ -173,7 +185,7 @@ class AirflowEnv:
             ``with_webserver`` (the UI is not started on 2.11 otherwise). ``bind_host``: their listen address.
         ui_users: real logins for browser tests, ``{username: dag_id_prefix or None}``; None = admin, a
             prefix = may read only DAGs whose id starts with it. Passwords in ``ui_passwords``. 3.x: the
-            simple auth manager with these users (tests/integration/ui_auth.py adds the prefix rule; REST
+            simple auth manager with these users (airflow_harness/ui_auth.py adds the prefix rule; REST
             calls then log in as the admin); 2.11: starts the webserver, FAB users are created on ``start()``
             and ``grant_ui_dag_access()`` gives the prefixed users their DAGs once those are parsed.
         ui_menu_items: 2.11: plugin menu entries the prefixed users may see (FAB ``menu_access``; an admin
@@ -256,6 +268,9 @@ class AirflowEnv:
         self.state_sample_interval = state_sample_interval
         self._all_connections: list[Any] = []
         self._final_log_tails: dict[str, str] | None = None
+        # check_components(): one report per unexpected death (name, exit, log tail); components it gave up on.
+        self.incidents: list[str] = []
+        self.dead: dict[str, str] = {}
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> AirflowEnv:
@@ -424,6 +439,8 @@ class AirflowEnv:
             "DATABASE__LOAD_DEFAULT_CONNECTIONS": "False",
             "CORE__FERNET_KEY": Fernet.generate_key().decode(),
             "DATABASE__SQL_ALCHEMY_CONN": self.sql_alchemy_conn,
+            # SQLite's busy timeout (airflow_harness/sqlite_connect.py); the PostgreSQL driver has no such arg.
+            **({} if self.uses_postgres else {"DATABASE__SQL_ALCHEMY_CONNECT_ARGS": _SQLITE_CONNECT_ARGS}),
             "LOGGING__BASE_LOG_FOLDER": str(self.log_folder),
             # Default 8793/8794 would collide between concurrent harnesses.
             "LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
@@ -454,6 +471,8 @@ class AirflowEnv:
                     "API_AUTH__JWT_SECRET": base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
                 }
             )
+            if not self.uses_postgres:  # 3.1+: the async engine (aiosqlite) has connect args of its own
+                settings["DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC"] = _SQLITE_CONNECT_ARGS_ASYNC
         else:
             settings.update(
                 {
@@ -471,14 +490,20 @@ class AirflowEnv:
                 settings["WEBSERVER__WEB_SERVER_PORT"] = str(self.webserver_port)
                 settings["WEBSERVER__BASE_URL"] = f"http://localhost:{self.webserver_port}"
         env.update({f"AIRFLOW__{k}": v for k, v in settings.items()})
+        if not self.uses_postgres:
+            env["PYTHONPATH"] = self._connect_args_path()  # Airflow imports the connect args by name
         if self.ui_users and self.is_airflow3:
             env.update(self._simple_auth_users_env())
         env.update(self.extra_env)
         return env
 
+    def _connect_args_path(self) -> str:
+        folder = _connect_args_module_dir(self.home)
+        return os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
+
     def _simple_auth_users_env(self) -> dict[str, str]:
         """3.x logins: the simple auth manager reads our passwords file (it only adds users missing there)."""
-        from tests.integration.ui_auth import PREFIXES_ENV
+        from airflow_harness.ui_auth import PREFIXES_ENV
 
         passwords = self.home / "simple_auth_manager_passwords.json"
         passwords.write_text(json.dumps(self.ui_passwords))
@@ -486,12 +511,12 @@ class AirflowEnv:
             f"{user}:{'admin' if prefix is None else 'viewer'}" for user, prefix in self.ui_users.items()
         )
         return {
-            "AIRFLOW__CORE__AUTH_MANAGER": "tests.integration.ui_auth.DagPrefixAuthManager",
+            "AIRFLOW__CORE__AUTH_MANAGER": "airflow_harness.ui_auth.DagPrefixAuthManager",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": roles,
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
             PREFIXES_ENV: json.dumps({u: p for u, p in self.ui_users.items() if p is not None}),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+            "PYTHONPATH": _repo_pythonpath(),
         }
 
     def grant_ui_dag_access(self) -> None:
@@ -740,7 +765,7 @@ class AirflowEnv:
         with urllib.request.urlopen(request, timeout=30) as resp:
             return str(json.loads(resp.read())["access_token"])
 
-    def api(self, method: str, path: str, body: Any = None, timeout: float = 30) -> Any:
+    def api(self, method: str, path: str, body: Any = None, timeout: float = API_TIMEOUT) -> Any:
         """3.x REST call on the api-server as an admin (simple_auth_manager_all_admins, or with ``ui_users``
         a token of the first admin user)."""
         if not self.is_airflow3:
@@ -869,6 +894,7 @@ class AirflowEnv:
                     f"DAG {dag_id!r} not serialized within {timeout}s (files mentioning it: {candidates});"
                     f" import errors: {self.import_errors()}"
                 )
+            self.check_components()
             time.sleep(0.5)
 
     def import_error_of(self, source: Path, dag_id: str, timeout: float = 120) -> str:
@@ -951,7 +977,7 @@ class AirflowEnv:
                     f"run {dag_id}/{run_id} not finished within {timeout}s: state={rows[0][0] if rows else None};"
                     f" tasks={[(t['task_id'], t['state']) for t in self.task_instances(dag_id, run_id)]}"
                 )
-            self._raise_if_component_died()
+            self.check_components()
             time.sleep(0.5)
 
     def wait_runs(self, dag_id: str, count: int, timeout: float = 300) -> list[dict[str, Any]]:
@@ -966,18 +992,48 @@ class AirflowEnv:
                     f"{dag_id}: fewer than {count} terminal runs within {timeout}s: "
                     f"{[(r['run_id'], r['state']) for r in runs]}"
                 )
-            self._raise_if_component_died()
+            self.check_components()
             time.sleep(0.5)
 
-    def _raise_if_component_died(self) -> None:
-        for name, component in self.components.items():
-            if component.process is not None and component.process.poll() is not None and not self._stopped:
-                if component.stopped_on_purpose:
-                    continue
-                raise AirflowEnvError(
-                    f"Airflow {name} died (exit {component.process.returncode}):\n"
-                    + "\n".join(self.component_log(name).splitlines()[-60:])
-                )
+    def check_components(self) -> None:
+        """Restart every component that died on its own, at most ``MAX_RESTARTS`` times each.
+
+        Each death is reported once (``incidents``, and on stderr) with its exit status and the last lines
+        of its log, so a lost scheduler costs one restart instead of failing every later wait. A component
+        that cannot be restarted lands in ``dead``; this and every later call then raise
+        ``ComponentDeadError`` naming it and its cause. Components stopped on purpose are left alone.
+        """
+        if not self._started or self._stopped:
+            return
+        for name, component in list(self.components.items()):
+            if name in self.dead or component.stopped_on_purpose or component.running:
+                continue
+            assert component.process is not None  # not running and not stopped: it was started and exited
+            cause = _death_cause(component.process.returncode, self.component_log(name))
+            restarts = component.restarts + 1
+            tail = "\n".join(_last_start(self.component_log(name))[-40:])
+            if restarts > MAX_RESTARTS:
+                report = f"Airflow {name} died ({cause}) after {MAX_RESTARTS} restarts; not restarted again"
+            else:
+                report = f"Airflow {name} died ({cause}); restart {restarts} of {MAX_RESTARTS}"
+            self.incidents.append(f"{report}. Last lines of its log:\n{tail}")
+            print(f"[airflow_harness] {self.incidents[-1]}", file=sys.stderr, flush=True)
+            if restarts > MAX_RESTARTS:
+                self.dead[name] = cause
+                continue
+            self.stop_component(name, crash=True)  # its children (workers, parsers) may outlive it
+            try:
+                self.start_component(name)
+            except AirflowEnvError as failed:
+                self.dead[name] = f"{cause}; its restart failed: {str(failed).splitlines()[0]}"
+                self.incidents.append(f"Airflow {name} could not be restarted: {failed}")
+                print(f"[airflow_harness] {self.incidents[-1]}", file=sys.stderr, flush=True)
+                continue
+            self.components[name].restarts = restarts
+        if self.dead:
+            raise ComponentDeadError(
+                "; ".join(f"Airflow {name} is dead: {cause}" for name, cause in sorted(self.dead.items()))
+            )
 
     def task_instances(self, dag_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
         sql = (
@@ -997,7 +1053,7 @@ class AirflowEnv:
         while not (found := predicate()):
             if time.monotonic() > deadline:
                 raise AirflowEnvError(f"timed out after {timeout:.0f}s waiting for {what}")
-            self._raise_if_component_died()
+            self.check_components()
             time.sleep(interval)
         return found
 
@@ -1114,6 +1170,48 @@ with get_application_builder() as appbuilder:
                 if dag_id.startswith(prefix):
                     sm.add_permission_to_role(role, sm.create_permission("can_read", "DAG:" + dag_id))
 """
+
+
+_CONNECT_ARGS_MODULE = "smart_ext_harness_sqlite_connect"
+_SQLITE_CONNECT_ARGS = f"{_CONNECT_ARGS_MODULE}.SYNC"
+_SQLITE_CONNECT_ARGS_ASYNC = f"{_CONNECT_ARGS_MODULE}.ASYNC"
+
+
+def _connect_args_module_dir(home: Path) -> Path:
+    """A directory holding only the SQLite connect args module, for Airflow to import by name: the repository
+    root on PYTHONPATH would also shadow the installed ``airflow_smart_ext`` (the upgrade test runs a release
+    that differs from the checkout)."""
+    folder = home / "harness_pythonpath"
+    folder.mkdir(parents=True, exist_ok=True)
+    source = Path(__file__).with_name("sqlite_connect.py")
+    (folder / f"{_CONNECT_ARGS_MODULE}.py").write_text(source.read_text())
+    return folder
+
+
+def _repo_pythonpath() -> str:
+    """PYTHONPATH for Airflow processes that import modules of this repository by name."""
+    return os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+
+
+def _last_start(log: str) -> list[str]:
+    """The lines a component's log holds since its last start (the log is appended across restarts)."""
+    lines = log.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("===== ")]
+    return lines[starts[-1] :] if starts else lines
+
+
+def _death_cause(returncode: int | None, log: str) -> str:
+    """One line: the exit status and the last error line of the component's log since its last start."""
+    if returncode is not None and returncode < 0:
+        status = f"killed by {signal.Signals(-returncode).name}"
+    else:
+        status = f"exit {returncode}"
+    errors = [
+        line.strip()
+        for line in _last_start(log)
+        if any(word in line for word in ("Error:", "Exception:", "Error(", "error:"))
+    ]
+    return f"{status}: {errors[-1][:300]}" if errors else status
 
 
 def iter_dag_files(folders: Iterable[Path]) -> Iterator[Path]:

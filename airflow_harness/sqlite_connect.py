@@ -1,0 +1,16 @@
+"""SQLite connect args for every Airflow process the harness starts on SQLite.
+
+Airflow reads ``[database] sql_alchemy_connect_args`` (and on 3.1+ ``sql_alchemy_connect_args_async``) as an
+import path to a dict and passes it to the driver's ``connect()`` (``airflow/settings.py``, 2.11 and 3.x).
+pysqlite and aiosqlite wait ``timeout`` seconds for a lock (SQLite's busy timeout) before raising
+``database is locked``; their default, 5 s, is shorter than a write can hold the lock when the scheduler,
+dag-processor, triggerer and api-server share 2 busy cores, and the scheduler dies of it
+(``_orphan_unreferenced_assets``). Plain dicts: Airflow imports this module while it initialises itself.
+"""
+
+from __future__ import annotations
+
+BUSY_TIMEOUT_SECONDS = 60
+
+SYNC = {"timeout": BUSY_TIMEOUT_SECONDS}
+ASYNC = {"timeout": BUSY_TIMEOUT_SECONDS}
