@@ -230,3 +230,89 @@ def test_a_previous_releases_trigger_path_is_only_an_alias() -> None:
     from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger as Moved
 
     assert BackoffStartTrigger is Moved
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports when it is imported (module level, ``TYPE_CHECKING`` blocks
+    left out; ``from pkg import mod`` names ``pkg.mod``, and ``pkg`` itself only for a name that is no module)."""
+    import ast
+
+    modules = {}
+    for path, tree in _sources():
+        parts = list(path.with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = (path, tree)
+
+    def imports(body: list[Any]) -> list[Any]:
+        found: list[Any] = []
+        for node in body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found.append(node)
+            elif isinstance(node, (ast.If, ast.Try)):
+                found += imports(node.body) + imports(node.orelse)
+                for handler in getattr(node, "handlers", []):
+                    found += imports(handler.body)
+        return found
+
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, (path, tree) in modules.items():
+        for node in imports(tree.body):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:  # relative: from the module's package
+                    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                    base = ".".join(
+                        package[: len(package) - node.level + 1] + ([node.module] if node.module else [])
+                    )
+                submodules = [
+                    f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules
+                ]
+                targets = submodules + ([base] if len(submodules) < len(node.names) else [])
+            graph[name].update(target for target in targets if target in modules and target != name)
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                other = stack.pop()
+                component.append(other)
+                if other == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_no_import_circle() -> None:
+    assert _circles(_import_graph()) == []
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    graph = _import_graph()
+    graph[f"{PACKAGE}.compat"].add(f"{PACKAGE}.wait.timeline")  # compat importing a floor above it
+    graph[f"{PACKAGE}.wait.timeline"].add(f"{PACKAGE}.compat")
+    assert [f"{PACKAGE}.compat", f"{PACKAGE}.wait.timeline"] in _circles(graph)
