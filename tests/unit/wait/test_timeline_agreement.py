@@ -207,3 +207,56 @@ def test_a_fresh_zero_worker_wait_shows_check_0_at_its_splayed_slot_and_no_check
     row = build_report([wait], WaitsQuery(), TRY_START + 1)["waits"][0]
     assert row["checks_made"] == 0
     assert row["next_check_in"] == pytest.approx(first.at - (TRY_START + 1), abs=1e-3)
+
+
+@pytest.mark.parametrize("execution_timeout", EXECUTION_TIMEOUTS)
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_the_start_trigger_builds_the_schedule_this_table_drives(
+    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, policy: str, execution_timeout: str
+) -> None:
+    """``BackoffStartTrigger.run`` itself — the try's start from what Airflow recorded, its deadlines, anchor
+    and seed — builds the schedule the table above builds by hand (``_zero_worker_trigger``)."""
+    from types import SimpleNamespace
+
+    from airflow_smart_ext.triggers import zero_worker
+
+    if not compat.AIRFLOW_V_3_0_PLUS:
+        request.getfixturevalue("airflow_db")  # 2.11 reads the run's dates from the metadata DB
+    built: list[Any] = []
+
+    class Recorded(_ScheduleFromStart):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            built.append(self)
+
+        async def run(self) -> Any:  # the schedule is what is compared; no check is made
+            return
+            yield
+
+        async def cleanup(self) -> None:
+            return None
+
+    monkeypatch.setattr(zero_worker, "_ScheduleFromStart", Recorded)
+    data, limit = POLICIES[policy], EXECUTION_TIMEOUTS[execution_timeout]
+    start = {"check": dict(CHECK), "fields": {}, "policy": data, "timeout": TIMEOUT}
+    start.update(execution_timeout=limit, backstop_seconds=TIMEOUT + 60, share=True)
+    trigger = BackoffStartTrigger(start)
+    started = datetime.datetime.fromtimestamp(TRY_START, datetime.timezone.utc)
+    task = SimpleNamespace(
+        task_id="t", template_fields=(), template_ext=(), render_template_as_native_obj=None
+    )
+    trigger.task_instance = SimpleNamespace(
+        dag_id="d", task_id="t", run_id="r", map_index=-1, try_number=1, start_date=started, task=task
+    )
+    trigger.timeout_after = started + datetime.timedelta(seconds=TIMEOUT + 60)  # what the scheduler sets
+    if compat.AIRFLOW_V_3_0_PLUS:
+        dag_run = SimpleNamespace(
+            logical_date=LOGICAL, data_interval_start=LOGICAL, data_interval_end=LOGICAL
+        )
+        trigger.render_template_fields({"dag_run": dag_run})
+    assert [event async for event in trigger.run()] == []
+    [schedule] = built
+    expected = _zero_worker_trigger(data, limit, dict(CHECK))
+    assert schedule.try_started_at == pytest.approx(TRY_START, abs=1e-6)
+    assert (schedule.started_at, schedule.seed) == (expected.started_at, expected.seed)
+    assert schedule.deadline == pytest.approx(expected.deadline, abs=1e-6)
