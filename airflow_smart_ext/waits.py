@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from airflow_smart_ext.ui.waits_model import SORTS, InvalidQuery, WaitsQuery, build_report
+from airflow_smart_ext.ui.waits_report import SORTS, InvalidQuery, WaitsQuery, build_report
 
 CONDITION_WIDTH = 60  # the table cuts long conditions (``--json`` has them whole)
 

@@ -4,8 +4,8 @@ An existing sensor changes only its base class. Poke mode, reschedule mode and d
 the same pure :class:`~airflow_smart_ext.backoff.BackoffPolicy` "when is the next check?", so the poke
 times are identical in every mode and survive reschedules (and triggerer restarts).
 
-This class is the one public face; the parts live in modules named after them: ``parameters`` (defaults,
-accepted values, the checks shared with ``.partial()``), ``poke_mode`` (poke mode and what every mode shares),
+This class is the one public face; the parts live in modules named after them: ``arguments`` (its arguments
+checked against the wait model's table, shared with ``.partial()``), ``poke_mode`` (poke mode and what every mode shares),
 ``reschedule``, ``deferral`` (defer and resume), ``to_triggerer`` (what travels to the triggerer) and
 ``start_plan`` (the zero-worker start).
 """
@@ -21,7 +21,7 @@ from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.errors import resolve_error_types
 from airflow_smart_ext.sensors import deferral, poke_mode, reschedule, start_plan, to_triggerer
-from airflow_smart_ext.sensors.parameters import (
+from airflow_smart_ext.sensors.arguments import (
     DEFAULT_BACKOFF_FACTOR,
     DEFAULT_JITTER,
     DEFAULT_SPLAY,

@@ -1,4 +1,4 @@
-"""What the sensor's helper modules (poke_mode, reschedule, deferral, to_triggerer, start_plan, parameters) use of the
+"""What the sensor's helper modules (poke_mode, reschedule, deferral, to_triggerer, start_plan, arguments) use of the
 sensor, or sensor class (``type[...]``), they are given; they import the protocol under the name
 ``BackoffSensor``. The one implementation is ``sensors.base.BackoffSensor``, which imports the helpers: typed
 against this protocol they need no import of it, and mypy checks it against the protocol wherever base.py

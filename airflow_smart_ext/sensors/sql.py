@@ -21,8 +21,8 @@ from airflow_smart_ext.conditions.sql import (
     fetch_first_row,
 )
 from airflow_smart_ext.sensors import to_triggerer
+from airflow_smart_ext.sensors.arguments import SQL_PARAMETERS, Parameter, check_arguments
 from airflow_smart_ext.sensors.base import BackoffSensor
-from airflow_smart_ext.sensors.parameters import SQL_PARAMETERS, Parameter, check_arguments
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from airflow_smart_ext.ui.waits_model import SORTS, WaitsQuery
+from airflow_smart_ext.ui.waits_report import SORTS, WaitsQuery
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT
 
 TaskLink = Callable[[Mapping[str, Any]], str]

@@ -17,7 +17,7 @@ from typing import Any
 
 from airflow_smart_ext import compat, secret_kwargs
 from airflow_smart_ext.conditions import sensor as sensor_check
-from airflow_smart_ext.ui.waits_model import LiveWait, redact_sealed, trigger_paths
+from airflow_smart_ext.ui.waits_report import LiveWait, redact_sealed, trigger_paths
 
 __all__ = ["load_live_waits"]
 

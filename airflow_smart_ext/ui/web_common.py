@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from airflow_smart_ext.ui.pages import URL_PREFIX
-from airflow_smart_ext.ui.waits_model import InvalidQuery, whole_number
+from airflow_smart_ext.ui.waits_report import InvalidQuery, whole_number
 
 DEFAULT_RUNS = 10
 MAX_RUNS = 100

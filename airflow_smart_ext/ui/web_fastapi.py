@@ -22,7 +22,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions.runtime import connection_rate_limit
-from airflow_smart_ext.ui import waits_model, waits_page, waits_source
+from airflow_smart_ext.ui import waits_page, waits_report, waits_source
 from airflow_smart_ext.ui.web_common import airflow_root, calendars_query, single_params
 
 
@@ -40,9 +40,9 @@ ReadableDagIds = Annotated[set[str], Depends(readable_dag_ids)]
 
 
 def _waits_report(request: Request, session: Any, dag_ids: set[str]) -> tuple[dict[str, Any], Any]:
-    query = waits_model.WaitsQuery.from_params(_params(request))
+    query = waits_report.WaitsQuery.from_params(_params(request))
     waits = waits_source.load_live_waits(session, dag_ids)
-    return waits_model.build_report(waits, query, time.time(), connection_rate_limit(None)), query
+    return waits_report.build_report(waits, query, time.time(), connection_rate_limit(None)), query
 
 
 def _calendars(request: Request, session: Any, dag_ids: set[str]) -> list[dict[str, Any]]:
@@ -64,8 +64,8 @@ def create_app() -> FastAPI:
         openapi_url=None,
     )
 
-    @app.exception_handler(waits_model.InvalidQuery)
-    async def bad_query(request: Request, error: waits_model.InvalidQuery) -> JSONResponse:
+    @app.exception_handler(waits_report.InvalidQuery)
+    async def bad_query(request: Request, error: waits_report.InvalidQuery) -> JSONResponse:
         return JSONResponse(status_code=400, content={"detail": str(error)})
 
     # Responses built directly: FastAPI's response-model encoding would double the time for 10,000 rows.

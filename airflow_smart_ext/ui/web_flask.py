@@ -16,7 +16,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions.runtime import connection_rate_limit
-from airflow_smart_ext.ui import waits_model, waits_page, waits_source
+from airflow_smart_ext.ui import waits_page, waits_report, waits_source
 from airflow_smart_ext.ui.web_common import calendars_query, single_params
 
 
@@ -30,10 +30,10 @@ def _root() -> str:
     return request.script_root.rstrip("/")
 
 
-def _waits_report(session: Any) -> tuple[dict[str, Any], waits_model.WaitsQuery]:
-    query = waits_model.WaitsQuery.from_params(single_params(request.args.items(multi=True)))
+def _waits_report(session: Any) -> tuple[dict[str, Any], waits_report.WaitsQuery]:
+    query = waits_report.WaitsQuery.from_params(single_params(request.args.items(multi=True)))
     waits = waits_source.load_live_waits(session, _readable_dag_ids())
-    return waits_model.build_report(waits, query, time.time(), connection_rate_limit(None)), query
+    return waits_report.build_report(waits, query, time.time(), connection_rate_limit(None)), query
 
 
 def _calendars(session: Any) -> list[dict[str, Any]]:
@@ -60,7 +60,7 @@ def _require_login() -> Any:
     return has_access_view()(lambda: None)()
 
 
-def _bad_query(error: waits_model.InvalidQuery) -> tuple[Response, int]:
+def _bad_query(error: waits_report.InvalidQuery) -> tuple[Response, int]:
     return jsonify(detail=str(error)), 400
 
 
@@ -107,7 +107,7 @@ _JSON_VIEWS = (api_waits, api_calendars)
 def add_views(blueprint: Blueprint) -> None:
     """The pages and their JSON, below the blueprint's ``/smart-ext``; every request needs a login."""
     blueprint.before_request(_require_login)
-    blueprint.register_error_handler(waits_model.InvalidQuery, _bad_query)
+    blueprint.register_error_handler(waits_report.InvalidQuery, _bad_query)
     for path, view in (
         ("/waits", waits),
         ("/api/waits", api_waits),

@@ -15,7 +15,7 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.sensors import BackoffSqlSensor
-from airflow_smart_ext.sensors.parameters import RULES, Parameter, Rule
+from airflow_smart_ext.sensors.arguments import RULES, Parameter, Rule
 from tests.unit.wait.examples import EXAMPLES, REQUIRED, RULE_EXAMPLES
 
 ROWS: dict[str, Parameter] = {row.name: row for row in BackoffSqlSensor.parameter_table()}

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_smart_ext.backoff import BackoffPolicy
-from airflow_smart_ext.sensors import parameters as sensor_parameters
+from airflow_smart_ext.sensors import arguments as sensor_parameters
 from airflow_smart_ext.sensors.base import BackoffSensor
 from tests.unit.clock import FakeClock
 from tests.unit.sensors.helpers import (

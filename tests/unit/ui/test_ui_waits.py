@@ -18,7 +18,7 @@ from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_se
 from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
-from airflow_smart_ext.ui.waits_model import InvalidQuery, LiveWait, WaitsQuery, build_report
+from airflow_smart_ext.ui.waits_report import InvalidQuery, LiveWait, WaitsQuery, build_report
 from tests.unit.helpers import KeyedFernet
 from tests.unit.ui.helpers import NOW, POLICY, sensor_check, sql_check, worker_first
 

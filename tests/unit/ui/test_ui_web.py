@@ -18,8 +18,8 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.plugin import SmartExtPlugin
 from airflow_smart_ext.ui import waits_source
-from airflow_smart_ext.ui.waits_model import InvalidQuery, LiveWait, WaitsQuery, build_report
 from airflow_smart_ext.ui.waits_page import render_waits
+from airflow_smart_ext.ui.waits_report import InvalidQuery, LiveWait, WaitsQuery, build_report
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT, airflow_root, calendars_query
 from tests.unit.ui.helpers import NOW, sensor_check, sql_check, worker_first
 

@@ -20,7 +20,7 @@ from airflow_smart_ext.conditions.sensor import run_dates
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger
 from airflow_smart_ext.ui.trigger_rows import Conditions
-from airflow_smart_ext.ui.waits_model import LiveWait, WaitsQuery, build_report
+from airflow_smart_ext.ui.waits_report import LiveWait, WaitsQuery, build_report
 from tests.unit.helpers import sql_check
 
 pytestmark = pytest.mark.skipif(

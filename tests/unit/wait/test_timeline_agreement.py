@@ -27,7 +27,7 @@ from airflow_smart_ext.triggers.backoff import BackoffTrigger
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger, _ScheduleFromStart
 from airflow_smart_ext.ui.trigger_rows import Conditions
-from airflow_smart_ext.ui.waits_model import LiveWait, WaitsQuery, build_report
+from airflow_smart_ext.ui.waits_report import LiveWait, WaitsQuery, build_report
 from airflow_smart_ext.wait import timeline
 from tests.unit.helpers import sql_check
 

@@ -1,5 +1,5 @@
-"""The sensor's side of the parameter table: the checks ``BackoffSensor`` and a mapped sensor's ``.partial()``
-run at DAG parse, and whether a deferrable sensor can travel to the triggerer.
+"""The sensor's arguments checked at DAG parse (``BackoffSensor`` and a mapped sensor's ``.partial()``) against the
+wait model's parameter table, and whether a deferrable sensor can travel to the triggerer.
 
 The table itself (every row, rule and message) is the wait model's: ``airflow_smart_ext/wait/parameters.py``,
 shared with the triggers and the condition watcher. The plain constructor and a mapped sensor's
