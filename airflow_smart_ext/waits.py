@@ -11,10 +11,10 @@ import contextlib
 import json
 import os
 import sys
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from airflow_smart_ext import clock
 from airflow_smart_ext.ui.waits_report import SORTS, InvalidQuery, WaitsQuery, build_report
 
 CONDITION_WIDTH = 60  # the table cuts long conditions (``--json`` has them whole)
@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         with create_session() as session:
             waits = load_live_waits(session, None)  # every DAG: groups count all who share (as the JSON)
-    report = build_report(waits, query, time.time(), connection_rate_limit(None))
+    report = build_report(waits, query, clock.now(), connection_rate_limit(None))
     print(json.dumps(report, indent=2) if args.json else render_text(report), end="\n" if args.json else "")
     return 0
 

@@ -124,11 +124,12 @@ def deferrable_herd(sensors: int, rate: float | None) -> list[tuple[Any, float]]
 
     import bench_checks
 
+    from airflow_smart_ext import clock as seam
     from airflow_smart_ext import compat
     from airflow_smart_ext.backoff import condition_seed
     from airflow_smart_ext.conditions import runtime, sharing_key
     from airflow_smart_ext.sensors.base import backoff_policy_for
-    from airflow_smart_ext.triggers import BackoffTrigger, sharing
+    from airflow_smart_ext.triggers import BackoffTrigger
 
     started_at = 1_800_000_000.0
     clock = _VirtualClock(started_at)
@@ -138,9 +139,9 @@ def deferrable_herd(sensors: int, rate: float | None) -> list[tuple[Any, float]]
         return func(*args)  # the poke is a list append: no thread needed on a virtual clock
 
     async def main() -> None:
-        saved = (sharing._clock, sharing._sleep, sharing._call_later, runtime.run_blocking)
+        saved = (seam.now, seam.asleep, seam.call_later, runtime.run_blocking)
         saved_hold = compat.TRIGGER_MIN_EVENT_DELAY_SECONDS
-        sharing._clock, sharing._sleep, sharing._call_later = clock.time, clock.sleep, clock.call_later
+        seam.now, seam.asleep, seam.call_later = clock.time, clock.sleep, clock.call_later  # type: ignore[assignment]
         runtime.run_blocking = inline  # type: ignore[assignment]
         compat.TRIGGER_MIN_EVENT_DELAY_SECONDS = 0.0
         bench_checks.CLOCK[:] = [clock.time]
@@ -169,7 +170,7 @@ def deferrable_herd(sensors: int, rate: float | None) -> list[tuple[Any, float]]
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            sharing._clock, sharing._sleep, sharing._call_later, runtime.run_blocking = saved
+            seam.now, seam.asleep, seam.call_later, runtime.run_blocking = saved  # type: ignore[assignment]
             compat.TRIGGER_MIN_EVENT_DELAY_SECONDS = saved_hold
         return None
 

@@ -7,7 +7,7 @@ import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import clock, compat
 from airflow_smart_ext.backoff import condition_seed
 from airflow_smart_ext.conditions import Ending, sharing_key, task_ending
 from airflow_smart_ext.conditions.outcomes import rebuild_error
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def execute_deferrable(sensor: BackoffSensor, context: Any) -> Any:
-    started_at = poke_mode.wall_clock()
+    started_at = clock.now()
     deadline = poke_mode.deadlines(sensor, started_at).timeout
     # Identical waits get one schedule (seed of the condition, not of the task), so the triggerer's
     # shared check serves all of them on the same cycle instead of one check per task.
@@ -63,7 +63,7 @@ def defer(
             poke_mode.execution_timed_out(sensor)
         poke_mode.timed_out(sensor, context, started_at, worker_pokes)
         return None
-    now = poke_mode.wall_clock()
+    now = clock.now()
     if worker_pokes:
         poke_mode.log_not_yet(sensor, worker_pokes, after, nxt, now)
     # Slots of the schedule that passed before this deferral were no checks: the trigger starts after them.
@@ -129,7 +129,7 @@ def resume(
         pokes = int(worker_pokes) + max(0, int(event["check_index"]) - int(after))
     else:
         pokes = max(int(worker_pokes), int(event.get("pokes", 0) or 0))
-    started = float(started_at) if started_at is not None else poke_mode.wall_clock()
+    started = float(started_at) if started_at is not None else clock.now()
     message = str(event.get("message") or "")
     sensor.log.info(
         "Trigger finished: status=%s after %d check(s) in the triggerer (last check #%s): %s",

@@ -4,11 +4,10 @@ and the endings (success, timeout) with their log lines, metrics and stats XCom.
 from __future__ import annotations
 
 import datetime
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import clock, compat
 from airflow_smart_ext.backoff import ScheduledCheck, task_seed
 from airflow_smart_ext.conditions import Ending, outcome_from_exception, task_ending
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
@@ -20,15 +19,6 @@ if TYPE_CHECKING:
     from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
 
 METRIC_PREFIX = "smart_ext.sensor"
-
-
-def wall_clock() -> float:
-    """Epoch seconds; one indirection so tests can drive the clock."""
-    return time.time()
-
-
-def sleep(seconds: float) -> None:
-    time.sleep(seconds)
 
 
 def utc(epoch_seconds: float) -> datetime.datetime:
@@ -79,7 +69,7 @@ def execution_timed_out(sensor: BackoffSensor) -> None:
 def next_check(
     sensor: BackoffSensor, seed: str, started_at: float, deadline: float, after: int | None
 ) -> ScheduledCheck | None:
-    return sensor.backoff_policy.next_check(seed, started_at, wall_clock(), deadline, after=after)
+    return sensor.backoff_policy.next_check(seed, started_at, clock.now(), deadline, after=after)
 
 
 def poke_once(sensor: BackoffSensor, context: Any, index: int, pokes: int) -> tuple[bool, Any]:
@@ -145,7 +135,7 @@ def log_not_yet(sensor: BackoffSensor, pokes: int, index: int, nxt: ScheduledChe
 
 
 def timed_out(sensor: BackoffSensor, context: Any, started_at: float, pokes: int) -> None:
-    waited = wall_clock() - started_at
+    waited = clock.now() - started_at
     incr(sensor, "timeouts", context)
     message = (
         f"Sensor has timed out after {pokes} poke(s) and {waited:.1f}s; the final check was at the "
@@ -159,7 +149,7 @@ def timed_out(sensor: BackoffSensor, context: Any, started_at: float, pokes: int
 def succeeded(
     sensor: BackoffSensor, context: Any, started_at: float, pokes: int, xcom_value: Any, mode: str
 ) -> Any:
-    waited = max(0.0, wall_clock() - started_at)
+    waited = max(0.0, clock.now() - started_at)
     sensor.log.info(
         "Success criteria met after %d poke(s), %.3fs after the start (%s mode, %s).",
         pokes,
@@ -188,17 +178,17 @@ def incr(sensor: BackoffSensor, what: str, context: Any) -> None:
 
 def execute_poke(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     """Poke mode: the whole wait on one worker, sleeping between the checks of the schedule."""
-    started_at = wall_clock()
+    started_at = clock.now()
     deadline = deadlines(sensor, started_at).timeout
     index, pokes = 0, 1
     sensor.log.info(
         "Backoff schedule: %s; timeout %gs (poke mode)", sensor.backoff_policy.describe(), sensor.timeout
     )
     first_at = first_check_at(sensor, seed, started_at, deadline)
-    if first_at > wall_clock():
+    if first_at > clock.now():
         # The splay: sensors created together spread their first poke over [0, splay).
         sensor.log.info("First poke splayed by %.3fs to %s", first_at - started_at, utc(first_at).isoformat())
-        sleep(first_at - wall_clock())
+        clock.sleep(first_at - clock.now())
     while True:
         done, xcom_value = poke_once(sensor, context, index, pokes)
         if done:
@@ -207,8 +197,8 @@ def execute_poke(sensor: BackoffSensor, context: Any, seed: str) -> Any:
         if nxt is None:
             timed_out(sensor, context, started_at, pokes)
             return None  # unreachable: timed_out raises
-        now = wall_clock()
+        now = clock.now()
         log_not_yet(sensor, pokes, index, nxt, now)
         if nxt.at > now:
-            sleep(nxt.at - now)
+            clock.sleep(nxt.at - now)
         index, pokes = nxt.index, pokes + 1

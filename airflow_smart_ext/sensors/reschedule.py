@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import clock, compat
 from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.sensors import poke_mode
 
@@ -33,7 +33,7 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     # The exact number of earlier pokes of this try and the try's anchor, from Airflow's records
     # (not re-estimated by replaying intervals as Airflow's own sensor does).
     count, first_date = compat.sensor_reschedule_state(context)
-    started_at = _epoch(first_date) if first_date is not None else poke_mode.wall_clock()
+    started_at = _epoch(first_date) if first_date is not None else clock.now()
     deadline = poke_mode.deadlines(sensor, started_at).timeout
     # Earlier pokes of this try were checks 0..count-1 in order; a late reschedule skips checks whose
     # time has passed, which next_check(now=...) skips anyway, so `after=count` gives the same answer.
@@ -50,22 +50,20 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
             sensor.timeout,
         )
         first_at = poke_mode.first_check_at(sensor, seed, started_at, deadline)
-        if first_at > poke_mode.wall_clock():
+        if first_at > clock.now():
             sensor.log.info(
                 "First poke splayed by %.3fs to %s",
                 first_at - started_at,
                 poke_mode.utc(first_at).isoformat(),
             )
             if splay_wait:
-                run_at = max(first_at, poke_mode.wall_clock() + min_gap)
+                run_at = max(first_at, clock.now() + min_gap)
                 raise compat.AirflowRescheduleException(poke_mode.utc(run_at))
-            poke_mode.sleep(
-                first_at - poke_mode.wall_clock()
-            )  # too short for a reschedule: as poke mode does
+            clock.sleep(first_at - clock.now())  # too short for a reschedule: as poke mode does
     if (
         count > 0
         and poke_mode.ends_at_execution_deadline(sensor)
-        and poke_mode.wall_clock() >= poke_mode.deadlines(sensor, started_at).schedule
+        and clock.now() >= poke_mode.deadlines(sensor, started_at).schedule
     ):
         # Brought back at or after the execution deadline (Airflow's minimum reschedule gap, a late
         # scheduler): poke mode's process would have been stopped by then, so no check is made.
@@ -78,7 +76,7 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     if count == 0:
         # Later runs anchor on the first reschedule's recorded start date: predict it now, so a slow
         # first poke does not shift the schedule (and the deadline) between this run and the next.
-        started_at = compat.first_reschedule_anchor(context, poke_mode.wall_clock())
+        started_at = compat.first_reschedule_anchor(context, clock.now())
         deadline = poke_mode.deadlines(sensor, started_at).timeout
     # execution_timeout ends the try as in poke mode (one process there, one per check here): the schedule
     # stops at the earlier deadline, and reaching the execution deadline is a retryable AirflowTaskTimeout.
@@ -89,7 +87,7 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
             poke_mode.execution_timed_out(sensor)
         poke_mode.timed_out(sensor, context, started_at, pokes)
         return None
-    now = poke_mode.wall_clock()
+    now = clock.now()
     poke_mode.log_not_yet(sensor, pokes, index, nxt, now)
     run_at = max(nxt.at, now + min_gap)
     if run_at > nxt.at:

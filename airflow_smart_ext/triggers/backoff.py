@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow_smart_ext import compat, secret_kwargs
+from airflow_smart_ext import clock, compat, secret_kwargs
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions import (
     make_interpreter,
@@ -177,7 +177,7 @@ class BackoffTrigger(compat.BaseTrigger):
     # -- run --
 
     async def run(self) -> AsyncIterator[Any]:
-        run_started = sharing.now()
+        run_started = clock.now()
         if self._unreadable is not None:
             self.log.error("BackoffTrigger: %s", self._unreadable)
             await before_yield(run_started)
@@ -281,9 +281,9 @@ class BackoffTrigger(compat.BaseTrigger):
             return own
         if self.after < 0:
             self._check_zero_since = self.started_at
-            return ScheduledCheck(0, sharing.now(), False)
+            return ScheduledCheck(0, clock.now(), False)
         scheduled = await self._next(-1)
-        if scheduled is not None and scheduled.at <= sharing.now():
+        if scheduled is not None and scheduled.at <= clock.now():
             scheduled = await self._next(scheduled.index)
         return scheduled
 

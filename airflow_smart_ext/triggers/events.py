@@ -10,12 +10,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import clock, compat
 from airflow_smart_ext.backoff import ScheduledCheck
 from airflow_smart_ext.conditions import EVENT_STATUS, Outcome
 from airflow_smart_ext.conditions.check_threads import PreviousCheckStillRunning
 from airflow_smart_ext.conditions.outcomes import error_class_path
-from airflow_smart_ext.triggers import log_lines, sharing
+from airflow_smart_ext.triggers import log_lines
 
 
 def iso(epoch: float | None) -> str:
@@ -99,7 +99,7 @@ async def before_yield(run_started: float) -> None:
     a trigger that fires within ~5 s of the deferral can make the scheduler fail the task (apache/airflow
     #71580). The task's log must hold every line before the event ends the task.
     """
-    remaining = run_started + compat.TRIGGER_MIN_EVENT_DELAY_SECONDS - sharing.now()
+    remaining = run_started + compat.TRIGGER_MIN_EVENT_DELAY_SECONDS - clock.now()
     if remaining > 0:
-        await sharing.sleep(remaining)
+        await clock.asleep(remaining)
     await log_lines.flushed()

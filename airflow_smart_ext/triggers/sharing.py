@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import weakref
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import clock, compat
 from airflow_smart_ext.conditions import Interpreter, Outcome, SharedCheck
 from airflow_smart_ext.conditions.runtime import (
     CHECK_OWNER,
@@ -51,33 +50,6 @@ METRIC_TIME_LIMIT_EXCEEDED = "smart_ext.trigger.checks_over_time_limit"
 WAKE_SLICE = 20
 FANOUT_SLICE = 5
 FANOUT_PAUSE = 0.005
-
-# Clock and sleep hooks: tests patch these to run schedules on a virtual clock. ``_call_later`` (None: the
-# running loop's ``call_later``) arms the wake-up timer of a waiting subscriber; patch it with ``_sleep``.
-_clock: Callable[[], float] = time.time
-_sleep: Callable[[float], Any] = asyncio.sleep
-_call_later: Callable[[float, Callable[[], None]], Any] | None = None
-
-
-def now() -> float:
-    return _clock()
-
-
-def sleep(seconds: float) -> Awaitable[Any]:
-    # A plain function, not a coroutine: the sleep starts at the call, not when a task wrapping it first
-    # runs (a virtual clock may have moved on by then).
-    return _sleep(max(0.0, seconds))
-
-
-class _Cancellable(Protocol):
-    def cancel(self) -> Any: ...
-
-
-def call_later(seconds: float, callback: Callable[[], None]) -> _Cancellable:
-    """Run ``callback`` after ``seconds`` (cheaper than racing a sleep task against an event)."""
-    if _call_later is not None:
-        return _call_later(max(0.0, seconds), callback)  # type: ignore[no-any-return]
-    return asyncio.get_running_loop().call_later(max(0.0, seconds), callback)
 
 
 @dataclass(frozen=True)
@@ -161,7 +133,7 @@ class Subscription:
         """Wait for news (or until the moment ``until``); ``True`` when there is news."""
         if self.news:
             return True
-        if until is not None and until <= now():
+        if until is not None and until <= clock.now():
             return False
         future = self._future = asyncio.get_running_loop().create_future()
         if until is not None:
@@ -188,12 +160,12 @@ class _Waker:
 
     def __init__(self) -> None:
         # moment -> (its subscriptions, in order, and its loop timer)
-        self._due: dict[float, tuple[dict[Subscription, None], _Cancellable]] = {}
+        self._due: dict[float, tuple[dict[Subscription, None], clock.Cancellable]] = {}
 
     def arm(self, at: float, subscription: Subscription) -> None:
         entry = self._due.get(at)  # waits on one shared schedule are due at the very same moment
         if entry is None:
-            entry = self._due[at] = ({}, call_later(max(0.0, at - now()), lambda: self._fire(at)))
+            entry = self._due[at] = ({}, clock.call_later(max(0.0, at - clock.now()), lambda: self._fire(at)))
         entry[0][subscription] = None
 
     def disarm(self, at: float, subscription: Subscription) -> None:
@@ -229,7 +201,7 @@ def run_sliced(
             action(item)
         if start + size < len(items):
             if pause > 0:
-                call_later(pause, lambda: from_(start + size))
+                clock.call_later(pause, lambda: from_(start + size))
             else:
                 loop.call_soon(from_, start + size)
 
@@ -275,8 +247,8 @@ class CheckGroup:
         delay = rate_limiter(self.shared_check.concurrency_key, limits.rate_limit).reserve(limits.not_after)
         if delay > 0:  # over the connection's budget: delayed, never dropped, never past the deadline
             compat.Stats.incr(METRIC_RATE_LIMITED)
-            await sleep(delay)
-            observed_at = now()
+            await clock.asleep(delay)
+            observed_at = clock.now()
         task = asyncio.current_task()
         expired = False
 
@@ -286,7 +258,7 @@ class CheckGroup:
             if task is not None:
                 task.cancel()
 
-        timer = call_later(limits.time_limit, expire) if limits.time_limit else None
+        timer = clock.call_later(limits.time_limit, expire) if limits.time_limit else None
         CHECK_TIME_LIMIT.set(limits.time_limit)  # this round's own task: nothing to reset
         CHECK_OWNER.set(self.key)  # a condition whose abandoned check still runs starts no second one
         try:
@@ -327,7 +299,7 @@ class CheckGroup:
         run_sliced(subscriptions, Subscription._wake, FANOUT_SLICE, FANOUT_PAUSE)
 
     def _start_round(self, context: Mapping[str, Any], limits: CheckLimits) -> asyncio.Future[Observation]:
-        started = now()
+        started = clock.now()
         task = asyncio.ensure_future(self._round(started, context, limits))
         self._inflight[task] = started
         task.add_done_callback(self._round_done)
@@ -383,7 +355,7 @@ class CheckGroup:
                 give_up_at = limits.give_up_at if limits is not None else None
                 if give_up_at is None:
                     await subscription.wait()
-                elif not await subscription.wait(give_up_at) and now() >= give_up_at:
+                elif not await subscription.wait(give_up_at) and clock.now() >= give_up_at:
                     raise WaitAbandoned(f"gave up waiting for the check at {give_up_at:.3f}")
         finally:
             if private:
@@ -424,7 +396,7 @@ class CheckGroup:
                 # Another subscriber's check found our condition (or a failure criterion): done now.
                 if completes_early(outcome):
                     return WaitResult(outcome, min(news.observed_at, due_at), True, True)
-            if due_at <= now():
+            if due_at <= clock.now():
                 break
             await subscription.wait(due_at)  # news, or our due time (a spurious wake just loops)
         decisive: list[Outcome] = []
@@ -505,7 +477,7 @@ class TokenBucket:
 
     def reserve(self, not_after: float | None = None) -> float:
         """Seconds the caller must wait before its check; the slot is taken (delayed, never dropped)."""
-        current = now()
+        current = clock.now()
         start = max(current, self._next_free)
         if not_after is not None and start > not_after:
             start = max(current, not_after)  # the deadline wins: this check goes over budget
@@ -550,9 +522,9 @@ def forget_idle_bucket(key: str) -> None:
     bucket = per_loop.get(key) if per_loop is not None else None
     if per_loop is None or bucket is None:
         return
-    busy_for = bucket._next_free - now()
+    busy_for = bucket._next_free - clock.now()
     if busy_for > 0:
-        call_later(busy_for, lambda: forget_idle_bucket(key))
+        clock.call_later(busy_for, lambda: forget_idle_bucket(key))
         return
     del per_loop[key]
     if not per_loop:

@@ -9,6 +9,7 @@ schedule; later ones adopt its seed and anchor, their deadline stays their own.
 
 from __future__ import annotations
 
+from airflow_smart_ext import clock
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.triggers import sharing
@@ -38,9 +39,9 @@ class WaitSchedule:
     async def next(self, after: int, deadline: float | None) -> ScheduledCheck | None:
         """The first check after check ``after`` that is not already missed; None past ``deadline``."""
         if self._offload:
-            return await runtime.run_blocking(self._next_blocking, after, sharing.now(), deadline)
+            return await runtime.run_blocking(self._next_blocking, after, clock.now(), deadline)
         return self.policy.next_check(
-            self.seed, self.anchor, sharing.now(), deadline, after=after, offset_of=self._offset
+            self.seed, self.anchor, clock.now(), deadline, after=after, offset_of=self._offset
         )
 
     def _next_blocking(self, after: int, now: float, deadline: float | None) -> ScheduledCheck | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import clock, compat
 from airflow_smart_ext.backoff import DEFAULT_POKE_INTERVAL, BackoffPolicy, condition_seed
 from airflow_smart_ext.conditions import (
     make_interpreter,
@@ -99,7 +99,7 @@ class StoredWatermark:
                     err,
                     STATE_STORE_RETRY_SECONDS,
                 )
-                await sharing.sleep(STATE_STORE_RETRY_SECONDS)
+                await clock.asleep(STATE_STORE_RETRY_SECONDS)
                 continue
             stored = latest_watermark(records)
             if stored is None and any(record is not None for record in records):
@@ -248,15 +248,15 @@ class ConditionWatcher(compat.EventTriggerBase):
         interpret = await make_interpreter(self.check)
         window_config = sharing_window_config()
         limits = self._limits()
-        schedule = PollSchedule(self.policy, condition_seed(key), sharing.now())
+        schedule = PollSchedule(self.policy, condition_seed(key), clock.now())
         group = sharing.join(key, lambda: make_shared_check(self.check), self.share)
         context = self.check.get("context", {})
         previous: Any = None
         valueless_logged = False
         try:
             while True:
-                scheduled = schedule.next_check(sharing.now())
-                await sharing.sleep(scheduled.at - sharing.now())
+                scheduled = schedule.next_check(clock.now())
+                await clock.asleep(scheduled.at - clock.now())
                 window = coalescing_window(schedule.interval_before(scheduled), window_config)
                 observation, shared = await group.observe(scheduled.at, window, context, limits=limits)
                 schedule.done(scheduled)
@@ -327,7 +327,7 @@ class ConditionWatcher(compat.EventTriggerBase):
         redelivery = tracker.redelivery()
         if redelivery is not None:
             yield self._event(redelivery, None)
-            await sharing.sleep(COMMIT_DELAY_SECONDS)
+            await clock.asleep(COMMIT_DELAY_SECONDS)
             tracker.commit()
             await store.save(tracker)
         async for observed in observations:
@@ -342,7 +342,7 @@ class ConditionWatcher(compat.EventTriggerBase):
             if report is None:
                 continue
             yield self._event(report, observed.observed_at)
-            await sharing.sleep(COMMIT_DELAY_SECONDS)
+            await clock.asleep(COMMIT_DELAY_SECONDS)
             tracker.commit()
             await store.save(tracker)
 

@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import clock, compat
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, condition_seed
 from airflow_smart_ext.conditions import sensor as sensor_check
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.conditions.spec import sharing_key
-from airflow_smart_ext.triggers import log_lines, sharing
+from airflow_smart_ext.triggers import log_lines
 from airflow_smart_ext.triggers.backoff import BackoffTrigger
 from airflow_smart_ext.triggers.events import iso
 from airflow_smart_ext.wait import paths, timeline
@@ -87,7 +87,7 @@ class _ScheduleFromStart(BackoffTrigger):
         scheduled = await super()._next(after)
         if after >= 0:
             return scheduled
-        return timeline.first_check(scheduled, sharing.now(), self.try_started_at, self._backoff_policy)
+        return timeline.first_check(scheduled, clock.now(), self.try_started_at, self._backoff_policy)
 
     async def _first_on_group_schedule(self, own: ScheduledCheck | None) -> ScheduledCheck | None:
         # Check #0 as above (at once within one interval of the try's start), else the group's next check.
@@ -176,7 +176,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
         start = self.start
         started_at = compat.trigger_try_started_at(self, float(start["backstop_seconds"]))
         if started_at is None:  # not expected on 2.11 / 3.3+; a wait must not be lost over it
-            started_at = sharing.now()
+            started_at = clock.now()
             log_lines.emit(
                 self.log,
                 "warning",
@@ -266,7 +266,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
         return reason is not None
 
     def _success(self, payload: dict[str, Any], started_at: float, checks: int) -> Any:
-        waited = max(0.0, sharing.now() - started_at)
+        waited = max(0.0, clock.now() - started_at)
         log_lines.emit(
             self.log,
             "info",

@@ -11,7 +11,6 @@ the DAGs the user may read. (Airflow 3.0's ``get_user`` reads the header only.)
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any
 
 from airflow.api_fastapi.app import get_auth_manager
@@ -20,7 +19,7 @@ from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import clock, compat
 from airflow_smart_ext.conditions.runtime import connection_rate_limit
 from airflow_smart_ext.ui import waits_page, waits_report, waits_source
 from airflow_smart_ext.ui.web_common import airflow_root, calendars_query, single_params
@@ -42,7 +41,7 @@ ReadableDagIds = Annotated[set[str], Depends(readable_dag_ids)]
 def _waits_report(request: Request, session: Any, dag_ids: set[str]) -> tuple[dict[str, Any], Any]:
     query = waits_report.WaitsQuery.from_params(_params(request))
     waits = waits_source.load_live_waits(session, dag_ids)
-    return waits_report.build_report(waits, query, time.time(), connection_rate_limit(None)), query
+    return waits_report.build_report(waits, query, clock.now(), connection_rate_limit(None)), query
 
 
 def _calendars(request: Request, session: Any, dag_ids: set[str]) -> list[dict[str, Any]]:
@@ -51,7 +50,7 @@ def _calendars(request: Request, session: Any, dag_ids: set[str]) -> list[dict[s
 
     if dag_id is not None:
         dag_ids = dag_ids & {dag_id}
-    return calendars_model.load_calendars(session, dag_ids, time.time(), runs)
+    return calendars_model.load_calendars(session, dag_ids, clock.now(), runs)
 
 
 def create_app() -> FastAPI:

@@ -9,12 +9,11 @@ they are already loaded.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import clock, compat
 from airflow_smart_ext.conditions.runtime import connection_rate_limit
 from airflow_smart_ext.ui import waits_page, waits_report, waits_source
 from airflow_smart_ext.ui.web_common import calendars_query, single_params
@@ -33,7 +32,7 @@ def _root() -> str:
 def _waits_report(session: Any) -> tuple[dict[str, Any], waits_report.WaitsQuery]:
     query = waits_report.WaitsQuery.from_params(single_params(request.args.items(multi=True)))
     waits = waits_source.load_live_waits(session, _readable_dag_ids())
-    return waits_report.build_report(waits, query, time.time(), connection_rate_limit(None)), query
+    return waits_report.build_report(waits, query, clock.now(), connection_rate_limit(None)), query
 
 
 def _calendars(session: Any) -> list[dict[str, Any]]:
@@ -43,7 +42,7 @@ def _calendars(session: Any) -> list[dict[str, Any]]:
     dag_ids = _readable_dag_ids()
     if dag_id is not None:
         dag_ids &= {dag_id}
-    return calendars_model.load_calendars(session, dag_ids, time.time(), runs)
+    return calendars_model.load_calendars(session, dag_ids, clock.now(), runs)
 
 
 def _require_login() -> Any:

@@ -15,11 +15,11 @@ START = 1_700_000_000.0  # where the fake clock starts
 
 
 class FakeClock:
-    """One fake clock for the package's two clock seams, which run in different processes and styles:
+    """The fake of the package's clock seam (``airflow_smart_ext/clock.py``), whose waits come in two styles:
 
-    * the worker's (``sensors.poke_mode.wall_clock`` / ``sleep``): a blocking sleep moves time at once;
-    * the triggerer's (``triggers.sharing`` clock, awaited sleep, timers): an awaited sleep (``asleep``) only
-      returns when ``drive`` moves time to it, which it does once every task and check thread waits.
+    * a worker's blocking ``sleep``: moves time at once;
+    * the triggerer's awaited ``asleep`` and ``call_later``: return (or fire) only when ``drive`` moves time to
+      them, which it does once every task and check thread waits.
 
     ``sleeps`` records the blocking sleeps (what a sensor slept, in order).
     """

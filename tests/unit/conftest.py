@@ -10,10 +10,10 @@ from urllib.parse import quote
 
 import pytest
 
+from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import runtime
-from airflow_smart_ext.sensors import poke_mode
-from airflow_smart_ext.triggers import log_lines, sharing
+from airflow_smart_ext.triggers import log_lines
 from tests.unit.clock import FakeClock
 from tests.unit.triggers import fault_sensors
 from tests.unit.triggers.helpers import BLOCK_SECONDS, POKES, RAISE, READY_AT, THREADS
@@ -29,16 +29,14 @@ def _reset_state() -> Any:
 
 @pytest.fixture
 async def clock(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The fake clock behind both of the package's clocks: the worker's (a sensor's wall clock and blocking
-    sleep) and the triggerer's (its clock, awaited sleeps, timers, and the waits on threads or the supervisor
-    that virtual time must not pass). Two seams because the package has two clocks in two processes; one
-    fake, so a test reads a single time."""
+    """The fake clock behind the package's one clock seam (``airflow_smart_ext/clock.py``): the time, a worker's
+    blocking sleep, the triggerer's awaited sleeps and timers, and the waits on threads or the supervisor that
+    virtual time must not pass."""
     fake = FakeClock()
-    monkeypatch.setattr(poke_mode, "wall_clock", fake.time)
-    monkeypatch.setattr(poke_mode, "sleep", fake.sleep)
-    monkeypatch.setattr(sharing, "_clock", fake.time)
-    monkeypatch.setattr(sharing, "_sleep", fake.asleep)
-    monkeypatch.setattr(sharing, "_call_later", fake.call_later, raising=False)
+    monkeypatch.setattr(seam, "now", fake.time)
+    monkeypatch.setattr(seam, "sleep", fake.sleep)
+    monkeypatch.setattr(seam, "asleep", fake.asleep)
+    monkeypatch.setattr(seam, "call_later", fake.call_later)
     monkeypatch.setattr(runtime, "run_blocking", fake.run_blocking)
     real_aget_connection = compat.aget_connection
 

@@ -316,3 +316,31 @@ def test_the_circle_finder_finds_a_circle() -> None:
     graph[f"{PACKAGE}.compat"].add(f"{PACKAGE}.wait.timeline")  # compat importing a floor above it
     graph[f"{PACKAGE}.wait.timeline"].add(f"{PACKAGE}.compat")
     assert [f"{PACKAGE}.compat", f"{PACKAGE}.wait.timeline"] in _circles(graph)
+
+
+def test_one_clock_seam() -> None:
+    """Every wall-clock read and every wait on time goes through ``airflow_smart_ext/clock.py``, the one seam the
+    unit tier's ``clock`` fixture fakes (compat, the ground floor, keeps its own short retry pause)."""
+    import ast
+
+    seams = {("time", "time"), ("time", "sleep"), ("asyncio", "sleep")}
+    offenders = [
+        f"{path}:{node.lineno} {node.value.id}.{node.attr}"
+        for path, tree in _sources()
+        if path.name != "clock.py" and "compat" not in path.parts
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and (node.value.id, node.attr) in seams
+    ]
+    # gc_tuning paces CPython's garbage collector on the loop's own clock: no wait's time
+    offenders += [
+        f"{path}:{node.lineno} call_later"
+        for path, tree in _sources()
+        if path.name not in ("clock.py", "gc_tuning.py")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr == "call_later"
+        and not (isinstance(node.value, ast.Name) and node.value.id == "clock")
+    ]
+    assert offenders == []

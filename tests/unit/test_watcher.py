@@ -16,8 +16,8 @@ from urllib.parse import quote
 
 import pytest
 
+from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
-from airflow_smart_ext.triggers import sharing
 from airflow_smart_ext.triggers.watermark import STATE_KEY_PREFIX
 from airflow_smart_ext.wait.parameters import WatcherArgumentError
 from airflow_smart_ext.watchers import ConditionWatcher, sensor_condition, sql_condition
@@ -45,7 +45,7 @@ class PartitionSensor(compat.BaseSensorOperator):
         self.name = name
 
     def poke(self, context: Any) -> Any:
-        now = sharing.now()
+        now = seam.now()
         POKES[self.name].append(now - START)
         landed = [day for at, day in TIMELINE.get(self.name, []) if at <= now]
         if not landed:
@@ -61,8 +61,8 @@ class FlakySensor(PartitionSensor):
         self.kind = kind
 
     def poke(self, context: Any) -> Any:
-        POKES[self.name].append(sharing.now() - START)
-        if sharing.now() < START + 40:
+        POKES[self.name].append(seam.now() - START)
+        if seam.now() < START + 40:
             raise {"outage": ConnectionError, "bug": RuntimeError}[self.kind]("refused")
         return compat.PokeReturnValue(is_done=True, xcom_value={"day": "d1"})
 
@@ -71,7 +71,7 @@ class DoneSensor(PartitionSensor):
     """Done, but says nothing about what arrived (a bare True)."""
 
     def poke(self, context: Any) -> bool:
-        POKES[self.name].append(sharing.now() - START)
+        POKES[self.name].append(seam.now() - START)
         return True
 
 

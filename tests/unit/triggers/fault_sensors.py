@@ -8,8 +8,8 @@ import time
 from collections import defaultdict
 from typing import Any
 
+from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
-from airflow_smart_ext.triggers import sharing
 
 POKES: dict[str, list[float]] = defaultdict(list)
 OUTAGE_UNTIL: dict[str, float] = {}
@@ -28,12 +28,12 @@ class OutageSensor(compat.BaseSensorOperator):
         self.name, self.conn_id, self.error = name, conn_id, error
 
     def poke(self, context: Any) -> bool:
-        POKES[self.name].append(sharing.now())
-        if sharing.now() < OUTAGE_UNTIL.get(self.name, float("-inf")):
+        POKES[self.name].append(seam.now())
+        if seam.now() < OUTAGE_UNTIL.get(self.name, float("-inf")):
             if self.error == "locked":
                 raise sqlite3.OperationalError("database is locked")
             raise RuntimeError("permanent: bad configuration")
-        return sharing.now() >= READY_AT.get(self.name, float("inf"))
+        return seam.now() >= READY_AT.get(self.name, float("inf"))
 
 
 class HungSensor(compat.BaseSensorOperator):

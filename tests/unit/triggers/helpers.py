@@ -10,10 +10,11 @@ from collections import defaultdict
 from types import SimpleNamespace
 from typing import Any
 
+from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.sensors import BackoffSensor
-from airflow_smart_ext.triggers import BackoffTrigger, sharing
+from airflow_smart_ext.triggers import BackoffTrigger
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger
 from tests.unit.clock import START, FakeClock
 
@@ -36,7 +37,7 @@ class FlagSensor(compat.BaseSensorOperator):
 
     def poke(self, context: Any) -> Any:
         with POKED:
-            POKES[self.name].append(sharing.now())
+            POKES[self.name].append(seam.now())
             POKED.notify_all()
         THREADS[self.name].add(threading.current_thread().name)
         if self.name in BLOCK_SECONDS:
@@ -44,7 +45,7 @@ class FlagSensor(compat.BaseSensorOperator):
         if self.name in RAISE:
             raise RuntimeError(RAISE[self.name])
         ready = READY_AT.get(self.name)
-        if ready is not None and sharing.now() >= ready:
+        if ready is not None and seam.now() >= ready:
             return compat.PokeReturnValue(is_done=True, xcom_value={"name": self.name, "ds": context["ds"]})
         return False
 
@@ -55,7 +56,7 @@ class FailingSensor(compat.BaseSensorOperator):
         self.name = name
 
     def poke(self, context: Any) -> bool:
-        POKES[self.name].append(sharing.now())
+        POKES[self.name].append(seam.now())
         raise compat.AirflowFailException("bad partition")
 
 
@@ -65,21 +66,21 @@ class SkippingSensor(compat.BaseSensorOperator):
         self.name = name
 
     def poke(self, context: Any) -> bool:
-        POKES[self.name].append(sharing.now())
+        POKES[self.name].append(seam.now())
         raise compat.AirflowSkipException("nothing to wait for today")
 
 
 class TimingOutSensor(SkippingSensor):
     def poke(self, context: Any) -> bool:
-        POKES[self.name].append(sharing.now())
+        POKES[self.name].append(seam.now())
         raise compat.AirflowTaskTimeout("poke took too long")
 
 
 class AsyncFlagSensor(FlagSensor):
     async def apoke(self, context: Any) -> bool:
-        POKES[self.name].append(sharing.now())
+        POKES[self.name].append(seam.now())
         THREADS[self.name].add(threading.current_thread().name)
-        return sharing.now() >= READY_AT.get(self.name, float("inf"))
+        return seam.now() >= READY_AT.get(self.name, float("inf"))
 
 
 async def poked(name: str) -> None:
@@ -171,9 +172,9 @@ class SlowAsyncSensor(compat.BaseSensorOperator):
         self.name = name
 
     async def apoke(self, context: Any) -> bool:
-        POKES[self.name].append(sharing.now())
-        ready = sharing.now() >= READY_AT.get(self.name, float("inf"))
-        await sharing.sleep(DELAY.get(self.name, 0.0))
+        POKES[self.name].append(seam.now())
+        ready = seam.now() >= READY_AT.get(self.name, float("inf"))
+        await seam.asleep(DELAY.get(self.name, 0.0))
         return ready
 
 
@@ -193,11 +194,10 @@ class ArgSensor(BackoffSensor):
         self.name = name
 
     def poke(self, context: Any) -> Any:
-        from airflow_smart_ext.triggers import sharing
 
-        POKES[self.name].append(sharing.now())
+        POKES[self.name].append(seam.now())
         ready = READY_AT.get(self.name)
-        if ready is not None and sharing.now() >= ready:
+        if ready is not None and seam.now() >= ready:
             return compat.PokeReturnValue(is_done=True, xcom_value={"name": self.name})
         return False
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
-from airflow_smart_ext.triggers import sharing
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger
 from tests.unit.clock import START
 from tests.unit.triggers.helpers import POKES, ArgSensor, _first_event, _trigger
@@ -38,7 +38,7 @@ def _no_dates() -> Any:
 
 async def _past_check_zero(trigger: BackoffStartTrigger, name: str) -> asyncio.Future[Any]:
     wait = asyncio.ensure_future(_first_event(trigger))
-    await sharing.sleep(3)  # virtual clock: check #0 ran (within the splay), the condition is false
+    await seam.asleep(3)  # virtual clock: check #0 ran (within the splay), the condition is false
     assert POKES[name] and not wait.done()
     gc.collect()
     return wait

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.triggers import log_lines, sharing, transient_errors
@@ -221,7 +222,7 @@ async def test_rate_limit_delays_checks_never_drops_them_never_past_the_deadline
 
 def test_token_bucket_spaces_reservations_and_yields_to_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [100.0]
-    monkeypatch.setattr(sharing, "_clock", lambda: now[0])
+    monkeypatch.setattr(seam, "now", lambda: now[0])
     bucket = sharing.TokenBucket(rate=4.0)
     assert [bucket.reserve() for _ in range(4)] == [0.0, 0.25, 0.5, 0.75]
     assert bucket.reserve(not_after=100.3) == pytest.approx(0.3)  # over budget at its deadline, not later

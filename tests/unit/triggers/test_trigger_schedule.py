@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 from collections import defaultdict
 from typing import Any
 
 import pytest
 
+from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat, conditions
 from airflow_smart_ext.backoff import BackoffPolicy, replay
 from airflow_smart_ext.conditions import sensor as sensor_checks
@@ -259,15 +259,16 @@ def test_inline_next_check_matches_the_policy() -> None:
         )
         seed = f"s{rng.random()}"
         schedule = WaitSchedule(policy, seed, START)
+        real_now = seam.now
         for _ in range(4):  # one schedule asked again and again: answers from its memo must stay right
             deadline = rng.choice([None, START + rng.uniform(0, 900)])
             after = rng.randrange(0, 12)
             now = START + rng.uniform(-5, 1000)
-            sharing._clock = lambda now=now: now  # type: ignore[misc]
+            seam.now = lambda now=now: now  # type: ignore[misc]
             try:
                 ours = asyncio.run(schedule.next(after, deadline))
             finally:
-                sharing._clock = time.time
+                seam.now = real_now  # type: ignore[misc]
             assert ours == policy.next_check(seed, START, now, deadline, after=after)
 
 
@@ -389,5 +390,5 @@ async def test_a_connections_rate_bucket_is_forgotten_once_idle(clock: FakeClock
     assert bucket.reserve() == 0 and bucket.reserve() == pytest.approx(2.0)  # busy for 4 s from now
     sharing.CheckGroup("k", OnConn(), None).close()
     assert OnConn.concurrency_key in sharing._buckets[loop]  # still reserved: kept
-    await sharing.sleep(4.5)
+    await seam.asleep(4.5)
     assert loop not in sharing._buckets

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from airflow_smart_ext import clock as seam
 from airflow_smart_ext import conditions
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed
 from airflow_smart_ext.triggers import BackoffTrigger, sharing
@@ -122,7 +123,7 @@ async def test_identical_waits_follow_one_schedule_whatever_their_start(clock: F
     READY_AT["one"] = line + ready
 
     async def started_later(trigger: BackoffTrigger, at: float) -> dict[str, Any]:
-        await sharing.sleep(at - sharing.now())
+        await seam.asleep(at - seam.now())
         return await first_event(trigger)
 
     events = await asyncio.gather(
@@ -142,7 +143,7 @@ async def test_a_joined_wait_keeps_its_own_deadline(clock: FakeClock) -> None:
     old.deadline, new.deadline = START + 10_000, START + 3600 + 50
 
     async def started_later(trigger: BackoffTrigger, at: float) -> dict[str, Any]:
-        await sharing.sleep(at - sharing.now())
+        await seam.asleep(at - seam.now())
         return await first_event(trigger)
 
     old_run = asyncio.ensure_future(first_event(old))
@@ -164,7 +165,7 @@ async def test_a_wait_without_check_zero_checks_at_once_when_it_joins(clock: Fak
     old.deadline, new.deadline, new.after = START + 10_000, START + 10_000, -1
     READY_AT["fresh"] = START + 3601
     old_run = asyncio.ensure_future(first_event(old))
-    await sharing.sleep(3605)
+    await seam.asleep(3605)
     event = await first_event(new)
     assert event["status"] == "success"
     assert [at for at in POKES["fresh"] if at > START + 3600] == [START + 3605]  # check #0 now, not +3910
@@ -364,7 +365,7 @@ async def test_latest_stays_the_freshest_observation_and_rounds_overlap(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     clock = [1000.0]
-    monkeypatch.setattr(sharing, "_clock", lambda: clock[0])
+    monkeypatch.setattr(seam, "now", lambda: clock[0])
     releases: list[asyncio.Future[Any]] = []
 
     class Controlled(conditions.SharedCheck):

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import aligned_start
 from airflow_smart_ext.sensors import BackoffSqlSensor
-from airflow_smart_ext.triggers import sharing
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger, reserved_field_names
 from tests.unit.clock import START
 from tests.unit.triggers.helpers import POKES, READY_AT, ArgSensor, _first_event, _trigger
@@ -153,17 +153,17 @@ async def test_check_zero_is_served_by_any_check_since_the_start_of_the_try(cloc
     started = aligned_start(START, 20.0) + 0.1
     clock.now = started + 0.2
     waits = [asyncio.ensure_future(_first_event(_trigger("same", started, timeout=60, sensor_kwargs=fixed)))]
-    await sharing.sleep(15)  # then a second task of the same run starts, still in check #0's slot
+    await seam.asleep(15)  # then a second task of the same run starts, still in check #0's slot
     waits.append(
         asyncio.ensure_future(_first_event(_trigger("same", started, timeout=60, sensor_kwargs=fixed)))
     )
-    await sharing.sleep(1)
+    await seam.asleep(1)
     assert POKES["same"] == [pytest.approx(started + 0.2, abs=1e-3)]  # one check #0 for both
     # A try that started after that check was made gets a check of its own.
     waits.append(
         asyncio.ensure_future(_first_event(_trigger("same", started + 10, timeout=60, sensor_kwargs=fixed)))
     )
-    await sharing.sleep(1)
+    await seam.asleep(1)
     assert POKES["same"] == [pytest.approx(started + 0.2, abs=1e-3), pytest.approx(started + 16.2, abs=1e-3)]
     for wait in waits:
         wait.cancel()

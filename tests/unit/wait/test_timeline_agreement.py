@@ -17,11 +17,11 @@ from typing import Any
 import pendulum
 import pytest
 
+from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, condition_seed
 from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.conditions.sensor import run_dates
-from airflow_smart_ext.triggers import sharing
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.backoff import BackoffTrigger
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
@@ -137,7 +137,7 @@ async def test_the_view_shows_what_the_trigger_does(
     condition: str,
 ) -> None:
     clock = Clock(TRY_START)
-    monkeypatch.setattr(sharing, "now", clock)
+    monkeypatch.setattr(seam, "now", clock)
     data, limit = POLICIES[policy], EXECUTION_TIMEOUTS[execution_timeout]
     now, began_at = TRY_START + MOMENTS[moment], TRY_START + TRIGGER_STARTS[began]
     if now < began_at:
