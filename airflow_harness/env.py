@@ -1201,16 +1201,17 @@ def _last_start(log: str) -> list[str]:
 
 
 def _death_cause(returncode: int | None, log: str) -> str:
-    """One line: the exit status and the last error line of the component's log since its last start."""
+    """One line: the exit status and, for a process that exited, the last error line among the last lines of
+    its log. A signal is the whole cause: the process wrote nothing as it died, and an earlier error line (a
+    task's failure the scheduler logged long before) would be read as the reason."""
     if returncode is not None and returncode < 0:
-        status = f"killed by {signal.Signals(-returncode).name}"
-    else:
-        status = f"exit {returncode}"
+        return f"killed by {signal.Signals(-returncode).name}"
     errors = [
         line.strip()
-        for line in _last_start(log)
+        for line in _last_start(log)[-40:]
         if any(word in line for word in ("Error:", "Exception:", "Error(", "error:"))
     ]
+    status = f"exit {returncode}"
     return f"{status}: {errors[-1][:300]}" if errors else status
 
 
