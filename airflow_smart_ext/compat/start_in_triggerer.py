@@ -121,8 +121,9 @@ def trigger_template_env(native: bool) -> Any:
     """The Jinja environment a worker renders with (native or sandboxed, StrictUndefined), for rendering in
     the triggerer (3.3+: the triggerer's DAG is the scheduler-side ``SerializedDAG``, which has no
     ``get_template_env``). User-defined macros/filters are not serialized: sensors of such DAGs start on a
-    worker (``sensors/start_plan.start_problem``). None on 2.11 (nothing is rendered in its triggerer)."""
-    if not AIRFLOW_V_3_0_PLUS:
+    worker (``sensors/start_plan.start_problem``). None before 3.3: no triggerer renders a start trigger's
+    fields there (2.11 and 3.0-3.2 start a templated sensor on a worker), and 3.0-3.2 lack this function."""
+    if not AIRFLOW_V_3_3_PLUS:
         return None
     from airflow.sdk.definitions._internal.templater import create_template_env
 

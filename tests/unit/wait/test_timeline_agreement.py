@@ -220,6 +220,8 @@ async def test_the_start_trigger_builds_the_schedule_this_table_drives(
 
     from airflow_smart_ext.triggers import zero_worker
 
+    if not compat.START_FROM_TRIGGER_SUPPORTED:
+        pytest.skip("Airflow 3.0-3.2 start no sensor in the triggerer")
     if not compat.AIRFLOW_V_3_0_PLUS:
         request.getfixturevalue("airflow_db")  # 2.11 reads the run's dates from the metadata DB
     built: list[Any] = []
@@ -249,7 +251,7 @@ async def test_the_start_trigger_builds_the_schedule_this_table_drives(
         dag_id="d", task_id="t", run_id="r", map_index=-1, try_number=1, start_date=started, task=task
     )
     trigger.timeout_after = started + datetime.timedelta(seconds=TIMEOUT + 60)  # what the scheduler sets
-    if compat.AIRFLOW_V_3_0_PLUS:
+    if compat.START_FROM_TRIGGER_RENDERS_TEMPLATES:  # 3.3+: the triggerer renders before run()
         dag_run = SimpleNamespace(
             logical_date=LOGICAL, data_interval_start=LOGICAL, data_interval_end=LOGICAL
         )
