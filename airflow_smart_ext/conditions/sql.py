@@ -143,7 +143,7 @@ def fetch_first_row(hook: DbApiHook, sql: str, parameters: Any = None) -> tuple[
     # common-sql logs each statement (INFO, with its bound values) and the statements list (DEBUG): a rendered
     # secret in either would reach a component's stdout, which nothing masks. The hook's other lines stay.
     hook.log_sql = False
-    hook._log = _WithoutStatements(hook.log)  # LoggingMixin's per-instance logger (2.11 and 3.x alike)
+    hook._log = _WithoutStatements(hook.log)  # type: ignore[assignment]  # LoggingMixin's per-instance logger
     row = hook.get_first(sql, parameters)
     return None if row is None else tuple(row)
 
