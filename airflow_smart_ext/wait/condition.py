@@ -65,12 +65,62 @@ def render_from_run(values: Mapping[str, Any], run_facts: Mapping[str, Any]) -> 
     if _environment(False) is None:
         return None
     context = run_template_context(run_facts)
+    if not all(_renders_safely(text, set(context)) for text in _strings(values)):
+        return None
     try:
         rendered = {name: _render(value, context, False) for name, value in values.items()}
         native = {name: _render(value, context, True) for name, value in values.items()}
     except Exception:  # UndefinedError, a filter the server lacks, a syntax error: the triggerer's to say
         return None
     return rendered if native == rendered else None
+
+
+#: What a template the server renders may contain: the run's dates, a filter or a date method on them, text.
+#: Anything else (arithmetic, loops, calls of other things) is the triggerer's to render: a DAG author's template
+#: must not cost the api-server more than a few string operations per page.
+_SAFE_NODES = ("Template", "Output", "TemplateData", "Name", "Getattr", "Filter", "Call", "Const")
+_SAFE_FILTERS = frozenset(
+    {"ds", "ds_nodash", "ts", "ts_nodash", "ts_nodash_with_tz", "string", "lower", "upper"}
+)
+_SAFE_METHODS = frozenset({"strftime", "isoformat", "date", "int_timestamp", "timestamp"})
+
+
+def _renders_safely(text: str, names: set[str]) -> bool:
+    """Whether ``text`` only reads the run's dates (names of ``names``) through known filters and methods."""
+    import jinja2
+    from jinja2 import nodes
+
+    if not has_template(text) or len(text) > 10_000:
+        return not has_template(text)
+    try:
+        tree = jinja2.Environment().parse(text)
+    except jinja2.TemplateSyntaxError:
+        return False
+    for node in tree.find_all(nodes.Node):
+        kind = type(node).__name__
+        if kind not in _SAFE_NODES:
+            return False
+        if isinstance(node, nodes.Name) and node.name not in names:
+            return False
+        if isinstance(node, nodes.Filter) and node.name not in _SAFE_FILTERS:
+            return False
+        if isinstance(node, nodes.Call) and not (
+            isinstance(node.node, nodes.Getattr) and node.node.attr in _SAFE_METHODS and not node.kwargs
+        ):
+            return False
+        if isinstance(node, nodes.Const) and not isinstance(node.value, str):
+            return False
+    return True
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, (list, tuple)):
+        return [text for item in value for text in _strings(item)]
+    return []
 
 
 def _moment(value: Any) -> Any:

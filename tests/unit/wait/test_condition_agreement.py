@@ -148,3 +148,23 @@ def test_a_field_whose_native_rendering_differs_is_not_exact() -> None:
     facts = {"run_id": RUN_ID, **run_dates(LOGICAL, LOGICAL, LOGICAL.add(days=1))}
     assert render_from_run({"parameters": ["{{ ds_nodash }}"]}, facts) is None
     assert render_from_run({"sql": "SELECT {{ ds_nodash }}"}, facts) == {"sql": "SELECT 20261126"}
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "SELECT '{{ 'x' * 10**9 }}'",  # a gigabyte in the api-server
+        "{% for day in range(100000) %}{{ day }}{% endfor %}",
+        "{{ params.day }}",  # a name the server does not have
+        "{{ ds | custom_filter }}",
+        "{{ logical_date.add(days=1) }}",  # a call the server does not vouch for
+        "{{ ds",  # not even a template
+    ],
+)
+def test_the_view_renders_only_the_runs_dates_through_known_filters_and_methods(template: str) -> None:
+    """A DAG author's template is rendered on the api-server only when it reads the run's dates through known
+    filters and methods; anything else is the triggerer's to render (the view says "not exact")."""
+    from airflow_smart_ext.wait.condition import render_from_run
+
+    facts = {"run_id": RUN_ID, **run_dates(LOGICAL, LOGICAL, LOGICAL.add(days=1))}
+    assert render_from_run({"sql": template}, facts) is None
