@@ -4,13 +4,15 @@ keeps every version; 2.11 one row per DAG)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import json
+import zlib
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from airflow_smart_ext.compat import partitions
 from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_2_PLUS
 
-__all__ = ["dag_run_columns", "dag_run_logical_date", "latest_serialized_dags"]
+__all__ = ["dag_run_columns", "dag_run_logical_date", "latest_serialized_dags", "stored_dag"]
 
 
 def dag_run_logical_date() -> Any:
@@ -20,11 +22,14 @@ def dag_run_logical_date() -> Any:
     return DagRun.logical_date if AIRFLOW_V_3_0_PLUS else DagRun.execution_date
 
 
-def latest_serialized_dags(session: Any, dag_ids: Collection[str] | None, classpaths: Collection[str]) -> Any:
+def latest_serialized_dags(
+    session: Any, dag_ids: Collection[str] | None, classpaths: Collection[str] | None = None
+) -> Any:
     """(dag_id, stored JSON, compressed JSON) of each live DAG's latest serialized version (columns only: no
-    ORM object, no DAG deserialized). 3.x keeps every version (the highest ``version_number`` is the latest)
-    and marks deleted DAGs stale; 3.2+ also stores the timetable's class path, so only our DAGs are read.
-    2.11: one row per DAG, deleted DAGs inactive."""
+    ORM object, no DAG deserialized; :func:`stored_dag` reads them). 3.x keeps every version (the highest
+    ``version_number`` is the latest) and marks deleted DAGs stale; 3.2+ also stores the timetable's class
+    path, so with ``classpaths`` only DAGs of those timetables are read. 2.11: one row per DAG, deleted DAGs
+    inactive."""
     from airflow.models.dag import DagModel
     from airflow.models.serialized_dag import SerializedDagModel as Serialized
     from sqlalchemy import func, select
@@ -48,13 +53,19 @@ def latest_serialized_dags(session: Any, dag_ids: Collection[str] | None, classp
             )
             .where(DagModel.is_stale.is_(False))
         )
-        if AIRFLOW_V_3_2_PLUS:
+        if AIRFLOW_V_3_2_PLUS and classpaths is not None:
             query = query.where(DagModel.timetable_type.in_(list(classpaths)))
     else:
         query = query.where(DagModel.is_active.is_(True))
     if dag_ids is not None:
         query = query.where(Serialized.dag_id.in_(list(dag_ids)))
     return session.execute(query.order_by(Serialized.dag_id))
+
+
+def stored_dag(stored: Any, compressed: bytes | None) -> Mapping[str, Any]:
+    """A serialized DAG row's JSON (``[core] compress_serialized_dags`` stores it zlib-compressed)."""
+    data = json.loads(zlib.decompress(compressed)) if stored is None and compressed else stored
+    return json.loads(data) if isinstance(data, str) else data or {}  # type: ignore[no-any-return]
 
 
 def dag_run_columns() -> dict[str, Any]:

@@ -176,15 +176,43 @@ def incr(sensor: BackoffSensor, what: str, context: Any) -> None:
         sensor.log.debug("Could not emit metric %s", what, exc_info=True)
 
 
+#: How long before Airflow's own ``execution_timeout`` alarm poke mode ends the try itself (see below).
+EXECUTION_DEADLINE_MARGIN = 0.5
+
+
+def execution_deadline(sensor: BackoffSensor, context: Any, started_at: float) -> float | None:
+    """When poke mode ends a try at its ``execution_timeout`` itself, just before Airflow's SIGALRM would.
+
+    Airflow 3's alarm handler logs through structlog, whose writer holds a non-reentrant lock: an alarm that
+    lands while the task writes a log line (our line per check; a slow supervisor makes that write block)
+    deadlocks the task, which then heartbeats "running" for ever. Ending the try from our own sleep, before
+    the alarm, raises the same ``AirflowTaskTimeout`` and disarms the alarm on the way out. Counted from the
+    try's start (the API server sets it before the worker arms the alarm), less a margin for clock skew.
+    None: no ``execution_timeout``, or one too short to end first (the alarm does it, as before).
+    """
+    limit = sensor.execution_timeout
+    if limit is None or limit.total_seconds() <= 2 * EXECUTION_DEADLINE_MARGIN:
+        return None
+    ti_start = getattr(context.get("ti"), "start_date", None) if isinstance(context, Mapping) else None
+    try_started_at = (
+        min(started_at, ti_start.timestamp()) if isinstance(ti_start, datetime.datetime) else started_at
+    )
+    return try_started_at + limit.total_seconds() - EXECUTION_DEADLINE_MARGIN
+
+
 def execute_poke(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     """Poke mode: the whole wait on one worker, sleeping between the checks of the schedule."""
     started_at = clock.now()
     deadline = deadlines(sensor, started_at).timeout
+    execution_ends_at = execution_deadline(sensor, context, started_at)
     index, pokes = 0, 1
     sensor.log.info(
         "Backoff schedule: %s; timeout %gs (poke mode)", sensor.backoff_policy.describe(), sensor.timeout
     )
     first_at = first_check_at(sensor, seed, started_at, deadline)
+    if execution_ends_at is not None and first_at >= execution_ends_at:
+        clock.sleep(execution_ends_at - clock.now())
+        execution_timed_out(sensor)
     if first_at > clock.now():
         # The splay: sensors created together spread their first poke over [0, splay).
         sensor.log.info("First poke splayed by %.3fs to %s", first_at - started_at, utc(first_at).isoformat())
@@ -194,6 +222,15 @@ def execute_poke(sensor: BackoffSensor, context: Any, seed: str) -> Any:
         if done:
             return succeeded(sensor, context, started_at, pokes, xcom_value, "poke")
         nxt = next_check(sensor, seed, started_at, deadline, index)
+        if execution_ends_at is not None and (nxt is None or nxt.at >= execution_ends_at):
+            sensor.log.info(
+                "Poke #%d (check #%d): condition not met; the try ends at its execution_timeout at %s",
+                pokes,
+                index,
+                utc(execution_ends_at).isoformat(),
+            )
+            clock.sleep(execution_ends_at - clock.now())
+            execution_timed_out(sensor)
         if nxt is None:
             timed_out(sensor, context, started_at, pokes)
             return None  # unreachable: timed_out raises

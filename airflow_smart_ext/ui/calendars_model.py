@@ -10,7 +10,6 @@ from __future__ import annotations
 import calendar as stdlib_calendar
 import datetime
 import json
-import zlib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, cast
 
@@ -245,11 +244,6 @@ def _previous_runs(session: Any, dag_ids: Sequence[str], past: int) -> dict[str,
     return runs
 
 
-def _stored_dag(stored: Any, compressed: bytes | None) -> Mapping[str, Any]:
-    data = json.loads(zlib.decompress(compressed)) if stored is None and compressed else stored
-    return json.loads(data) if isinstance(data, str) else data or {}  # type: ignore[no-any-return]
-
-
 def _epoch_date(value: Any) -> datetime.datetime | None:
     """A serialized DAG's start/end date (epoch seconds on 2.11 and 3.x)."""
     return None if value is None else datetime.datetime.fromtimestamp(float(value), _UTC)
@@ -265,7 +259,7 @@ def load_calendars(
     found, unreadable = [], []
     for dag_id, stored, compressed in compat.latest_serialized_dags(session, dag_ids, CLASSPATHS):
         try:
-            dag = _stored_dag(stored, compressed).get("dag", {})
+            dag = compat.stored_dag(stored, compressed).get("dag", {})
         except Exception as err:  # one unreadable row must not hide every other DAG's calendar
             unreadable.append((dag_id, f"cannot read its serialized DAG: {type(err).__name__}"))
             continue

@@ -69,6 +69,11 @@ class LiveWait:
     #: The run's ``ds``/``ts``/``logical_date``/``data_interval_*`` as the triggerer ships them (ISO strings):
     #: a zero-worker sensor check's sharing key (hence its seed) depends on them.
     run_dates: Mapping[str, str | None] | None = None
+    trigger_id: int | None = None
+    #: when the scheduler times the run out (``wait.timeline.run_deadline``; None: no ``dagrun_timeout``)
+    run_deadline: float | None = None
+    #: the triggerer job holding the row (None: no triggerer holds it). Waits share within one process.
+    triggerer_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,9 @@ class WaitFacts:
     first_run_at: float  # when the trigger began: the row's creation (a served row is picked up at once)
     share: bool
     rate_limit: float | None
+    #: what sets ``deadline``: "timeout", "execution_timeout", or (a worker-first row stores only the earlier)
+    #: "timeout or execution_timeout"
+    deadline_by: str = "timeout"
 
 
 def read_wait(wait: LiveWait, path: str) -> WaitFacts:
@@ -103,6 +111,7 @@ def read_wait(wait: LiveWait, path: str) -> WaitFacts:
             wait.trigger_created if wait.trigger_created is not None else try_start,
             bool(kwargs.get("share", True)),
             kwargs.get("rate_limit"),
+            "timeout or execution_timeout",
         )
     start = kwargs["start"]
     # The try's start as Airflow recorded it (the trigger anchors on it too); without one: the row's creation.
@@ -122,6 +131,7 @@ def read_wait(wait: LiveWait, path: str) -> WaitFacts:
         max(started, wait.trigger_created if wait.trigger_created is not None else started),
         bool(start.get("share", True)),
         start.get("rate_limit"),
+        "execution_timeout" if ends.execution_first else "timeout",
     )
 
 
@@ -264,19 +274,25 @@ class Schedules:
         self._replayed[(policy, seed)] = needed
         return True
 
-    def plan(self, facts: WaitFacts, seed: str) -> tuple[ScheduledCheck | None, int, float]:
+    def plan(
+        self, facts: WaitFacts, seed: str, group: tuple[str, float] | None = None
+    ) -> tuple[ScheduledCheck | None, int, float]:
         """(the next check, the checks made so far, checks per hour at the current interval): the wait's
-        ``wait.timeline`` at ``now``, with the worker's checks (``after + 1``) on the worker-first path."""
+        ``wait.timeline`` at ``now``, with the worker's checks (``after + 1``) on the worker-first path.
+        ``group``: the (seed, anchor) of the schedule its sharing group runs (see ``Timeline.joined``)."""
         now, policy = self.now, self.policy(facts.policy)
         seed = facts.seed if facts.seed is not None else seed
-        if not self._affordable(policy, seed, facts.anchor, now):  # the replay ends at now (+ one step)
-            # Over the replay budget: every decorrelated sleep is <= cap, so at least this many were due.
-            return None, int(max(0.0, now - facts.anchor) / policy.cap_seconds), 0.0
-        offset_of = self.offset_of(policy, seed)
         zero_worker = facts.path == "zero-worker"
         line = timeline.Timeline(
             policy, seed, facts.anchor, facts.deadline, facts.started_at if zero_worker else None
         )
+        if group is not None:
+            line = line.joined(*group)
+        for replayed in (line, line.own):  # the replay ends at now (+ one step)
+            if replayed is not None and not self._affordable(policy, replayed.seed, replayed.anchor, now):
+                # Over the replay budget: every decorrelated sleep is <= cap, so at least this many were due.
+                return None, int(max(0.0, now - line.anchor) / policy.cap_seconds), 0.0
+        offset_of = self.offset_of(policy, line.seed)
         key = (line, facts.first_run_at, facts.after)
         planned = self._progress.get(key)
         if planned is None:

@@ -81,6 +81,7 @@ def _wait_row(row: Mapping[str, Any], links: TaskLink) -> str:
         "data-map-index": row["map_index"],
         "data-next-check": row["next_check"] or "",
         "data-deadline": row["deadline"] or "",
+        "data-deadline-by": row.get("deadline_by") or "",
         "data-path": row["path"],
         "data-sharing-key": row["sharing_key_hash"] or "",
         "data-shared-with": row["shared_with"],
@@ -100,7 +101,8 @@ def _wait_row(row: Mapping[str, Any], links: TaskLink) -> str:
         f'<td class="num">{_text(row["shared_with"])}',
         f'<td class="num">{_text(row["checks_made"])}',
         _when(row["next_check"], row["next_check_in"]) + estimate,
-        _when(row["deadline"], row["deadline_in"]),
+        _when(row["deadline"], row["deadline_in"])
+        + (f'<br><span class="muted">({_text(row["deadline_by"])})</span>' if row.get("deadline_by") else ""),
         _text(row["last_outcome"]),
     )
     tds = "".join(cell if cell.startswith("<td") else f"<td>{cell}" for cell in cells)

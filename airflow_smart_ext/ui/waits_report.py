@@ -19,13 +19,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_smart_ext.ui.trigger_rows import (
+    Condition,
     Conditions,
     LiveWait,
     Schedules,
+    WaitFacts,
     read_wait,
     redact_sealed,
     trigger_paths,
 )
+from airflow_smart_ext.wait import timeline
 
 __all__ = [
     "SORTS",
@@ -113,9 +116,8 @@ class _Member:
     rate_limit: float | None  # its explicit checks per second on the connection (None: the config's)
 
 
-def _row(wait: LiveWait, conditions: Conditions, schedules: Schedules) -> tuple[str, _Member]:
-    """(sharing key, the wait's row and rates); a row that cannot be read (or computed) is shown as such."""
-    base: dict[str, Any] = {
+def _base(wait: LiveWait) -> dict[str, Any]:
+    return {
         "dag_id": wait.dag_id,
         "run_id": wait.run_id,
         "task_id": wait.task_id,
@@ -123,46 +125,88 @@ def _row(wait: LiveWait, conditions: Conditions, schedules: Schedules) -> tuple[
         "try_number": wait.try_number,
         "path": trigger_paths()[wait.classpath],
     }
-    try:
-        facts = read_wait(wait, base["path"])
-        condition = conditions.of(wait, base["path"])
-        scheduled, checks, rate = schedules.plan(facts, condition.seed)
-        now = schedules.now
-        base.update(
-            check_type=condition.check_type,
-            sensor_class=condition.sensor_class,
-            conn_id=condition.conn_id,
-            condition=condition.words,
-            sharing_key_hash=condition.group,
-            shared_with=1,
-            checks_made=checks,
-            next_check=schedules.iso(scheduled.at) if scheduled else None,
-            next_check_in=round(scheduled.at - now, 3) if scheduled else None,
-            next_check_exact=condition.exact,
-            deadline=schedules.iso(facts.deadline),
-            deadline_in=None if facts.deadline is None else round(facts.deadline - now, 3),
-            # The server cannot see the triggerer's memory: a wait still deferred has only been answered
-            # "not yet" (or by errors it rides out, which the trigger does not persist): all it may say.
-            last_outcome="not yet",
-            started_at=schedules.iso(facts.started_at),
-        )
-        rate_limit = None if facts.rate_limit is None else float(facts.rate_limit)
-        return condition.key, _Member(base, facts.share, rate, rate_limit)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError) as err:
-        # A row we cannot read must not break the page; the error type only (its text may quote kwargs).
-        row = {
-            **base,
-            **dict.fromkeys(("check_type", "sensor_class", "conn_id", "next_check", "next_check_in")),
-            **dict.fromkeys(("deadline", "deadline_in", "sharing_key_hash", "started_at")),
-            "next_check_exact": False,
-            "condition": f"unreadable trigger kwargs ({type(err).__name__})",
-            "shared_with": 1,
-            "checks_made": 0,
-            "last_outcome": "unknown",
-        }
-        return f"unreadable|{wait.dag_id}|{wait.run_id}|{wait.task_id}|{wait.map_index}", _Member(
-            row, False, 0.0, None
-        )
+
+
+@dataclass
+class _Read:
+    """A readable wait: its row so far, its schedule facts and its condition."""
+
+    wait: LiveWait
+    row: dict[str, Any]
+    facts: WaitFacts
+    condition: Condition
+
+    @property
+    def schedule(self) -> tuple[str, float]:
+        """The (seed, anchor) of its own schedule."""
+        return (self.facts.seed or self.condition.seed, self.facts.anchor)
+
+
+def _unreadable(wait: LiveWait, err: BaseException) -> tuple[str, _Member]:
+    # A row we cannot read must not break the page; the error type only (its text may quote kwargs).
+    row = {
+        **_base(wait),
+        **dict.fromkeys(("check_type", "sensor_class", "conn_id", "next_check", "next_check_in")),
+        **dict.fromkeys(("deadline", "deadline_in", "deadline_by", "sharing_key_hash", "started_at")),
+        "next_check_exact": False,
+        "condition": f"unreadable trigger kwargs ({type(err).__name__})",
+        "shared_with": 1,
+        "checks_made": 0,
+        "last_outcome": "unknown",
+    }
+    return f"unreadable|{wait.dag_id}|{wait.run_id}|{wait.task_id}|{wait.map_index}", _Member(
+        row, False, 0.0, None
+    )
+
+
+_UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError)
+
+
+def _group_schedules(read: Iterable[_Read]) -> dict[tuple[Any, ...], tuple[str, float]]:
+    """The schedule each sharing group runs per policy and triggerer process: the first member's (the one
+    whose trigger row is oldest), which later members join (``Timeline.joined``)."""
+    first: dict[tuple[Any, ...], tuple[tuple[float, int], tuple[str, float]]] = {}
+    for one in read:
+        if not one.facts.share:
+            continue
+        key = _schedule_key(one)
+        rank = (one.facts.first_run_at, one.wait.trigger_id or 0)
+        if key not in first or rank < first[key][0]:
+            first[key] = (rank, one.schedule)
+    return {key: schedule for key, (_rank, schedule) in first.items()}
+
+
+def _schedule_key(one: _Read) -> tuple[Any, ...]:
+    return (one.condition.key, tuple(sorted(one.facts.policy.items())), one.wait.triggerer_id)
+
+
+def _row(one: _Read, schedules: Schedules, group: tuple[str, float] | None) -> tuple[str, _Member]:
+    """(sharing key, the wait's row and rates)."""
+    facts, condition, base = one.facts, one.condition, one.row
+    scheduled, checks, rate = schedules.plan(facts, condition.seed, group)
+    now = schedules.now
+    ends, ends_by = timeline.wait_ends(facts.deadline, facts.deadline_by, one.wait.run_deadline)
+    base.update(
+        check_type=condition.check_type,
+        sensor_class=condition.sensor_class,
+        conn_id=condition.conn_id,
+        condition=condition.words,
+        sharing_key_hash=condition.group,
+        shared_with=1,
+        checks_made=checks,
+        next_check=schedules.iso(scheduled.at) if scheduled else None,
+        next_check_in=round(scheduled.at - now, 3) if scheduled else None,
+        next_check_exact=condition.exact,
+        deadline=schedules.iso(ends),
+        deadline_in=None if ends is None else round(ends - now, 3),
+        deadline_by=ends_by,
+        # The server cannot see the triggerer's memory: a wait still deferred has only been answered
+        # "not yet" (or by errors it rides out, which the trigger does not persist): all it may say.
+        last_outcome="not yet",
+        started_at=schedules.iso(facts.started_at),
+    )
+    rate_limit = None if facts.rate_limit is None else float(facts.rate_limit)
+    return condition.key, _Member(base, facts.share, rate, rate_limit)
 
 
 def _matches(row: Mapping[str, Any], query: WaitsQuery) -> bool:
@@ -196,10 +240,25 @@ def build_report(
     ``[smart_ext] max_checks_per_second_per_connection``; None: no limit)."""
     conditions, schedules = Conditions(), Schedules(now)
     members: dict[str, list[_Member]] = {}
+    read: list[_Read] = []
     for wait in waits:
         if wait.classpath in trigger_paths():
-            key, member = _row(wait, conditions, schedules)
-            members.setdefault(key, []).append(member)
+            base = _base(wait)
+            try:
+                read.append(
+                    _Read(wait, base, read_wait(wait, base["path"]), conditions.of(wait, base["path"]))
+                )
+            except _UNREADABLE as err:
+                key, member = _unreadable(wait, err)
+                members.setdefault(key, []).append(member)
+    group_schedules = _group_schedules(read)
+    for one in read:
+        try:
+            joins = group_schedules.get(_schedule_key(one)) if one.facts.share else None
+            key, member = _row(one, schedules, joins)
+        except _UNREADABLE as err:
+            key, member = _unreadable(one.wait, err)
+        members.setdefault(key, []).append(member)
     rows: list[dict[str, Any]] = []
     groups: list[dict[str, Any]] = []
     connections: dict[str, dict[str, Any]] = {}

@@ -18,6 +18,7 @@ from typing import Any
 from airflow_smart_ext import compat, secret_kwargs
 from airflow_smart_ext.conditions import sensor as sensor_check
 from airflow_smart_ext.ui.waits_report import LiveWait, redact_sealed, trigger_paths
+from airflow_smart_ext.wait import timeline
 
 __all__ = ["load_live_waits"]
 
@@ -86,6 +87,28 @@ def _opened(trigger: tuple[int, Any], stored: str) -> tuple[Mapping[str, Any], M
     return cached  # type: ignore[no-any-return]
 
 
+# (dag_id, stored JSON's hash) -> the DAG's dagrun_timeout in seconds (None: none)
+_DAGRUN_TIMEOUTS: dict[tuple[str, int], float | None] = {}
+
+
+def _dagrun_timeouts(session: Any, dag_ids: Collection[str]) -> dict[str, float | None]:
+    """Each DAG's ``dagrun_timeout`` (seconds) from its latest serialized version, as the scheduler reads it."""
+    found: dict[str, float | None] = {}
+    if not dag_ids:
+        return found
+    for dag_id, stored, compressed in compat.latest_serialized_dags(session, sorted(dag_ids)):
+        key = (dag_id, hash(stored if stored is not None else compressed))
+        if key not in _DAGRUN_TIMEOUTS:
+            try:
+                value = compat.stored_dag(stored, compressed).get("dag", {}).get("dagrun_timeout")
+                seconds = None if value is None else float(value)
+            except (ValueError, TypeError, OSError):  # unreadable: the wait's own deadline still shows
+                seconds = None
+            _remember(_DAGRUN_TIMEOUTS, key, seconds)
+        found[dag_id] = _DAGRUN_TIMEOUTS[key]
+    return found
+
+
 def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveWait]:
     """Every deferred task instance waiting on one of our triggers (``dag_ids=None``: all DAGs)."""
     if dag_ids is not None and not dag_ids:
@@ -108,9 +131,11 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
             Trigger.classpath,
             Trigger.encrypted_kwargs,
             Trigger.created_date,
+            Trigger.triggerer_id,
             compat.dag_run_logical_date().label("logical_date"),
             DagRun.data_interval_start,
             DagRun.data_interval_end,
+            DagRun.start_date.label("run_start"),
         )
         .join(Trigger, TaskInstance.trigger_id == Trigger.id)
         .join(DagRun, and_(DagRun.dag_id == TaskInstance.dag_id, DagRun.run_id == TaskInstance.run_id))
@@ -119,11 +144,11 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
     readable = None if dag_ids is None else set(dag_ids)
     if readable is not None and len(readable) <= _IN_LIST_LIMIT:
         query = query.where(TaskInstance.dag_id.in_(sorted(readable)))
+    rows = [row for row in session.execute(query) if readable is None or row.dag_id in readable]
+    timeouts = _dagrun_timeouts(session, {row.dag_id for row in rows})
     waits = []
     dates: dict[tuple[Any, Any, Any], dict[str, str | None]] = {}  # one dict per run, not per task
-    for row in session.execute(query):
-        if readable is not None and row.dag_id not in readable:
-            continue
+    for row in rows:
         try:
             kwargs, shown = _opened((row.trigger_id, row.created_date), row.encrypted_kwargs)
         except (
@@ -147,6 +172,9 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
                 trigger_created=_epoch(row.created_date),
                 shown_kwargs=shown,
                 run_dates=run_dates,
+                trigger_id=row.trigger_id,
+                triggerer_id=row.triggerer_id,
+                run_deadline=timeline.run_deadline(_epoch(row.run_start), timeouts.get(row.dag_id)),
             )
         )
     return waits

@@ -8,7 +8,8 @@ Terms:
   grid (``aligned_start``), so identical waits that start apart check together; a worker-first wait carries the
   anchor its worker used.
 * **deadline**: when the wait stops checking (its last check is placed exactly there): the sensor's timeout,
-  or the ``execution_timeout`` when that comes first, counted from the start of the try.
+  or the ``execution_timeout`` when that comes first, counted from the start of the try. A DAG run's
+  ``dagrun_timeout`` may end the wait earlier (:func:`wait_ends`): the scheduler skips the task then.
 * **check #0 of a zero-worker wait**: no worker made it, so the trigger does. Its grid slot may lie before the
   start of the try; a trigger that begins within one ``poke_interval`` of the start of the try then checks at
   once, otherwise at the slot (:func:`first_check`).
@@ -21,7 +22,7 @@ Pure: a function of (policy, seed, anchor, deadline, now).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, aligned_start
 
@@ -49,6 +50,23 @@ def deadlines(try_started_at: float, timeout: float, execution_timeout: float | 
     return Deadlines(sensor, execution, sensor if execution is None else min(sensor, execution))
 
 
+def run_deadline(run_started_at: float | None, dagrun_timeout: float | None) -> float | None:
+    """When the scheduler times the DAG run out: ``dagrun_timeout`` after the run started. It then fails the
+    run and skips every unfinished task — a wait too, whatever its own deadline (the trigger does not know it;
+    Airflow cancels the trigger)."""
+    if run_started_at is None or dagrun_timeout is None:
+        return None
+    return run_started_at + float(dagrun_timeout)
+
+
+def wait_ends(deadline: float | None, by: str, run_ends: float | None) -> tuple[float | None, str]:
+    """(when the wait ends at the latest, what ends it): its own ``deadline`` (set ``by`` its timeout or its
+    ``execution_timeout``) or the run's ``dagrun_timeout``, whichever comes first."""
+    if run_ends is not None and (deadline is None or run_ends < deadline):
+        return run_ends, "dagrun_timeout"
+    return deadline, by
+
+
 def anchor(try_started_at: float, policy: BackoffPolicy) -> float:
     """A zero-worker wait's anchor: the start of its try on the ``poke_interval`` grid."""
     return aligned_start(try_started_at, policy.initial)
@@ -71,13 +89,42 @@ def first_check(
 @dataclass(frozen=True)
 class Timeline:
     """A wait's checks: ``policy`` from ``(seed, anchor)`` up to ``deadline``. ``try_started_at`` is set for a
-    zero-worker wait (check #0 still to do: :func:`first_check`)."""
+    zero-worker wait (check #0 still to do: :func:`first_check`). ``own`` is set when the wait follows its
+    sharing group's schedule (:meth:`joined`): the timeline it had before it joined."""
 
     policy: BackoffPolicy
     seed: str
     anchor: float
     deadline: float | None
     try_started_at: float | None = None
+    own: Timeline | None = None
+
+    def joined(self, seed: str, anchor: float) -> Timeline:
+        """This wait once it follows the schedule its sharing group already runs for its policy: the first
+        member's ``(seed, anchor)`` (one condition, one schedule per triggerer process), its own deadline and
+        try start. Itself when that schedule is its own."""
+        if (seed, anchor) == (self.seed, self.anchor):
+            return self
+        return replace(self, seed=seed, anchor=anchor, own=self)
+
+    def began(self, now: float, after: int, offset_of: OffsetOf | None = None) -> ScheduledCheck | None:
+        """The first check of a trigger that begins at ``now`` with check ``after`` made. On its own schedule:
+        :meth:`next_check`. On its group's: a zero-worker wait's check #0 as :func:`first_check` places it on
+        the group's grid; a worker-first wait keeps a final (or no) check of its own, checks #0 at once when
+        its worker made none, else takes the group's next check (its numbering), never one due right now."""
+        if self.own is None:
+            return self.next_check(now, after, offset_of)
+        if self.try_started_at is not None:
+            return self.next_check(now, -1, offset_of)
+        own = self.own.next_check(now, after)
+        if own is None or own.final:
+            return own
+        if after < 0:
+            return ScheduledCheck(0, now, False)
+        scheduled = self.next_check(now, -1, offset_of)
+        if scheduled is not None and scheduled.at <= now:
+            scheduled = self.next_check(now, scheduled.index, offset_of)
+        return scheduled
 
     def at(self, index: int, offset_of: OffsetOf | None = None) -> float:
         """The grid time of check ``index``."""
@@ -95,7 +142,7 @@ class Timeline:
     ) -> tuple[ScheduledCheck | None, int]:
         """(the next check, the checks the trigger made) at ``now``, for a trigger that began at
         ``first_run_at`` with check ``after`` made and has run since: each check at its time, none missed."""
-        first = self.next_check(first_run_at, after, offset_of)
+        first = self.began(first_run_at, after, offset_of)
         if first is None:
             return None, 0
         if first.at >= now:

@@ -224,6 +224,13 @@ def test_waits_page_from_airflow_navigation(ui_env: AirflowEnv, admin: WebDriver
     assert {w["conn_id"] for w in report["waits"]} == {"ui_sqlite"}
     groups = {g["sharing_key_hash"]: g["tasks"] for g in report["groups"]}
     assert groups[ours["shared_1"]["sharingKey"]] == 3, report["groups"]
+    # The open DAG's dagrun_timeout (30 min) ends its waits before their own 1 h timeout; the hidden one has none.
+    for wait in report["waits"]:
+        if wait["dag_id"] == OPEN:
+            assert wait["deadline_by"] == "dagrun_timeout", wait
+            assert 0 < wait["deadline_in"] <= 30 * 60, wait
+        else:
+            assert wait["deadline_by"] != "dagrun_timeout" and wait["deadline_in"] > 30 * 60, wait
     screenshot(admin, ui_env, "waits", tmp_path)
 
 

@@ -21,17 +21,22 @@ WAIT: dict[str, Any] = {"poke_interval": 30, "max_wait": 120, "timeout": 3600, "
 SHARED_TASKS = ("shared_1", "shared_2", "shared_3")
 
 
-def _dag(dag_id: str, schedule: Any) -> DAG:
+#: the open DAG's runs time out before their waits' own 1 h timeout: the view shows the run's deadline
+RUN_TIMEOUT = dt.timedelta(minutes=30)
+
+
+def _dag(dag_id: str, schedule: Any, dagrun_timeout: dt.timedelta | None = None) -> DAG:
     return DAG(
         dag_id=dag_id,
         start_date=START,
         catchup=False,
         tags=["airflow-smart-ext", "integration"],
         schedule=schedule,
+        dagrun_timeout=dagrun_timeout,
     )
 
 
-with _dag("ui_open_waits", schedule=None):
+with _dag("ui_open_waits", schedule=None, dagrun_timeout=RUN_TIMEOUT):
     for task_id in SHARED_TASKS:  # one condition, three tasks: one shared check
         BackoffSqlSensor(
             task_id=task_id, conn_id=CONN_ID, sql="SELECT 0 AS shared", start_from_trigger=False, **WAIT

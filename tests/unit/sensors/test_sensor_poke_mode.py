@@ -317,3 +317,55 @@ def test_deferral_ships_transient_errors_silent_fail_time_and_rate_limits(
     assert kwargs["transient_errors"] == ["builtins.LookupError"]
     assert (kwargs["silent_fail"], kwargs["check_timeout"], kwargs["rate_limit"]) == (True, 45.0, 2.5)
     json.dumps(kwargs)
+
+
+# ------------------------------------------------------------------ execution_timeout: ended before Airflow's alarm
+@pytest.mark.parametrize("ti_started_before", [None, 0.0, 0.2, 3.0])
+@pytest.mark.parametrize("execution_seconds", [1.0, 6.0, 45.0])
+def test_poke_mode_ends_the_try_at_execution_timeout_before_airflows_alarm(
+    clock: FakeClock, execution_seconds: float, ti_started_before: float | None
+) -> None:
+    """Airflow 3's SIGALRM handler can deadlock on structlog's lock (the task then runs for ever): poke mode
+    ends the try itself, with the same retryable AirflowTaskTimeout, before the alarm (armed after the try's
+    start_date) is due. A limit too short to end first is left to the alarm (the sensor sleeps past it)."""
+    ti = FakeTI()
+    if ti_started_before is not None:
+        ti.start_date = datetime.datetime.fromtimestamp(START - ti_started_before, tz=datetime.timezone.utc)  # type: ignore[attr-defined]
+    sensor = ScriptedSensor(
+        task_id="task",
+        results=[False],
+        clock=clock,
+        poke_interval=4,
+        timeout=1_000,
+        execution_timeout=datetime.timedelta(seconds=execution_seconds),
+    )
+    try_start = START - (ti_started_before or 0.0)
+    alarm_at = START + execution_seconds  # armed after both the try's start_date and our start
+    if execution_seconds <= 1.0:
+        # Left to Airflow's alarm: the schedule sleeps through it (a real alarm would interrupt the sleep).
+        with pytest.raises(_Stop):
+            _run_until_stop(sensor, make_context(ti), clock)
+        assert clock.now > alarm_at
+        return
+    with pytest.raises(compat.AirflowTaskTimeout, match=f"execution_timeout of {execution_seconds:g}s"):
+        sensor.execute(make_context(ti))
+    assert clock.now == pytest.approx(try_start + execution_seconds - 0.5)
+    assert clock.now < alarm_at
+    assert all(t < clock.now for t in sensor.poke_times)
+
+
+class _Stop(Exception):
+    pass
+
+
+def _run_until_stop(sensor: ScriptedSensor, context: dict[str, Any], clock: FakeClock) -> None:
+    results = sensor.results
+
+    def poke(ctx: Any) -> Any:
+        if clock.now >= START + 10:
+            raise _Stop
+        sensor.poke_times.append(clock.now)
+        return results[0]
+
+    sensor.poke = poke  # type: ignore[method-assign]
+    sensor.execute(context)

@@ -262,3 +262,175 @@ async def test_the_start_trigger_builds_the_schedule_this_table_drives(
     assert schedule.try_started_at == pytest.approx(TRY_START, abs=1e-6)
     assert (schedule.started_at, schedule.seed) == (expected.started_at, expected.seed)
     assert schedule.deadline == pytest.approx(expected.deadline, abs=1e-6)
+
+
+# ------------------------------------------------------------------ a wait that joined its group's schedule
+#: seconds after the first wait's try at which the second (identical condition and policy) starts
+JOIN_STARTS = {"next grid cell": 130.0, "much later": 1_010.0}
+#: seconds after the second wait's trigger began at which the view looks
+JOIN_MOMENTS = {"at once": 0.5, "a few checks on": 400.0, "far on": 2_000.0}
+JOIN_POLICIES = ("full+splay", "none", "fixed", "decorrelated")
+JOIN_CASES = list(
+    itertools.product(
+        ("zero-worker", "worker-first"),
+        ("zero-worker", "worker-first"),
+        JOIN_POLICIES,
+        JOIN_STARTS,
+        JOIN_MOMENTS,
+    )
+)
+
+
+def _wait_and_trigger(
+    path: str, data: dict[str, Any], try_start: float, began: float, row: str
+) -> tuple[Any, Any]:
+    """(the trigger row as the view reads it, the trigger its triggerer builds) for a try starting at
+    ``try_start`` whose trigger began at ``began``."""
+    policy = BackoffPolicy.from_dict(data)
+    ends = timeline.deadlines(try_start, TIMEOUT, None)
+    seed = condition_seed(sharing_key(CHECK))
+    if path == "zero-worker":
+        start = {"check": dict(CHECK), "fields": {}, "policy": data, "timeout": TIMEOUT}
+        start.update(execution_timeout=None, backstop_seconds=TIMEOUT + 60, share=True)
+        trigger = _ScheduleFromStart(
+            check=dict(CHECK),
+            policy=data,
+            seed=seed,
+            started_at=timeline.anchor(try_start, policy),
+            deadline=ends.schedule,
+            after=-1,
+        )
+        trigger.try_started_at = try_start
+        kwargs: dict[str, Any] = {"start": start}
+        classpath = ZERO_WORKER
+    else:
+        kwargs = {
+            "check": dict(CHECK),
+            "policy": data,
+            "seed": seed,
+            "started_at": timeline.anchor(try_start, policy),
+            "deadline": ends.schedule,
+            "after": 0,
+            "share": True,
+        }
+        trigger = BackoffTrigger(**kwargs)
+        classpath = WORKER_FIRST
+    wait = LiveWait(
+        "d", row, "t", -1, 1, classpath, kwargs, try_start, began, trigger_id=int(began), triggerer_id=7
+    )
+    return wait, trigger
+
+
+async def _drive_joined(
+    trigger: BackoffTrigger, group: Any, began: float, now: float, clock: Clock
+) -> tuple[Any, int]:
+    """What ``BackoffTrigger.run`` does from ``began`` to ``now``: its own first check, the join, then each
+    check at its time through ``_next``."""
+    clock.at = began
+    scheduled = await trigger._next(trigger.after)
+    if trigger._schedule.join(group):
+        scheduled = await trigger._first_on_group_schedule(scheduled)
+    made = 0
+    while scheduled is not None and scheduled.at < now:
+        made += 1
+        if scheduled.final:
+            return None, made
+        clock.at = scheduled.at
+        scheduled = await trigger._next(scheduled.index)
+    return scheduled, made
+
+
+@pytest.mark.parametrize(("first_path", "path", "policy", "start", "moment"), JOIN_CASES)
+async def test_a_wait_that_joined_its_groups_schedule_shows_the_groups_checks(
+    monkeypatch: pytest.MonkeyPatch, first_path: str, path: str, policy: str, start: str, moment: str
+) -> None:
+    """Two identical waits in one triggerer process, the second starting later: the second follows the
+    schedule the first set (``WaitSchedule.join``) and the view shows that schedule for it, not its own."""
+    from airflow_smart_ext.triggers import sharing
+
+    clock = Clock(TRY_START)
+    monkeypatch.setattr(seam, "now", clock)
+    data = POLICIES[policy]
+    first_began = TRY_START + 0.2
+    second_try = TRY_START + JOIN_STARTS[start]
+    second_began = second_try + 0.2
+    now = second_began + JOIN_MOMENTS[moment]
+    first_wait, first = _wait_and_trigger(first_path, data, TRY_START, first_began, "r1")
+    second_wait, second = _wait_and_trigger(path, data, second_try, second_began, "r2")
+    group = sharing.CheckGroup(sharing_key(CHECK), None, None)  # type: ignore[arg-type]
+    assert not first._schedule.join(group)  # the first sets the group's schedule
+    expected_next, made = await _drive_joined(second, group, second_began, now, clock)
+    first_next, first_made = await _drive_joined(first, group, first_began, now, clock)
+
+    report = build_report([second_wait, first_wait], WaitsQuery(), now)
+    rows = {row["run_id"]: row for row in report["waits"]}
+    for row, (nxt, count, worker) in (
+        (rows["r2"], (expected_next, made, path == "worker-first")),
+        (rows["r1"], (first_next, first_made, first_path == "worker-first")),
+    ):
+        assert row["checks_made"] == count + int(worker)
+        if nxt is None:
+            assert row["next_check_in"] is None
+        else:
+            assert row["next_check_in"] == pytest.approx(nxt.at - now, abs=1e-3)
+    assert rows["r1"]["shared_with"] == rows["r2"]["shared_with"] == 2
+
+
+def test_the_joined_cases_differ_from_the_waits_own_schedules() -> None:
+    """The table above can fail: for most cases the joined wait's own schedule is a different timeline."""
+    differ = 0
+    for path, policy in itertools.product(("zero-worker", "worker-first"), JOIN_POLICIES):
+        data = POLICIES[policy]
+        for offset in JOIN_STARTS.values():
+            for moment in JOIN_MOMENTS.values():
+                began = TRY_START + offset + 0.2
+                second_wait, _ = _wait_and_trigger(path, data, TRY_START + offset, began, "r2")
+                first_wait, _ = _wait_and_trigger("zero-worker", data, TRY_START, TRY_START + 0.2, "r1")
+                alone = build_report([second_wait], WaitsQuery(), began + moment)["waits"][0]
+                joined = {
+                    row["run_id"]: row
+                    for row in build_report([second_wait, first_wait], WaitsQuery(), began + moment)["waits"]
+                }["r2"]
+                differ += (alone["next_check_in"], alone["checks_made"]) != (
+                    joined["next_check_in"],
+                    joined["checks_made"],
+                )
+    assert differ >= 30, differ
+
+
+# ------------------------------------------------------------------ the run's dagrun_timeout
+#: seconds after the start of the try at which the scheduler times the run out (None: no dagrun_timeout)
+RUN_ENDS = {"no dagrun_timeout": None, "run ends first": 900.0, "run ends after the wait": 7_200.0}
+
+
+@pytest.mark.parametrize("run_ends", RUN_ENDS)
+@pytest.mark.parametrize("execution_timeout", EXECUTION_TIMEOUTS)
+@pytest.mark.parametrize("path", ["zero-worker", "worker-first"])
+def test_the_view_shows_what_ends_the_wait_first(path: str, execution_timeout: str, run_ends: str) -> None:
+    """The deadline shown is the earliest of the timeout, the execution_timeout and the run's dagrun_timeout
+    (the scheduler skips the task then), and says which; the next check stays the trigger's."""
+    data, limit = POLICIES["full"], EXECUTION_TIMEOUTS[execution_timeout]
+    ends = timeline.deadlines(TRY_START, TIMEOUT, limit)
+    run_deadline = timeline.run_deadline(
+        TRY_START - 5.0, None if RUN_ENDS[run_ends] is None else RUN_ENDS[run_ends] + 5.0
+    )
+    if path == "zero-worker":
+        start = {"check": dict(CHECK), "fields": {}, "policy": data, "timeout": TIMEOUT}
+        start.update(execution_timeout=limit, backstop_seconds=TIMEOUT + 60, share=True)
+        kwargs: dict[str, Any] = {"start": start}
+        classpath, own_by = ZERO_WORKER, "execution_timeout" if limit else "timeout"
+    else:
+        kwargs = _worker_first_kwargs(data, limit)
+        classpath, own_by = WORKER_FIRST, "timeout or execution_timeout"
+    now = TRY_START + 100.0
+    wait = LiveWait(
+        "d", "r", "t", -1, 1, classpath, kwargs, TRY_START, TRY_START + 0.2, run_deadline=run_deadline
+    )
+    alone = LiveWait("d", "r", "t", -1, 1, classpath, kwargs, TRY_START, TRY_START + 0.2)
+    row = build_report([wait], WaitsQuery(), now)["waits"][0]
+    expected_at, expected_by = ends.schedule, own_by
+    if RUN_ENDS[run_ends] is not None and TRY_START + RUN_ENDS[run_ends] < ends.schedule:
+        expected_at, expected_by = TRY_START + RUN_ENDS[run_ends], "dagrun_timeout"
+    assert row["deadline_by"] == expected_by
+    assert row["deadline_in"] == pytest.approx(expected_at - now, abs=1e-3)
+    assert row["next_check_in"] == build_report([alone], WaitsQuery(), now)["waits"][0]["next_check_in"]
