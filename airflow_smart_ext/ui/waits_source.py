@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import zlib
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -87,25 +88,32 @@ def _opened(trigger: tuple[int, Any], stored: str) -> tuple[Mapping[str, Any], M
     return cached  # type: ignore[no-any-return]
 
 
-# (dag_id, stored JSON's hash) -> the DAG's dagrun_timeout in seconds (None: none)
+# (dag_id, hash of the stored JSON text or compressed bytes) -> the DAG's dagrun_timeout in seconds (or None)
 _DAGRUN_TIMEOUTS: dict[tuple[str, int], float | None] = {}
 
 
+def _dagrun_timeout(stored: Any, compressed: bytes | None) -> float | None:
+    value = compat.stored_dag(stored, compressed).get("dag", {}).get("dagrun_timeout")
+    return None if value is None else float(value)
+
+
 def _dagrun_timeouts(session: Any, dag_ids: Collection[str]) -> dict[str, float | None]:
-    """Each DAG's ``dagrun_timeout`` (seconds) from its latest serialized version, as the scheduler reads it."""
+    """Each DAG's ``dagrun_timeout`` (seconds) from its latest serialized version, as the scheduler reads it.
+    A row that cannot be read gives None: the wait's own deadline still shows."""
     found: dict[str, float | None] = {}
     if not dag_ids:
         return found
     for dag_id, stored, compressed in compat.latest_serialized_dags(session, sorted(dag_ids)):
-        key = (dag_id, hash(stored if stored is not None else compressed))
-        if key not in _DAGRUN_TIMEOUTS:
-            try:
-                value = compat.stored_dag(stored, compressed).get("dag", {}).get("dagrun_timeout")
-                seconds = None if value is None else float(value)
-            except (ValueError, TypeError, OSError):  # unreadable: the wait's own deadline still shows
-                seconds = None
-            _remember(_DAGRUN_TIMEOUTS, key, seconds)
-        found[dag_id] = _DAGRUN_TIMEOUTS[key]
+        try:
+            if isinstance(stored, Mapping):  # a JSON column the driver already parsed: nothing to cache
+                found[dag_id] = _dagrun_timeout(stored, compressed)
+                continue
+            key = (dag_id, hash(stored if stored is not None else compressed))
+            if key not in _DAGRUN_TIMEOUTS:
+                _remember(_DAGRUN_TIMEOUTS, key, _dagrun_timeout(stored, compressed))
+            found[dag_id] = _DAGRUN_TIMEOUTS[key]
+        except (ValueError, TypeError, AttributeError, OSError, zlib.error):
+            found[dag_id] = None
     return found
 
 

@@ -1,0 +1,27 @@
+"""The Waits view's source reads each DAG's ``dagrun_timeout`` from its stored serialized DAG (a real DB)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+def test_dagrun_timeouts_come_from_the_latest_serialized_dag(calendars_db: Any) -> None:
+    from airflow.utils.session import create_session
+
+    from airflow_smart_ext.ui import waits_source
+
+    with create_session() as session:
+        found = waits_source._dagrun_timeouts(session, {"cal_business", "cal_cron", "no_such_dag"})
+        again = waits_source._dagrun_timeouts(session, {"cal_cron"})  # a second read: the same answer
+    assert found == {"cal_business": None, "cal_cron": 90 * 60.0}
+    assert again == {"cal_cron": 90 * 60.0}
+
+
+def test_an_unreadable_serialized_dag_costs_only_its_own_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_smart_ext.ui import waits_source
+
+    rows = [("broken", "{not json", None), ("fine", {"dag": {"dagrun_timeout": 60.0}}, None)]
+    monkeypatch.setattr(waits_source.compat, "latest_serialized_dags", lambda session, dag_ids: rows)
+    assert waits_source._dagrun_timeouts(None, {"broken", "fine"}) == {"broken": None, "fine": 60.0}
