@@ -77,6 +77,9 @@ class BackoffTrigger(compat.BaseTrigger):
         max_checks_per_second_per_connection``; 0 there: no limit).
     """
 
+    #: the start of a zero-worker wait's try (check #0 is still the trigger's to make); None: worker-first
+    try_started_at: float | None = None
+
     def __init__(
         self,
         check: dict[str, Any],
@@ -103,9 +106,13 @@ class BackoffTrigger(compat.BaseTrigger):
                 check = secret_kwargs.unseal(check)
             except secret_kwargs.SealedValueUnreadable as err:
                 self._unreadable = str(err)
+        parameters.check_trigger_arguments(
+            {"check_timeout": check_timeout, "rate_limit": rate_limit},
+            policy=policy,
+            check=check if self._unreadable is None else None,
+        )
         if self._unreadable is None:
             validate_check_spec(check)
-        parameters.check_trigger_arguments({"check_timeout": check_timeout, "rate_limit": rate_limit})
         self.check = check
         self.policy = policy
         self.seed = seed
@@ -164,7 +171,7 @@ class BackoffTrigger(compat.BaseTrigger):
     # -- schedule --
 
     async def _next(self, after: int) -> ScheduledCheck | None:
-        return await self._schedule.next(after, self.deadline)
+        return await self._schedule.next(after, self.deadline, self.try_started_at)
 
     async def _sharing_window(self, scheduled: ScheduledCheck, config: tuple[float, float]) -> float:
         """How much earlier than due another check of the group may serve this one (:func:`coalescing_window`);
@@ -201,7 +208,7 @@ class BackoffTrigger(compat.BaseTrigger):
             )
             joined = self._schedule.join(group)
             if joined:
-                scheduled = await self._first_on_group_schedule(scheduled)
+                scheduled = await self._first_on_group_schedule()
             log_lines.emit(
                 self.log,
                 "info",
@@ -269,22 +276,13 @@ class BackoffTrigger(compat.BaseTrigger):
         finally:
             self._leave()
 
-    async def _first_on_group_schedule(self, own: ScheduledCheck | None) -> ScheduledCheck | None:
-        """Our first check once we follow the group's schedule (``own``: the first on our own schedule).
-
-        No check made yet this try (``after < 0``, e.g. a rate-limited deferral): check #0 now, as poke mode's
-        first poke, served by any check of the group since our start (``_sharing_window``), never delayed to
-        the group's next slot. Else the group's next check (its numbering), not one due now right after the
-        worker's check. A final check (at our deadline) or none (the deadline passed) stays as it was.
-        """
-        if own is None or own.final:
-            return own
-        if self.after < 0:
+    async def _first_on_group_schedule(self) -> ScheduledCheck | None:
+        """Our first check once we follow the group's schedule (``wait.timeline.Timeline.began``). A worker-first
+        wait with no check made this try (``after < 0``, e.g. a rate-limited deferral) checks #0 now, as poke
+        mode's first poke, served by any check of the group since our start (``_sharing_window``)."""
+        scheduled = await self._schedule.began(self.after, self.deadline, self.try_started_at)
+        if self.after < 0 and self.try_started_at is None and scheduled is not None and scheduled.index == 0:
             self._check_zero_since = self.started_at
-            return ScheduledCheck(0, clock.now(), False)
-        scheduled = await self._next(-1)
-        if scheduled is not None and scheduled.at <= clock.now():
-            scheduled = await self._next(scheduled.index)
         return scheduled
 
     def _limits(self) -> sharing.CheckLimits:

@@ -13,6 +13,7 @@ from airflow_smart_ext import clock
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.triggers import sharing
+from airflow_smart_ext.wait import timeline
 
 
 class WaitSchedule:
@@ -22,6 +23,7 @@ class WaitSchedule:
         self.policy = policy
         self.seed = seed
         self.anchor = anchor
+        self._own = (seed, anchor)  # the wait's own schedule, before it joined its group's
         # decorrelated offsets replay the series from the seed (O(n), seconds for a cold replay far into a
         # long wait): computed off the event loop. The other strategies are O(1) and stay inline.
         self._offload = policy.jitter == "decorrelated"
@@ -36,16 +38,19 @@ class WaitSchedule:
             offset = self._offsets[index] = self.policy.offset(self.seed, index)
         return offset
 
-    async def next(self, after: int, deadline: float | None) -> ScheduledCheck | None:
-        """The first check after check ``after`` that is not already missed; None past ``deadline``."""
-        if self._offload:
-            return await runtime.run_blocking(self._next_blocking, after, clock.now(), deadline)
-        return self.policy.next_check(
-            self.seed, self.anchor, clock.now(), deadline, after=after, offset_of=self._offset
-        )
+    def _timeline(self, deadline: float | None, try_started_at: float | None) -> timeline.Timeline:
+        """The schedule this wait follows, as the wait model states it: its own, or its group's once joined."""
+        own = timeline.Timeline(self.policy, *self._own, deadline, try_started_at)
+        return own.joined(self.seed, self.anchor)
 
-    def _next_blocking(self, after: int, now: float, deadline: float | None) -> ScheduledCheck | None:
-        return self.policy.next_check(self.seed, self.anchor, now, deadline, after=after)
+    async def next(
+        self, after: int, deadline: float | None, try_started_at: float | None = None
+    ) -> ScheduledCheck | None:
+        """The check due next with check ``after`` made (``Timeline.next_check``); None past ``deadline``."""
+        line = self._timeline(deadline, try_started_at)
+        if self._offload:
+            return await runtime.run_blocking(line.next_check, clock.now(), after)
+        return line.next_check(clock.now(), after, self._offset)
 
     async def interval_before(self, scheduled: ScheduledCheck) -> float:
         """Seconds from the check before ``scheduled`` (or the anchor, for check #0) to ``scheduled``."""
@@ -56,6 +61,16 @@ class WaitSchedule:
         else:
             previous = self._offset(scheduled.index - 1)
         return scheduled.at - (self.anchor + previous)
+
+    async def began(
+        self, after: int, deadline: float | None, try_started_at: float | None
+    ) -> ScheduledCheck | None:
+        """The first check of a wait that begins now with check ``after`` made, on the schedule it follows
+        (``Timeline.began``: its own, or its group's once it joined)."""
+        line = self._timeline(deadline, try_started_at)
+        if self._offload:
+            return await runtime.run_blocking(line.began, clock.now(), after)
+        return line.began(clock.now(), after, self._offset)
 
     def join(self, group: sharing.CheckGroup) -> bool:
         """Follow the schedule ``group`` already runs for this policy; ``True`` when it is not our own."""

@@ -29,7 +29,7 @@ from airflow_smart_ext.conditions.spec import sharing_key
 from airflow_smart_ext.triggers import log_lines
 from airflow_smart_ext.triggers.backoff import BackoffTrigger
 from airflow_smart_ext.triggers.events import iso
-from airflow_smart_ext.wait import paths, timeline
+from airflow_smart_ext.wait import parameters, paths, timeline
 from airflow_smart_ext.wait.condition import zero_worker_check
 
 CLASSPATH = paths.START_TRIGGER
@@ -83,16 +83,6 @@ class _ScheduleFromStart(BackoffTrigger):
 
     try_started_at: float = 0.0
 
-    async def _next(self, after: int) -> ScheduledCheck | None:
-        scheduled = await super()._next(after)
-        if after >= 0:
-            return scheduled
-        return timeline.first_check(scheduled, clock.now(), self.try_started_at, self._backoff_policy)
-
-    async def _first_on_group_schedule(self, own: ScheduledCheck | None) -> ScheduledCheck | None:
-        # Check #0 as above (at once within one interval of the try's start), else the group's next check.
-        return await self._next(-1)
-
     async def _sharing_window(self, scheduled: ScheduledCheck, config: tuple[float, float]) -> float:
         window = await super()._sharing_window(scheduled, config)
         if scheduled.index == 0 and not scheduled.final:
@@ -111,6 +101,16 @@ class BackoffStartTrigger(compat.BaseTrigger):
 
     def __init__(self, start: dict[str, Any], **fields: Any) -> None:
         super().__init__()
+        if not isinstance(start, dict) or not {"policy", "timeout", "fields"} <= set(start):
+            raise parameters.WaitArgumentError(
+                "start must be the sensor's start plan (a dict with policy, timeout and fields); got "
+                f"{type(start).__name__}"
+            )
+        parameters.check_trigger_arguments(
+            {"check_timeout": start.get("check_timeout"), "rate_limit": start.get("rate_limit")},
+            policy=start["policy"],
+            timeout=start["timeout"],
+        )
         self.start = start
         self.field_names = tuple(fields)
         for name, value in fields.items():

@@ -52,10 +52,49 @@ class WaitArgumentError(ValueError, TypeError):
     process)."""
 
 
-def check_trigger_arguments(arguments: Mapping[str, Any]) -> None:
-    """A trigger's own arguments (``check_timeout``, ``rate_limit``) by the table's rows; ``WaitArgumentError``."""
+CRITERIA_NAMES = ("success", "failure", "selector")
+#: A stored schedule's keys (``BackoffPolicy.to_dict``) -> the table's names for them (the sensor's arguments).
+POLICY_PARAMETERS = {
+    "initial": "poke_interval",
+    "factor": "backoff_factor",
+    "cap": "max_wait",
+    "jitter": "jitter",
+    "splay": "splay",
+}
+
+
+_NOT_HELD = object()  # a trigger that holds no timeout (a worker-first row: the sensor decided its rules)
+
+
+def check_trigger_arguments(
+    arguments: Mapping[str, Any], policy: Any = None, timeout: Any = _NOT_HELD, check: Any = None
+) -> None:
+    """A trigger's arguments by the table's rows and rules, under the sensor's names and with its messages:
+    its own (``check_timeout``, ``rate_limit``), its stored schedule (``policy``: each key as the sensor
+    argument it came from), the ``timeout`` when the trigger knows it (rules that need it wait otherwise), and
+    a SQL ``check`` spec's values. ``WaitArgumentError`` (a ``TypeError`` too: the triggerer fails that trigger)."""
+    given = dict(arguments)
+    if policy is not None:
+        if not isinstance(policy, Mapping):
+            raise WaitArgumentError(
+                f"policy must be a mapping of {', '.join(POLICY_PARAMETERS)}; got {policy!r}"
+            )
+        given.update(
+            {POLICY_PARAMETERS[key]: value for key, value in policy.items() if key in POLICY_PARAMETERS}
+        )
+    if timeout is not _NOT_HELD:
+        given["timeout"] = timeout
+    rows: Sequence[Parameter] = PARAMETERS
+    if isinstance(check, Mapping) and check.get("type") == "sql":
+        # Not the criteria: importing one is the check's first step in the triggerer, where failing to is a
+        # check error the wait rides out (a later deploy may fix it), not a refused argument.
+        values = [row for row in SQL_PARAMETERS if row.name in check and row.name not in CRITERIA_NAMES]
+        given.update({row.name: check[row.name] for row in values})
+        rows = (*PARAMETERS, *values)
     try:
-        check_arguments(PARAMETERS, arguments, rules=())
+        # A stored splay is always set (the default is one poke_interval): the rule on a splay the user gave
+        # does not apply to it.
+        check_arguments(rows, given, unknown=("splay",) if timeout is not _NOT_HELD else ("splay", "timeout"))
     except ValueError as err:
         raise WaitArgumentError(str(err)) from None
 
@@ -259,7 +298,7 @@ SQL_PARAMETERS: tuple[Parameter, ...] = (
     ),
     *(
         Parameter(name, "None, a callable or a dotted path 'package.module.function'", _criterion(name))
-        for name in ("success", "failure", "selector")
+        for name in CRITERIA_NAMES
     ),
     Parameter("fail_on_empty", "True or False", _is_bool),
     Parameter(

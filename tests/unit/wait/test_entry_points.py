@@ -19,11 +19,12 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.sensors import BackoffSqlSensor
 from airflow_smart_ext.triggers.backoff import BackoffTrigger
+from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger
 from airflow_smart_ext.wait.parameters import (
+    POLICY_PARAMETERS,
     WATCHER_PARAMETERS,
     WATCHER_RULES,
     WaitArgumentError,
-    WatcherArgumentError,
     has_template,
     watcher_arguments,
 )
@@ -63,11 +64,52 @@ def _trigger(arguments: dict[str, Any]) -> None:
     BackoffTrigger(check=dict(SQL_CHECK), policy=policy, seed="s", started_at=0.0, deadline=None, **arguments)
 
 
+#: The stored schedule's keys under the sensor's names (``parameters.POLICY_PARAMETERS``).
+POLICY_ROWS = tuple(POLICY_PARAMETERS.values())
+#: The SQL check spec's values a trigger decides by the table (the criteria are imported when checking).
+CHECK_ROWS = ("conn_id", "sql", "parameters", "hook_params", "fail_on_empty")
+_POLICY = {"initial": 60.0, "factor": 2.0, "cap": 600.0, "jitter": "full", "splay": 0.0}
+_KEY_OF = {name: key for key, name in POLICY_PARAMETERS.items()}
+
+
+def _policy(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {**_POLICY, **{_KEY_OF[name]: value for name, value in arguments.items() if name in _KEY_OF}}
+
+
+def _trigger_schedule(arguments: dict[str, Any]) -> None:
+    BackoffTrigger(check=dict(SQL_CHECK), policy=_policy(arguments), seed="s", started_at=0.0, deadline=None)
+
+
+def _trigger_check(arguments: dict[str, Any]) -> None:
+    BackoffTrigger(
+        check={**SQL_CHECK, **arguments}, policy=dict(_POLICY), seed="s", started_at=0.0, deadline=None
+    )
+
+
+def _start_trigger(arguments: dict[str, Any]) -> None:
+    start = {"check": dict(SQL_CHECK), "fields": {}, "policy": _policy(arguments), "timeout": 3600.0}
+    start.update({name: value for name, value in arguments.items() if name not in _KEY_OF})
+    BackoffStartTrigger(start)
+
+
 ENTRY_POINTS: dict[str, tuple[Callable[[dict[str, Any]], None], tuple[str, ...]]] = {
     "watcher": (_watcher, tuple(row.name for row in WATCHER_PARAMETERS)),
     "sql_condition": (_sql_condition, SQL_CONDITION_ROWS),
     "trigger": (_trigger, TRIGGER_ROWS),
+    "trigger's schedule": (_trigger_schedule, POLICY_ROWS),
+    "trigger's check": (_trigger_check, CHECK_ROWS),
+    "start trigger": (_start_trigger, (*POLICY_ROWS, "timeout", *TRIGGER_ROWS)),
 }
+#: A stored row holds concrete values: no "default" (None) for a schedule key but the cap, a timeout in seconds.
+STORED_ENTRIES = ("trigger's schedule", "start trigger")
+
+
+def _storable(entry: str, name: str, value: Any) -> bool:
+    if entry not in STORED_ENTRIES:
+        return True
+    if name == "timeout":
+        return isinstance(value, (int, float))
+    return value is not None or name == "max_wait"
 
 
 def _message(build: Callable[[dict[str, Any]], None], arguments: dict[str, Any]) -> str:
@@ -81,7 +123,11 @@ def _cases(accepted: bool) -> list[tuple[str, str, Any]]:
     for entry, (_build, rows) in ENTRY_POINTS.items():
         for name in rows:
             good, bad = {**EXAMPLES, **WATCHER_EXAMPLES}[name]
-            cases += [(entry, name, value) for value in (good if accepted else bad)]
+            cases += [
+                (entry, name, value)
+                for value in (good if accepted else bad)
+                if not accepted or _storable(entry, name, value)
+            ]
     return cases
 
 
@@ -101,7 +147,7 @@ def test_refused_values_are_refused_with_the_sensors_message(entry: str, name: s
     else:
         assert message == _message(_sensor, {name: value})
     if entry != "sql_condition" or compat.AIRFLOW_V_3_0_PLUS:  # built in the triggerer: one trigger fails
-        with pytest.raises((WatcherArgumentError, WaitArgumentError, TypeError)):
+        with pytest.raises(WaitArgumentError):  # a TypeError too: Airflow fails only that trigger
             build({name: value})
 
 
@@ -136,3 +182,22 @@ def test_a_watchers_schedule_is_the_sensors_for_the_same_arguments() -> None:
     arguments = {"poke_interval": datetime.timedelta(seconds=30), "backoff_factor": 3, "jitter": "equal"}
     sensor = BackoffSqlSensor(task_id="s", splay=0, **REQUIRED, **arguments)
     assert watcher_arguments(**arguments)["policy"] == sensor.backoff_policy.to_dict()
+
+
+#: The rules a stored schedule can break by itself (the others need a value the row does not hold).
+POLICY_RULES = [
+    ("max_wait", "poke_interval"),
+    ("jitter", "backoff_factor"),
+    ("jitter", "timeout", "poke_interval"),
+]
+
+
+@pytest.mark.parametrize("entry", ["trigger's schedule", "start trigger"])
+@pytest.mark.parametrize("arguments", [a for rule in POLICY_RULES for a in RULE_EXAMPLES[rule][1]], ids=repr)
+def test_a_triggers_schedule_breaking_a_rule_is_refused_with_the_sensors_message(
+    entry: str, arguments: dict[str, Any]
+) -> None:
+    if entry == "trigger's schedule" and "timeout" in arguments:
+        pytest.skip("a worker-first trigger holds no timeout: the sensor decided that rule at parse")
+    build, _rows = ENTRY_POINTS[entry]
+    assert _message(build, arguments) == _message(_sensor, arguments)

@@ -183,6 +183,7 @@ async def test_the_view_shows_what_the_trigger_does(
 def test_templated_cases_are_rendered_not_copied() -> None:
     """The templated rows differ from the literal ones: the rendered day is in the trigger's check."""
     start = {"check": {**CHECK, "sql": None}, "fields": {"sql": ["sql"]}, "policy": POLICIES["full"]}
+    start["timeout"] = TIMEOUT
     if compat.trigger_template_env(False) is None:
         pytest.skip("Airflow 2.11 renders no template in the triggerer")
     rendered = _rendered_by_the_trigger(start, {"sql": CONDITIONS["templated"]})
@@ -329,7 +330,7 @@ async def _drive_joined(
     clock.at = began
     scheduled = await trigger._next(trigger.after)
     if trigger._schedule.join(group):
-        scheduled = await trigger._first_on_group_schedule(scheduled)
+        scheduled = await trigger._first_on_group_schedule()
     made = 0
     while scheduled is not None and scheduled.at < now:
         made += 1
