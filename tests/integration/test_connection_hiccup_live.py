@@ -14,8 +14,8 @@ import re
 import time
 
 from airflow_harness.env import AirflowEnv
-from tests.integration.test_deferrable_live import TRIGGER_CHECK_RE, wait_for
-from tests.integration.test_sensors_live import (
+from tests.integration.live import (
+    TRIGGER_CHECK_RE,
     add_connection_fields,
     day_conf,
     epoch,
@@ -24,6 +24,7 @@ from tests.integration.test_sensors_live import (
     start_run,
     ti_row,
     unique,
+    wait_for,
     wait_ti_state,
 )
 

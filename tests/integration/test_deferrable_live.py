@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 from airflow_harness.env import AirflowEnv
-from tests.integration.test_sensors_live import (
+from tests.integration.live import (
     SQLITE_CONN_ID,
+    TRIGGER_CHECK_RE,
     counter_lines,
     day_conf,
     policy_for,
@@ -25,7 +26,9 @@ from tests.integration.test_sensors_live import (
     sqlite_exec,
     start_run,
     ti_row,
+    triggerer_pokes,
     unique,
+    wait_for,
     wait_ti_state,
 )
 
@@ -33,12 +36,6 @@ from tests.integration.test_sensors_live import (
 TRIGGER_START_RE = re.compile(
     r"BackoffTrigger: .*?; seed=(?P<seed>[0-9a-f]+) started_at=\S+ \((?P<started>[\d.]+)\).*?"
     r"resuming after check #(?P<after>\d+)"
-)
-# One check line of BackoffTrigger, e.g. "check #3 at=1795633335.101 (scheduled 2026-…+00:00): negative; group
-# of 1; next check #4 at 2026-11-25T19:02:17.457+00:00" (" early" / " shared" may follow the parenthesis).
-TRIGGER_CHECK_RE = re.compile(
-    r"check #(?P<index>\d+) at=(?P<at>[\d.]+) \(scheduled [^)]*\)[^:]*: (?P<status>\w+).*?; "
-    r"group of (?P<group>\d+); next check (?:#(?P<next>\d+) at (?P<next_at>\S+)|none)"
 )
 
 
@@ -49,21 +46,6 @@ def trigger_logs(env: AirflowEnv, dag_id: str, run_id: str, task_id: str, compon
     if TRIGGER_CHECK_RE.search(text):
         return text
     return env.component_log("triggerer")[component_offset:]
-
-
-def wait_for(predicate, timeout: float, what: str, env: AirflowEnv) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        env.check_components()
-        time.sleep(0.3)
-
-
-def triggerer_pokes(counter: Path, since: float = 0.0) -> list[float]:
-    return [
-        line["at"] for line in counter_lines(counter) if line["where"] == "triggerer" and line["at"] >= since
-    ]
 
 
 # ---------------------------------------------------------------------------- deferred -> success

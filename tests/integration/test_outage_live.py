@@ -12,13 +12,13 @@ import sqlite3
 import time
 
 from airflow_harness.env import AirflowEnv
-from tests.integration.test_deferrable_live import wait_for
-from tests.integration.test_sensors_live import (
+from tests.integration.live import (
     day_conf,
     sqlite_db,
     sqlite_exec,
     start_run,
     unique,
+    wait_for,
 )
 
 OUTAGE_SECONDS = 60.0

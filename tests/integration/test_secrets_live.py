@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow_harness.env import TERMINAL_TI_STATES, AirflowEnv
 from airflow_smart_ext.secret_kwargs import SEALED
-from tests.integration.test_sensors_live import start_run
+from tests.integration.live import start_run
 
 DAG_ID = "sc_secret"
 CONN_ID = "sc_secret_conn"

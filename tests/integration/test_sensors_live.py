@@ -8,23 +8,32 @@ for the task's seed (parsed from the task log).
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import re
-import sqlite3
 import time
-import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from airflow_harness.env import TERMINAL_TI_STATES, AirflowEnv
-from airflow_smart_ext.backoff import BackoffPolicy, task_seed
+from airflow_harness.env import AirflowEnv
+from airflow_smart_ext.backoff import BackoffPolicy
+from tests.integration.live import (
+    SQLITE_CONN_ID,
+    add_connection_fields,
+    epoch,
+    policy_for,
+    seed_of,
+    sensor_log,
+    sqlite_db,
+    sqlite_exec,
+    start_run,
+    ti_row,
+    unique,
+    wait_ti_state,
+)
 
-SQLITE_CONN_ID = "sn_sqlite"
 PG_CONN_ID = "sn_pg"
 
 # "Poke #2 (check #1): condition not met; next check #2 in 1.234s at 2026-01-01T00:00:01.234000+00:00"
@@ -33,75 +42,6 @@ NOT_MET_RE = re.compile(
     r"in [\d.]+s at (?P<at>\d{4}-\d\d-\d\dT[\d:.]+\+00:00)(?P<final> \(final check, at the timeout\))?"
 )
 POKE_RE = re.compile(r"sn-poke at=(?P<at>[\d.]+) where=(?P<where>\w+)")
-
-
-# ---------------------------------------------------------------------------- helpers (also used by
-# test_deferrable_live.py)
-def start_run(env: AirflowEnv, dag_id: str, conf: dict[str, Any] | None = None) -> str:
-    env.wait_for_dag(dag_id)
-    env.unpause(dag_id)
-    return env.trigger(dag_id, conf=conf or {})
-
-
-def ti_row(env: AirflowEnv, dag_id: str, run_id: str, task_id: str) -> dict[str, Any] | None:
-    for row in env.task_instances(dag_id, run_id):
-        if row["task_id"] == task_id and row["map_index"] == -1:
-            return row
-    return None
-
-
-def wait_ti_state(
-    env: AirflowEnv, dag_id: str, run_id: str, task_id: str, states: Iterable[str], timeout: float = 180
-) -> dict[str, Any]:
-    """Until the task instance is in one of ``states`` (fails early when it ends in another one)."""
-    wanted = set(states)
-    deadline = time.monotonic() + timeout
-    row = None
-    while time.monotonic() < deadline:
-        row = ti_row(env, dag_id, run_id, task_id)
-        if row is not None and row["state"] in wanted:
-            return row
-        if row is not None and row["state"] in TERMINAL_TI_STATES:
-            raise AssertionError(f"{dag_id}.{task_id} ended {row['state']!r} while waiting for {wanted}")
-        env.check_components()
-        time.sleep(0.2)
-    raise AssertionError(f"{dag_id}.{task_id} not in {wanted} within {timeout}s: {row}")
-
-
-def policy_for(
-    poke_interval: float,
-    max_wait: float | None,
-    factor: float = 2.0,
-    jitter: str = "full",
-    splay: float | None = None,
-) -> BackoffPolicy:
-    """The policy BackoffSensor builds for these arguments (splay None = one poke_interval)."""
-    return BackoffPolicy(
-        initial=poke_interval,
-        factor=factor,
-        cap=max_wait,
-        jitter=jitter,
-        splay=poke_interval if splay is None else splay,
-    )
-
-
-def seed_of(dag_id: str, task_id: str, run_id: str, try_number: int = 1) -> str:
-    return task_seed(dag_id, task_id, run_id, -1, try_number)
-
-
-def epoch(iso: str) -> float:
-    return dt.datetime.fromisoformat(iso).timestamp()
-
-
-def sensor_log(env: AirflowEnv, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
-    """The task's log; waits briefly for the last lines (log files are flushed just after the state)."""
-    text = ""
-    for _ in range(20):
-        text = env.task_log(dag_id, run_id, task_id, try_number)
-        if "Success criteria met" in text or "timed out" in text or "Failure criteria" in text:
-            break
-        time.sleep(0.5)
-    return text
 
 
 def implied_anchors(log: str, policy: BackoffPolicy, seed: str, timeout: float) -> list[float]:
@@ -161,50 +101,6 @@ def wait_log(env: AirflowEnv, dag_id: str, run_id: str, task_id: str, text: str,
         env.check_components()
         time.sleep(0.3)
     raise AssertionError(f"{text!r} not in the log of {dag_id}.{task_id} within {timeout}s:\n{log[-3000:]}")
-
-
-def sqlite_db(env: AirflowEnv) -> Path:
-    """A SQLite database FILE reached through the Airflow connection ``sn_sqlite`` (created once per env)."""
-    path = env.home / "sn_condition.db"
-    if not getattr(env, "_sn_sqlite_ready", False):
-        sqlite3.connect(path).close()
-        # Host = the absolute path (the sqlite hook turns it into file:/abs/path). Fields, not a URI: the 2.11
-        # CLI crashes on `connections add --conn-uri sqlite://...` (UnboundLocalError 'netloc' in its metrics).
-        add_connection_fields(env, SQLITE_CONN_ID, "sqlite", host=str(path))
-        env._sn_sqlite_ready = True  # type: ignore[attr-defined]
-    return path
-
-
-def add_connection_fields(env: AirflowEnv, conn_id: str, conn_type: str, **fields: Any) -> None:
-    """``airflow connections add`` with separate fields (host, port, login, password, schema)."""
-    env.airflow_cli("connections", "delete", conn_id, check=False)
-    args = ["connections", "add", conn_id, "--conn-type", conn_type]
-    for key, value in fields.items():
-        if value is not None:
-            args += [f"--conn-{key}", str(value)]
-    env.airflow_cli(*args)
-
-
-def sqlite_exec(path: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(path, timeout=30)
-    try:
-        with conn:
-            return conn.execute(sql, tuple(params)).fetchall()
-    finally:
-        conn.close()
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
-
-
-def day_conf(table: str, conn_id: str = SQLITE_CONN_ID) -> dict[str, Any]:
-    """``dag_run.conf`` of the templated SQL DAGs: wait for the status row of day ``d1`` in ``table``."""
-    return {
-        "conn_id": conn_id,
-        "sql": f"SELECT status FROM {table} WHERE day = :day",
-        "params": {"day": "d1"},
-    }
 
 
 # ---------------------------------------------------------------------------- custom sensor
@@ -393,9 +289,3 @@ def test_sql_sensor_against_postgres(airflow_env: AirflowEnv) -> None:
     log = sensor_log(env, "sn_sql_poke", run_id, "wait")
     assert "No rows returned yet" in log and "success('done') returned True" in log
     pg(f"DROP TABLE {table}")
-
-
-def counter_lines(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

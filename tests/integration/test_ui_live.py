@@ -32,7 +32,7 @@ from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_se
 from airflow_smart_ext.conditions.spec import sharing_key
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
-from tests.integration.test_sensors_live import add_connection_fields, start_run
+from tests.integration.live import add_connection_fields, start_run
 from tests.integration.ui_browser import chromium, no_browser_reason
 from tests.integration.ui_pages import anonymous_get, base_url, fetch, login, open_from_nav, wait_rows
 

@@ -29,15 +29,17 @@ import pytest
 from airflow_harness.env import TERMINAL_RUN_STATES, AirflowEnv
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start
-from tests.integration.test_deferrable_live import TRIGGER_CHECK_RE, triggerer_pokes, wait_for
-from tests.integration.test_sensors_live import (
+from tests.integration.live import (
+    TRIGGER_CHECK_RE,
     day_conf,
     epoch,
     sqlite_db,
     sqlite_exec,
     start_run,
     ti_row,
+    triggerer_pokes,
     unique,
+    wait_for,
     wait_ti_state,
 )
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -344,3 +346,32 @@ def test_one_clock_seam() -> None:
         and not (isinstance(node.value, ast.Name) and node.value.id == "clock")
     ]
     assert offenders == []
+
+
+def _imports_of(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared test code lives in helper and conftest modules (e.g. tests/integration/live.py), never in a test
+    module another one imports (running one file must not depend on another's tests)."""
+    tests = Path(__file__).resolve().parents[1]
+    offenders = []
+    for path in sorted(tests.rglob("test_*.py")):
+        for module in _imports_of(path):
+            if module.startswith("tests.") and module.rsplit(".", 1)[-1].startswith("test_"):
+                offenders.append(f"{path.relative_to(tests.parent)} imports {module}")
+    assert offenders == []
+
+
+def test_the_test_import_rule_can_fail(tmp_path: Path) -> None:
+    path = tmp_path / "test_x.py"
+    path.write_text("from tests.integration.test_sensors_live import start_run\n")
+    assert "tests.integration.test_sensors_live" in _imports_of(path)

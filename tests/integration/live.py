@@ -1,0 +1,159 @@
+"""Helpers of the live tests (runs, task instances, logs, the SQLite condition DB): one place, imported by
+the test modules (no test module imports another)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow_harness.env import TERMINAL_TI_STATES, AirflowEnv
+from airflow_smart_ext.backoff import BackoffPolicy, task_seed
+
+# One check line of BackoffTrigger, e.g. "check #3 at=1795633335.101 (scheduled 2026-…+00:00): negative; group
+# of 1; next check #4 at 2026-11-25T19:02:17.457+00:00" (" early" / " shared" may follow the parenthesis).
+TRIGGER_CHECK_RE = re.compile(
+    r"check #(?P<index>\d+) at=(?P<at>[\d.]+) \(scheduled [^)]*\)[^:]*: (?P<status>\w+).*?; "
+    r"group of (?P<group>\d+); next check (?:#(?P<next>\d+) at (?P<next_at>\S+)|none)"
+)
+
+
+def wait_for(predicate, timeout: float, what: str, env: AirflowEnv) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        env.check_components()
+        time.sleep(0.3)
+
+
+def triggerer_pokes(counter: Path, since: float = 0.0) -> list[float]:
+    return [
+        line["at"] for line in counter_lines(counter) if line["where"] == "triggerer" and line["at"] >= since
+    ]
+
+
+SQLITE_CONN_ID = "sn_sqlite"
+
+
+def start_run(env: AirflowEnv, dag_id: str, conf: dict[str, Any] | None = None) -> str:
+    env.wait_for_dag(dag_id)
+    env.unpause(dag_id)
+    return env.trigger(dag_id, conf=conf or {})
+
+
+def ti_row(env: AirflowEnv, dag_id: str, run_id: str, task_id: str) -> dict[str, Any] | None:
+    for row in env.task_instances(dag_id, run_id):
+        if row["task_id"] == task_id and row["map_index"] == -1:
+            return row
+    return None
+
+
+def wait_ti_state(
+    env: AirflowEnv, dag_id: str, run_id: str, task_id: str, states: Iterable[str], timeout: float = 180
+) -> dict[str, Any]:
+    """Until the task instance is in one of ``states`` (fails early when it ends in another one)."""
+    wanted = set(states)
+    deadline = time.monotonic() + timeout
+    row = None
+    while time.monotonic() < deadline:
+        row = ti_row(env, dag_id, run_id, task_id)
+        if row is not None and row["state"] in wanted:
+            return row
+        if row is not None and row["state"] in TERMINAL_TI_STATES:
+            raise AssertionError(f"{dag_id}.{task_id} ended {row['state']!r} while waiting for {wanted}")
+        env.check_components()
+        time.sleep(0.2)
+    raise AssertionError(f"{dag_id}.{task_id} not in {wanted} within {timeout}s: {row}")
+
+
+def policy_for(
+    poke_interval: float,
+    max_wait: float | None,
+    factor: float = 2.0,
+    jitter: str = "full",
+    splay: float | None = None,
+) -> BackoffPolicy:
+    """The policy BackoffSensor builds for these arguments (splay None = one poke_interval)."""
+    return BackoffPolicy(
+        initial=poke_interval,
+        factor=factor,
+        cap=max_wait,
+        jitter=jitter,
+        splay=poke_interval if splay is None else splay,
+    )
+
+
+def seed_of(dag_id: str, task_id: str, run_id: str, try_number: int = 1) -> str:
+    return task_seed(dag_id, task_id, run_id, -1, try_number)
+
+
+def epoch(iso: str) -> float:
+    return dt.datetime.fromisoformat(iso).timestamp()
+
+
+def sensor_log(env: AirflowEnv, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+    """The task's log; waits briefly for the last lines (log files are flushed just after the state)."""
+    text = ""
+    for _ in range(20):
+        text = env.task_log(dag_id, run_id, task_id, try_number)
+        if "Success criteria met" in text or "timed out" in text or "Failure criteria" in text:
+            break
+        time.sleep(0.5)
+    return text
+
+
+def sqlite_db(env: AirflowEnv) -> Path:
+    """A SQLite database FILE reached through the Airflow connection ``sn_sqlite`` (created once per env)."""
+    path = env.home / "sn_condition.db"
+    if not getattr(env, "_sn_sqlite_ready", False):
+        sqlite3.connect(path).close()
+        # Host = the absolute path (the sqlite hook turns it into file:/abs/path). Fields, not a URI: the 2.11
+        # CLI crashes on `connections add --conn-uri sqlite://...` (UnboundLocalError 'netloc' in its metrics).
+        add_connection_fields(env, SQLITE_CONN_ID, "sqlite", host=str(path))
+        env._sn_sqlite_ready = True  # type: ignore[attr-defined]
+    return path
+
+
+def add_connection_fields(env: AirflowEnv, conn_id: str, conn_type: str, **fields: Any) -> None:
+    """``airflow connections add`` with separate fields (host, port, login, password, schema)."""
+    env.airflow_cli("connections", "delete", conn_id, check=False)
+    args = ["connections", "add", conn_id, "--conn-type", conn_type]
+    for key, value in fields.items():
+        if value is not None:
+            args += [f"--conn-{key}", str(value)]
+    env.airflow_cli(*args)
+
+
+def sqlite_exec(path: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(path, timeout=30)
+    try:
+        with conn:
+            return conn.execute(sql, tuple(params)).fetchall()
+    finally:
+        conn.close()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def day_conf(table: str, conn_id: str = SQLITE_CONN_ID) -> dict[str, Any]:
+    """``dag_run.conf`` of the templated SQL DAGs: wait for the status row of day ``d1`` in ``table``."""
+    return {
+        "conn_id": conn_id,
+        "sql": f"SELECT status FROM {table} WHERE day = :day",
+        "params": {"day": "d1"},
+    }
+
+
+def counter_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
