@@ -17,7 +17,6 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, condition_seed
 from airflow_smart_ext.conditions import sharing_key
@@ -29,6 +28,7 @@ from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger, _Schedul
 from airflow_smart_ext.ui.trigger_rows import Conditions
 from airflow_smart_ext.ui.waits_report import LiveWait, WaitsQuery, build_report
 from airflow_smart_ext.wait import timeline
+from tests.unit.clock import FakeClock
 from tests.unit.helpers import sql_check
 
 TRY_START = 1_790_000_017.25  # off the grid: the anchor moves back onto it
@@ -48,14 +48,6 @@ MOMENTS = {"at the start": 0.5, "before check #0": 9.0, "after a few checks": 70
 TRIGGER_STARTS = {"at once": 0.2, "late within one interval": 8.0, "late": 95.0}
 EXECUTION_TIMEOUTS = {"no execution_timeout": None, "execution_timeout first": 1800.0}
 TIMEOUT = 3600.0
-
-
-class Clock:
-    def __init__(self, at: float) -> None:
-        self.at = at
-
-    def __call__(self) -> float:
-        return self.at
 
 
 def _rendered_by_the_trigger(start: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
@@ -99,17 +91,17 @@ def _worker_first_kwargs(policy: dict[str, Any], execution_timeout: float | None
 
 
 async def _drive(
-    trigger: BackoffTrigger, began: float, now: float, after: int, clock: Clock
+    trigger: BackoffTrigger, began: float, now: float, after: int, clock: FakeClock
 ) -> tuple[Any, int]:
     """(the next check, the checks made) of ``trigger`` run from ``began`` to ``now`` through its own ``_next``."""
-    clock.at = began
+    clock.now = began
     made = 0
     scheduled = await trigger._next(after)
     while scheduled is not None and scheduled.at < now:
         made += 1  # the check at scheduled.at
         if scheduled.final:
             return None, made
-        clock.at = scheduled.at
+        clock.now = scheduled.at
         scheduled = await trigger._next(scheduled.index)
     return scheduled, made
 
@@ -128,7 +120,7 @@ CASES = [
 
 @pytest.mark.parametrize(("path", "policy", "moment", "began", "execution_timeout", "condition"), CASES)
 async def test_the_view_shows_what_the_trigger_does(
-    monkeypatch: pytest.MonkeyPatch,
+    clock: FakeClock,
     path: str,
     policy: str,
     moment: str,
@@ -136,8 +128,7 @@ async def test_the_view_shows_what_the_trigger_does(
     execution_timeout: str,
     condition: str,
 ) -> None:
-    clock = Clock(TRY_START)
-    monkeypatch.setattr(seam, "now", clock)
+    clock.now = TRY_START
     data, limit = POLICIES[policy], EXECUTION_TIMEOUTS[execution_timeout]
     now, began_at = TRY_START + MOMENTS[moment], TRY_START + TRIGGER_STARTS[began]
     if now < began_at:
@@ -323,11 +314,11 @@ def _wait_and_trigger(
 
 
 async def _drive_joined(
-    trigger: BackoffTrigger, group: Any, began: float, now: float, clock: Clock
+    trigger: BackoffTrigger, group: Any, began: float, now: float, clock: FakeClock
 ) -> tuple[Any, int]:
     """What ``BackoffTrigger.run`` does from ``began`` to ``now``: its own first check, the join, then each
     check at its time through ``_next``."""
-    clock.at = began
+    clock.now = began
     scheduled = await trigger._next(trigger.after)
     if trigger._schedule.join(group):
         scheduled = await trigger._first_on_group_schedule()
@@ -336,21 +327,20 @@ async def _drive_joined(
         made += 1
         if scheduled.final:
             return None, made
-        clock.at = scheduled.at
+        clock.now = scheduled.at
         scheduled = await trigger._next(scheduled.index)
     return scheduled, made
 
 
 @pytest.mark.parametrize(("first_path", "path", "policy", "start", "moment"), JOIN_CASES)
 async def test_a_wait_that_joined_its_groups_schedule_shows_the_groups_checks(
-    monkeypatch: pytest.MonkeyPatch, first_path: str, path: str, policy: str, start: str, moment: str
+    clock: FakeClock, first_path: str, path: str, policy: str, start: str, moment: str
 ) -> None:
     """Two identical waits in one triggerer process, the second starting later: the second follows the
     schedule the first set (``WaitSchedule.join``) and the view shows that schedule for it, not its own."""
     from airflow_smart_ext.triggers import sharing
 
-    clock = Clock(TRY_START)
-    monkeypatch.setattr(seam, "now", clock)
+    clock.now = TRY_START
     data = POLICIES[policy]
     first_began = TRY_START + 0.2
     second_try = TRY_START + JOIN_STARTS[start]
