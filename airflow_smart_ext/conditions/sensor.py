@@ -216,4 +216,7 @@ class SensorCheck(CheckType):
         return SensorSharedCheck(check["classpath"], check["kwargs"], check["context"]["task_id"])
 
     async def interpreter(self, check: Mapping[str, Any]) -> Interpreter:
+        # Imported before any poke (as a SQL check's criteria are): a class that does not import in the
+        # triggerer is then reported as such (triggers/interpreters.py), not as the poke's error.
+        await runtime.run_blocking(import_object, check["classpath"])
         return _same_outcome  # the poke's outcome is everybody's: nothing per waiter

@@ -25,7 +25,6 @@ from typing import Any
 from airflow_smart_ext import clock, compat
 from airflow_smart_ext.backoff import DEFAULT_POKE_INTERVAL, BackoffPolicy, condition_seed
 from airflow_smart_ext.conditions import (
-    make_interpreter,
     make_shared_check,
     runtime,
     sharing_key,
@@ -34,6 +33,7 @@ from airflow_smart_ext.conditions import (
 from airflow_smart_ext.errors import error_type_paths, resolve_error_types
 from airflow_smart_ext.triggers import log_lines, sharing
 from airflow_smart_ext.triggers.backoff import coalescing_window, sharing_window_config
+from airflow_smart_ext.triggers.interpreters import LazyInterpreter
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.watermark import (
     STATE_KEY_PREFIX,
@@ -245,7 +245,7 @@ class ConditionWatcher(compat.EventTriggerBase):
     async def _observations(self) -> AsyncGenerator[Observed, None]:
         """Check on the schedule forever; yield each check's value (None when it saw none)."""
         key = sharing_key(self.check)
-        interpret = await make_interpreter(self.check)
+        interpret = LazyInterpreter(self.check, self.log)  # its import errors are check errors
         window_config = sharing_window_config()
         limits = self._limits()
         schedule = PollSchedule(self.policy, condition_seed(key), clock.now())
@@ -257,10 +257,15 @@ class ConditionWatcher(compat.EventTriggerBase):
             while True:
                 scheduled = schedule.next_check(clock.now())
                 await clock.asleep(scheduled.at - clock.now())
-                window = coalescing_window(schedule.interval_before(scheduled), window_config)
-                observation, shared = await group.observe(scheduled.at, window, context, limits=limits)
+                failure = await interpret.failure()
+                if failure is None:
+                    window = coalescing_window(schedule.interval_before(scheduled), window_config)
+                    observation, shared = await group.observe(scheduled.at, window, context, limits=limits)
+                    observed_at, outcome = observation.observed_at, sharing.interpret(observation, interpret)
+                else:
+                    observed_at, outcome, shared = clock.now(), failure, False
                 schedule.done(scheduled)
-                outcome = self._ride_out(self.log, scheduled.index, sharing.interpret(observation, interpret))
+                outcome = self._ride_out(self.log, scheduled.index, outcome)
                 value = outcome.value if outcome.status == "positive" else None
                 if outcome.status == "positive" and value is None and not valueless_logged:
                     valueless_logged = True  # once per poll: it says the same every check
@@ -283,7 +288,7 @@ class ConditionWatcher(compat.EventTriggerBase):
                     )
                 changed = value is not None and (previous is None or _same(value) != _same(previous))
                 if changed:
-                    schedule.restart(observation.observed_at)
+                    schedule.restart(observed_at)
                 if value is not None:
                     previous = value
                 log_lines.emit(
@@ -293,7 +298,7 @@ class ConditionWatcher(compat.EventTriggerBase):
                     f"{outcome.status}{f' ({outcome.message})' if outcome.message else ''}"
                     f"{'; new value, the schedule restarts' if changed else ''}; group of {group.subscribers}",
                 )
-                yield Observed(value, observation.observed_at)
+                yield Observed(value, observed_at)
         finally:
             group.leave()
 
