@@ -389,9 +389,9 @@ async def test_watchers_on_one_condition_share_one_poll_through_airflows_shared_
     polls: list[str] = []
     real_poll = ConditionWatcher._observations
 
-    def counted_poll(self: ConditionWatcher) -> Any:
+    def counted_poll(self: ConditionWatcher, log: Any) -> Any:
         polls.append(self.state_key or "")
-        return real_poll(self)
+        return real_poll(self, log)
 
     monkeypatch.setattr(ConditionWatcher, "_observations", counted_poll)
     TIMELINE["a"] = [(START + 25, "d1"), (START + 95, "d2")]
