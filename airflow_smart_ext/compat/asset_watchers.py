@@ -32,8 +32,9 @@ ASSET_STATE_STORE_SUPPORTED = AIRFLOW_V_3_3_PLUS
 SHARED_STREAMS_SUPPORTED = AIRFLOW_V_3_3_PLUS
 
 
-class AssetWatchersUnsupported(RuntimeError):
-    """A condition watcher was used on an Airflow without asset watchers (before 3.0)."""
+class AssetWatchersUnsupported(ImportError, RuntimeError):
+    """A condition watcher was used on an Airflow without asset watchers (before 3.0): raised when one is
+    built, and by ``from airflow_smart_ext.watchers import ConditionWatcher`` (an import error there)."""
 
 
 def require_asset_watchers(what: str) -> None:
