@@ -21,11 +21,22 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.conditions.runtime import callable_path, json_problem
 from airflow_smart_ext.conditions.sql import CRITERIA, build_spec, import_callable
 from airflow_smart_ext.sensors.to_triggerer import class_shipping_problem
-from airflow_smart_ext.triggers.watcher import ConditionWatcher
 from airflow_smart_ext.wait import parameters as wait_parameters
 from airflow_smart_ext.wait.parameters import WatcherArgumentError
 
 __all__ = ["ConditionWatcher", "WatcherArgumentError", "sensor_condition", "sql_condition"]
+
+if compat.ASSET_WATCHERS_SUPPORTED:
+    from airflow_smart_ext.triggers.watcher import ConditionWatcher
+else:
+
+    def __getattr__(name: str) -> Any:
+        # 2.11: importing the watcher fails at once with what to use instead (where a DAG file imports it
+        # before its own ``from airflow.sdk import ...``, which fails first there: docs/watchers.md)
+        if name == "ConditionWatcher":
+            compat.require_asset_watchers(f"{__name__}.ConditionWatcher")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: The task id a watched sensor is re-created with (it runs in no DAG run; its poke context has no dates).
 WATCHED_SENSOR_TASK_ID = "condition_watcher"

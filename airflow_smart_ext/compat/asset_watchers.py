@@ -22,6 +22,7 @@ __all__ = [
     "AssetWatchersUnsupported",
     "SHARED_STREAMS_SUPPORTED",
     "asset_state_accessors",
+    "watched_assets",
     "require_asset_watchers",
 ]
 
@@ -31,8 +32,9 @@ ASSET_STATE_STORE_SUPPORTED = AIRFLOW_V_3_3_PLUS
 SHARED_STREAMS_SUPPORTED = AIRFLOW_V_3_3_PLUS
 
 
-class AssetWatchersUnsupported(RuntimeError):
-    """A condition watcher was used on an Airflow without asset watchers (before 3.0)."""
+class AssetWatchersUnsupported(ImportError, RuntimeError):
+    """A condition watcher was used on an Airflow without asset watchers (before 3.0): raised when one is
+    built, and by ``from airflow_smart_ext.watchers import ConditionWatcher`` (an import error there)."""
 
 
 def require_asset_watchers(what: str) -> None:
@@ -64,3 +66,11 @@ def asset_state_accessors(trigger: Any) -> list[Any]:
     if isinstance(by_name, dict) and isinstance(by_uri, dict):
         return [*by_name.values(), *by_uri.values()]
     return [store]
+
+
+def watched_assets(trigger: Any) -> list[str]:
+    """The names (or URIs) of the assets ``trigger`` watches, as the 3.3+ triggerer injects them with the
+    state store ([] before 3.3: Airflow tells a trigger nothing about its assets)."""
+    store = getattr(trigger, "asset_state_store", None) if ASSET_STATE_STORE_SUPPORTED else None
+    names = [*(getattr(store, "_by_name", None) or ()), *(getattr(store, "_by_uri", None) or ())]
+    return sorted(str(name) for name in names)

@@ -8,6 +8,7 @@ gets (ids and the run's dates as ISO strings).
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -216,4 +217,10 @@ class SensorCheck(CheckType):
         return SensorSharedCheck(check["classpath"], check["kwargs"], check["context"]["task_id"])
 
     async def interpreter(self, check: Mapping[str, Any]) -> Interpreter:
+        # Imported before any poke (as a SQL check's criteria are): a class that does not import in the
+        # triggerer is then reported as such (triggers/interpreters.py), not as the poke's error. Once it is
+        # imported, no thread hop per wait (a thousand waits start together).
+        module, _, name = check["classpath"].rpartition(".")
+        if not hasattr(sys.modules.get(module), name):
+            await runtime.run_blocking(import_object, check["classpath"])
         return _same_outcome  # the poke's outcome is everybody's: nothing per waiter

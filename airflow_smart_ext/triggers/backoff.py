@@ -17,7 +17,6 @@ from typing import Any
 from airflow_smart_ext import clock, compat, secret_kwargs
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions import (
-    make_interpreter,
     make_shared_check,
     runtime,
     sharing_key,
@@ -27,6 +26,7 @@ from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import resolve_error_types
 from airflow_smart_ext.triggers import gc_tuning, log_lines, sharing
 from airflow_smart_ext.triggers.events import WaitEvents, before_yield, iso
+from airflow_smart_ext.triggers.interpreters import LazyInterpreter
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.wait_schedule import WaitSchedule
 from airflow_smart_ext.wait import parameters, paths
@@ -193,7 +193,7 @@ class BackoffTrigger(compat.BaseTrigger):
             )
             return
         gc_tuning.start()
-        interpret = await make_interpreter(self.check)
+        interpret = LazyInterpreter(self.check, self.log)  # its import error ends the wait as a check error
         window_config = sharing_window_config()  # once per run, not per check
         limits = self._limits()
         group = sharing.join(sharing_key(self.check), lambda: make_shared_check(self.check), self.share)
@@ -234,10 +234,19 @@ class BackoffTrigger(compat.BaseTrigger):
                     yield event
                     return
                 window = await self._sharing_window(scheduled, window_config)
+                failure = await interpret.failure()
                 try:
-                    result = await group.wait(
-                        subscription, scheduled.at, window, self.check.get("context", {}), interpret, limits
-                    )
+                    if failure is None:
+                        result = await group.wait(
+                            subscription,
+                            scheduled.at,
+                            window,
+                            self.check.get("context", {}),
+                            interpret,
+                            limits,
+                        )
+                    else:
+                        result = sharing.WaitResult(failure, scheduled.at, shared=False, early=False)
                 except sharing.WaitAbandoned:
                     # The check hangs past the deadline (and its grace): report our own timeout now.
                     log_lines.emit(

@@ -20,6 +20,7 @@ import contextvars
 import queue
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 _lines: queue.SimpleQueue[tuple[contextvars.Context, Any, str, tuple[Any, ...]] | asyncio.Future[None]] = (
@@ -51,6 +52,24 @@ async def flushed() -> None:
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     _lines.put(done)
     await done
+
+
+class Labelled:
+    """A logger whose every line starts with ``label()``: who wrote it (a watcher and its assets)."""
+
+    def __init__(self, logger: Any, label: Callable[[], str]) -> None:
+        self._logger = logger
+        self._label = label
+
+    def __getattr__(self, level: str) -> Callable[..., Any]:
+        write = getattr(self._logger, level)
+
+        def labelled(message: str, *args: Any) -> Any:
+            if not args:  # a line formatted already: its own % signs are text
+                message = message.replace("%", "%%")
+            return write("%s: " + message, self._label(), *args)
+
+        return labelled
 
 
 def _ensure_writer() -> None:

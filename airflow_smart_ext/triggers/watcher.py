@@ -25,15 +25,16 @@ from typing import Any
 from airflow_smart_ext import clock, compat
 from airflow_smart_ext.backoff import DEFAULT_POKE_INTERVAL, BackoffPolicy, condition_seed
 from airflow_smart_ext.conditions import (
-    make_interpreter,
     make_shared_check,
     runtime,
     sharing_key,
     validate_check_spec,
 )
+from airflow_smart_ext.conditions.spec import check_type
 from airflow_smart_ext.errors import error_type_paths, resolve_error_types
 from airflow_smart_ext.triggers import log_lines, sharing
 from airflow_smart_ext.triggers.backoff import coalescing_window, sharing_window_config
+from airflow_smart_ext.triggers.interpreters import LazyInterpreter
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.watermark import (
     STATE_KEY_PREFIX,
@@ -62,6 +63,9 @@ CLASSPATH = "airflow_smart_ext.triggers.watcher.ConditionWatcher"
 COMMIT_DELAY_SECONDS = 5.0
 #: How long to wait before reading the state store again when it did not answer (3.3+).
 STATE_STORE_RETRY_SECONDS = 10.0
+
+#: Each shared poll's readers (3.3+: shared stream key -> their labels), named in the poll's log lines.
+_POLL_READERS: dict[Any, tuple[str, ...]] = {}
 
 
 def _iso(epoch: float) -> str:
@@ -242,10 +246,10 @@ class ConditionWatcher(compat.EventTriggerBase):
             time_limit=runtime.check_time_limit(self.check_timeout, self.policy.initial), rate_limit=rate
         )
 
-    async def _observations(self) -> AsyncGenerator[Observed, None]:
+    async def _observations(self, log: Any) -> AsyncGenerator[Observed, None]:
         """Check on the schedule forever; yield each check's value (None when it saw none)."""
         key = sharing_key(self.check)
-        interpret = await make_interpreter(self.check)
+        interpret = LazyInterpreter(self.check, log)  # its import errors are check errors
         window_config = sharing_window_config()
         limits = self._limits()
         schedule = PollSchedule(self.policy, condition_seed(key), clock.now())
@@ -257,15 +261,20 @@ class ConditionWatcher(compat.EventTriggerBase):
             while True:
                 scheduled = schedule.next_check(clock.now())
                 await clock.asleep(scheduled.at - clock.now())
-                window = coalescing_window(schedule.interval_before(scheduled), window_config)
-                observation, shared = await group.observe(scheduled.at, window, context, limits=limits)
+                failure = await interpret.failure()
+                if failure is None:
+                    window = coalescing_window(schedule.interval_before(scheduled), window_config)
+                    observation, shared = await group.observe(scheduled.at, window, context, limits=limits)
+                    observed_at, outcome = observation.observed_at, sharing.interpret(observation, interpret)
+                else:
+                    observed_at, outcome, shared = clock.now(), failure, False
                 schedule.done(scheduled)
-                outcome = self._ride_out(self.log, scheduled.index, sharing.interpret(observation, interpret))
+                outcome = self._ride_out(log, scheduled.index, outcome)
                 value = outcome.value if outcome.status == "positive" else None
                 if outcome.status == "positive" and value is None and not valueless_logged:
                     valueless_logged = True  # once per poll: it says the same every check
                     log_lines.emit(
-                        self.log,
+                        log,
                         "warning",
                         "the check is done but carries no value, so there is nothing to report: return "
                         "PokeReturnValue(is_done=True, xcom_value=<what arrived>) from the poke",
@@ -274,7 +283,7 @@ class ConditionWatcher(compat.EventTriggerBase):
                     # A watcher has no task to fail: a permanent error or a failure criterion is logged and the
                     # schedule goes on (fix the check; the watermark waits).
                     log_lines.emit(
-                        self.log,
+                        log,
                         "error",
                         "check #%d: %s: %s",
                         scheduled.index,
@@ -283,17 +292,17 @@ class ConditionWatcher(compat.EventTriggerBase):
                     )
                 changed = value is not None and (previous is None or _same(value) != _same(previous))
                 if changed:
-                    schedule.restart(observation.observed_at)
+                    schedule.restart(observed_at)
                 if value is not None:
                     previous = value
                 log_lines.emit(
-                    self.log,
+                    log,
                     "info",
                     f"check #{scheduled.index} at {_iso(scheduled.at)}{' shared' if shared else ''}: "
                     f"{outcome.status}{f' ({outcome.message})' if outcome.message else ''}"
                     f"{'; new value, the schedule restarts' if changed else ''}; group of {group.subscribers}",
                 )
-                yield Observed(value, observation.observed_at)
+                yield Observed(value, observed_at)
         finally:
             group.leave()
 
@@ -302,9 +311,9 @@ class ConditionWatcher(compat.EventTriggerBase):
     def _state_key(self) -> str:
         return f"{STATE_KEY_PREFIX}:{self.state_key or default_state_key(self.check, self.value_key)}"
 
-    def _event(self, report: Report, observed_at: float | None) -> Any:
+    def _event(self, log: Any, report: Report, observed_at: float | None) -> Any:
         log_lines.emit(
-            self.log,
+            log,
             "info",
             "new value #%d: %r (previous %r)%s",
             report.seq,
@@ -314,19 +323,19 @@ class ConditionWatcher(compat.EventTriggerBase):
         )
         return compat.TriggerEvent(report.payload(None if observed_at is None else _iso(observed_at)))
 
-    def _reportable(self, observed: Observed) -> Any:
+    def _reportable(self, log: Any, observed: Observed) -> Any:
         try:
             return reportable_value(observed.value, self.value_key)
         except ValueNotReportable as err:
-            log_lines.emit(self.log, "error", "the value cannot be reported: %s", err)
+            log_lines.emit(log, "error", "the value cannot be reported: %s", err)
             return None
 
-    async def _events(self, observations: AsyncIterator[Observed]) -> AsyncIterator[Any]:
-        store = StoredWatermark(compat.asset_state_accessors(self), self._state_key(), self.log)
+    async def _events(self, observations: AsyncIterator[Observed], log: Any) -> AsyncIterator[Any]:
+        store = StoredWatermark(compat.asset_state_accessors(self), self._state_key(), log)
         tracker = EdgeTracker(await store.load(), self.report_first_value)
         redelivery = tracker.redelivery()
         if redelivery is not None:
-            yield self._event(redelivery, None)
+            yield self._event(log, redelivery, None)
             await clock.asleep(COMMIT_DELAY_SECONDS)
             tracker.commit()
             await store.save(tracker)
@@ -334,14 +343,14 @@ class ConditionWatcher(compat.EventTriggerBase):
             if tracker.unsaved and not await store.save(tracker):
                 continue  # an earlier commit still unwritten: nothing new until it is (no edge is lost)
             checkpoint = tracker.checkpoint()
-            report = tracker.observe(self._reportable(observed))
+            report = tracker.observe(self._reportable(log, observed))
             if tracker.unsaved and not await store.save(tracker):
                 # the intent is not stored: no event now; the next check sees the value again
                 tracker.rollback(checkpoint)
                 continue
             if report is None:
                 continue
-            yield self._event(report, observed.observed_at)
+            yield self._event(log, report, observed.observed_at)
             await clock.asleep(COMMIT_DELAY_SECONDS)
             tracker.commit()
             await store.save(tracker)
@@ -351,9 +360,10 @@ class ConditionWatcher(compat.EventTriggerBase):
     async def run(self) -> AsyncIterator[Any]:
         """One watcher, its own poll (Airflow 3.0-3.2, or ``share=False``): our in-process group still
         shares the checks with identical watchers and waits."""
-        observations = self._observations()
+        log = self._labelled_log()
+        observations = self._observations(log)
         try:
-            async for event in self._events(observations):
+            async for event in self._events(observations, log):
                 yield event
         finally:
             await observations.aclose()
@@ -374,7 +384,10 @@ class ConditionWatcher(compat.EventTriggerBase):
     async def open_shared_stream(cls, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
         """3.3+: the group's one poll (Airflow passes one member's kwargs; the key fixes the poll's)."""
         watcher = cls(**kwargs)
-        observations = watcher._observations()
+        key = watcher.shared_stream_key()
+        own = watcher._label()  # until its readers are known (it has no trigger id nor assets of its own)
+        log = log_lines.Labelled(watcher.log, lambda: "; ".join(_POLL_READERS.get(key) or (own,)))
+        observations = watcher._observations(log)
         try:
             async for observed in observations:
                 yield observed
@@ -383,8 +396,42 @@ class ConditionWatcher(compat.EventTriggerBase):
 
     async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """3.3+: this watcher's edge over the group's poll."""
-        async for event in self._events(shared_stream):
-            yield event
+        key, label = self.shared_stream_key(), self._label()
+        _POLL_READERS[key] = (*_POLL_READERS.get(key, ()), label)
+        try:
+            async for event in self._events(shared_stream, log_lines.Labelled(self.log, lambda: label)):
+                yield event
+        finally:
+            readers = list(_POLL_READERS.get(key, ()))
+            readers.remove(label)
+            if readers:
+                _POLL_READERS[key] = tuple(readers)
+            else:
+                _POLL_READERS.pop(key, None)
+
+    # -- who wrote a line --
+
+    def _label(self) -> str:
+        """The watcher and its assets, the prefix of each of its log lines (never the check's parameters).
+
+        Airflow tells a trigger neither its ``AssetWatcher``'s name nor, before 3.3, its assets: the watcher
+        is named by its ``state_key`` when given (give it the watcher's name), else by what it checks and
+        the trigger id."""
+        if self.state_key:
+            name = repr(self.state_key)
+        else:
+            kind = check_type(self.check)
+            what = kind.sensor_class(self.check) or f"{kind.name} on {kind.conn_id(self.check)}"
+            trigger_id = getattr(self, "trigger_id", None)
+            name = f"<{what}{'' if trigger_id is None else f', trigger {trigger_id}'}>"
+        assets = compat.watched_assets(self)
+        return (
+            f"watcher {name} on {'asset ' + ', '.join(assets) if assets else '<not named by this Airflow>'}"
+        )
+
+    def _labelled_log(self) -> Any:
+        label = self._label()  # at run time: the triggerer sets the trigger id and the assets after __init__
+        return log_lines.Labelled(self.log, lambda: label)
 
 
 def _same(value: Any) -> Any:

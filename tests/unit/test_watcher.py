@@ -18,9 +18,10 @@ import pytest
 
 from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
+from airflow_smart_ext.triggers.watcher import ConditionWatcher
 from airflow_smart_ext.triggers.watermark import STATE_KEY_PREFIX
 from airflow_smart_ext.wait.parameters import WatcherArgumentError
-from airflow_smart_ext.watchers import ConditionWatcher, sensor_condition, sql_condition
+from airflow_smart_ext.watchers import sensor_condition, sql_condition
 from tests.unit.clock import START, FakeClock
 
 needs_watchers = pytest.mark.skipif(
@@ -389,9 +390,9 @@ async def test_watchers_on_one_condition_share_one_poll_through_airflows_shared_
     polls: list[str] = []
     real_poll = ConditionWatcher._observations
 
-    def counted_poll(self: ConditionWatcher) -> Any:
+    def counted_poll(self: ConditionWatcher, log: Any) -> Any:
         polls.append(self.state_key or "")
-        return real_poll(self)
+        return real_poll(self, log)
 
     monkeypatch.setattr(ConditionWatcher, "_observations", counted_poll)
     TIMELINE["a"] = [(START + 25, "d1"), (START + 95, "d2")]

@@ -19,6 +19,7 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.sensors import BackoffSqlSensor
 from airflow_smart_ext.triggers.backoff import BackoffTrigger
+from airflow_smart_ext.triggers.watcher import ConditionWatcher
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger
 from airflow_smart_ext.wait.parameters import (
     POLICY_PARAMETERS,
@@ -28,7 +29,7 @@ from airflow_smart_ext.wait.parameters import (
     has_template,
     watcher_arguments,
 )
-from airflow_smart_ext.watchers import ConditionWatcher, sql_condition
+from airflow_smart_ext.watchers import sql_condition
 from tests.unit.helpers import sql_check
 from tests.unit.wait.examples import EXAMPLES, REQUIRED, RULE_EXAMPLES
 
