@@ -16,8 +16,8 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.triggers import log_lines
 from tests.unit.clock import START, FakeClock
-from tests.unit.test_watcher import collect, values
 from tests.unit.triggers.helpers import first_event, make_trigger, sensor_check, sql_check
+from tests.unit.watcher_helpers import collect, values
 
 needs_watchers = pytest.mark.skipif(
     not compat.ASSET_WATCHERS_SUPPORTED, reason="asset watchers need Airflow >= 3.0"

@@ -13,7 +13,7 @@ from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
 from airflow_smart_ext.triggers import log_lines
 from tests.unit.clock import START, FakeClock
-from tests.unit.test_watcher import StateStore, collect, values
+from tests.unit.watcher_helpers import StateStore, collect, values
 
 pytestmark = pytest.mark.skipif(
     not compat.ASSET_WATCHERS_SUPPORTED, reason="asset watchers need Airflow >= 3.0"
