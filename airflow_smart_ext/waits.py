@@ -53,7 +53,10 @@ def _served_by(wait: Mapping[str, Any]) -> str:
     if served is None:
         return "-"
     host = f"@{served['hostname']}" if served["hostname"] else ""
-    return f"job {served['job_id']}{host} ({_in(served['heartbeat_age'])})"
+    placed = "".join(
+        f" {name} {wait[f'trigger_{name}']}" for name in ("queue", "team") if wait[f"trigger_{name}"]
+    )
+    return f"job {served['job_id']}{host} ({_in(served['heartbeat_age'])}){placed}"
 
 
 def _task(wait: Mapping[str, Any]) -> str:

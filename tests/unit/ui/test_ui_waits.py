@@ -554,6 +554,25 @@ def deferred_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
         session.execute(delete(Trigger.__table__))
 
 
+@pytest.mark.parametrize("multi_team", [False, True])
+def test_the_columns_that_place_a_trigger_are_this_versions(
+    monkeypatch: pytest.MonkeyPatch, multi_team: bool
+) -> None:
+    """3.2+ a trigger queue, 3.3+ a team that counts only with [core] multi_team (Trigger.ids_for_triggerer)."""
+    from airflow.models.trigger import Trigger
+
+    monkeypatch.setenv("AIRFLOW__CORE__MULTI_TEAM", str(multi_team))
+    columns = compat.trigger_placement_columns()
+    expected = {"queue"} if compat.AIRFLOW_V_3_2_PLUS else set()
+    if compat.AIRFLOW_V_3_3_PLUS and multi_team:
+        expected.add("team")
+    assert set(columns) == expected
+    if expected:
+        assert columns["queue"] is Trigger.queue
+    if "team" in expected:
+        assert columns["team"] is Trigger.team_name
+
+
 def test_the_source_reads_deferred_waits_of_both_paths(deferred_db: dict[str, Any]) -> None:
     from airflow.utils.session import create_session
 
