@@ -46,19 +46,44 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     )
 
 
+def _served_by(wait: Mapping[str, Any]) -> str:
+    served = wait["served_by"]
+    if wait["unserved_reason"] is not None:
+        return "NOT SERVED !"
+    if served is None:
+        return "-"
+    host = f"@{served['hostname']}" if served["hostname"] else ""
+    placed = "".join(
+        f" {name} {wait[f'trigger_{name}']}" for name in ("queue", "team") if wait[f"trigger_{name}"]
+    )
+    return f"job {served['job_id']}{host} ({_in(served['heartbeat_age'])}){placed}"
+
+
+def _task(wait: Mapping[str, Any]) -> str:
+    return wait["task_id"] + (f"[{wait['map_index']}]" if wait["map_index"] >= 0 else "")
+
+
 def render_text(report: Mapping[str, Any]) -> str:
     """The report as terminal tables: waits, then groups, then connections and the summary."""
     waits = [
         [
             wait["dag_id"],
             wait["run_id"],
-            wait["task_id"] + (f"[{wait['map_index']}]" if wait["map_index"] >= 0 else ""),
+            _task(wait),
             wait["path"],
             _short(wait["condition"], CONDITION_WIDTH),
             str(wait["shared_with"]),
             str(wait["checks_made"]),
-            _cell(wait["next_check"]) + ("" if wait["next_check_exact"] else " ~"),
-            _in(wait["next_check_in"]),
+            _served_by(wait),
+            # an unserved wait is checked only once a triggerer takes it, whatever its schedule says
+            *(
+                (
+                    _cell(wait["next_check"]) + ("" if wait["next_check_exact"] else " ~"),
+                    _in(wait["next_check_in"]),
+                )
+                if wait["unserved_reason"] is None
+                else ("when a triggerer picks it up", "-")
+            ),
             _in(wait["deadline_in"]),
             wait["last_outcome"],
         ]
@@ -72,6 +97,7 @@ def render_text(report: Mapping[str, Any]) -> str:
         "CONDITION",
         "SHARED",
         "CHECKS",
+        "SERVED BY (HEARTBEAT AGE)",
         "NEXT CHECK",
         "IN",
         "DEADLINE IN",
@@ -80,6 +106,14 @@ def render_text(report: Mapping[str, Any]) -> str:
     shown = len(report["waits"])
     if shown < report["total"]:
         parts.append(f"({shown} of {report['total']} waits shown; raise --limit for more)")
+    unserved = [wait for wait in report["waits"] if wait["unserved_reason"] is not None]
+    if unserved:
+        parts.append(
+            "\n".join(
+                f"NOT SERVED: {wait['dag_id']} {wait['run_id']} {_task(wait)}: {wait['unserved_reason']}"
+                for wait in unserved
+            )
+        )
     groups = [
         [
             _short(group["condition"], CONDITION_WIDTH),
@@ -96,6 +130,8 @@ def render_text(report: Mapping[str, Any]) -> str:
     ]
     parts.append(_table(["CONNECTION", "CHECKS/S", "RATE LIMIT"], connections))
     summary = report["summary"]
+    if summary["unserved"]:
+        parts.append(f"!! {summary['unserved']} waits no live triggerer serves !!")
     parts.append(
         f"{summary['waits']} waits in {summary['groups']} groups: "
         f"{summary['checks_per_hour_shared']:g} checks/h "
@@ -151,11 +187,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from airflow.utils.session import create_session
 
         from airflow_smart_ext.conditions.runtime import connection_rate_limit
-        from airflow_smart_ext.ui.waits_source import load_live_waits
+        from airflow_smart_ext.ui.waits_source import load_live_waits, load_triggerers
 
         with create_session() as session:
             waits = load_live_waits(session, None)  # every DAG: groups count all who share (as the JSON)
-    report = build_report(waits, query, clock.now(), connection_rate_limit(None))
+            now = clock.now()
+            triggerers = load_triggerers(session, now)
+    report = build_report(waits, query, now, connection_rate_limit(None), triggerers)
     print(json.dumps(report, indent=2) if args.json else render_text(report), end="\n" if args.json else "")
     return 0
 

@@ -27,6 +27,7 @@ from airflow_smart_ext.compat import (
     serialization,
     start_in_triggerer,
     timetables,
+    trigger_placement,
     versions,
     web_urls,
 )
@@ -43,6 +44,7 @@ from airflow_smart_ext.compat.sensor_timeouts import *  # noqa: F403
 from airflow_smart_ext.compat.serialization import *  # noqa: F403
 from airflow_smart_ext.compat.start_in_triggerer import *  # noqa: F403
 from airflow_smart_ext.compat.timetables import *  # noqa: F403
+from airflow_smart_ext.compat.trigger_placement import *  # noqa: F403
 from airflow_smart_ext.compat.versions import *  # noqa: F403
 from airflow_smart_ext.compat.web_urls import *  # noqa: F403
 
@@ -64,6 +66,7 @@ __all__ = [
     *serialization.__all__,
     *start_in_triggerer.__all__,
     *timetables.__all__,
+    *trigger_placement.__all__,
     *versions.__all__,
     *web_urls.__all__,
 ]

@@ -17,6 +17,7 @@ from typing import Any
 
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, condition_seed
 from airflow_smart_ext.conditions.spec import check_type, sharing_key
+from airflow_smart_ext.ui.serving import Triggerer
 from airflow_smart_ext.wait import paths, timeline
 from airflow_smart_ext.wait.condition import render_from_run, zero_worker_check
 from airflow_smart_ext.wait.parameters import has_template
@@ -74,6 +75,11 @@ class LiveWait:
     run_deadline: float | None = None
     #: the triggerer job holding the row (None: no triggerer holds it). Waits share within one process.
     triggerer_id: int | None = None
+    #: that job's row (None: no triggerer holds it, or its job row is gone)
+    holder: Triggerer | None = None
+    #: the row's trigger queue (3.2+) and team (3.3+ multi-team): which triggerers may take it
+    trigger_queue: str | None = None
+    trigger_team: str | None = None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ table{border-collapse:collapse;margin:.5rem 0 1.5rem}
 th,td{border:1px solid #cbd5e0;padding:.25rem .5rem;text-align:left;vertical-align:top;font-size:.85rem}
 th{background:#edf2f7} td.num{text-align:right} code{white-space:pre-wrap;word-break:break-word}
 form label{margin-right:.75rem} .muted{color:#718096} .over{color:#c53030;font-weight:bold}
+.alert{border:1px solid #c53030;background:#fff5f5;color:#c53030;padding:.5rem;font-weight:bold}
+tr.unserved td{background:#fff5f5}
 """
 
 
@@ -67,10 +69,46 @@ WAIT_HEADERS = (
     "Condition",
     "Shared with",
     "Checks made",
+    "Served by",
     "Next check",
     "Deadline",
     "Last outcome",
 )
+
+
+def _served_by(row: Mapping[str, Any]) -> str:
+    """Who serves the wait (its triggerer job, host and heartbeat age), or why nothing does."""
+    served, reason = row["served_by"], row["unserved_reason"]
+    placed = ", ".join(
+        f"{name} {_text(row[key])}"
+        for name, key in (("queue", "trigger_queue"), ("team", "trigger_team"))
+        if row[key]
+    )
+    placed = f'<br><span class="muted">{placed}</span>' if placed else ""
+    if reason is not None:
+        return f'<span class="over">not served</span><br>{_text(reason)}' + placed
+    if served is None:
+        return '<span class="muted">unknown</span>' + placed
+    age = served["heartbeat_age"]
+    return (
+        f"triggerer job {_text(served['job_id'])}"
+        + (f" on {_text(served['hostname'])}" if served["hostname"] else "")
+        + (f'<br><span class="muted">heartbeat {_seconds(-age)}</span>' if age is not None else "")
+        + placed
+    )
+
+
+def _next_check(row: Mapping[str, Any]) -> str:
+    """An unserved wait is checked only once a triggerer takes it: its schedule is not when that happens."""
+    estimate = "" if row.get("next_check_exact", True) else '<br><span class="muted">(estimate)</span>'
+    if row["unserved_reason"] is None:
+        return _when(row["next_check"], row["next_check_in"]) + estimate
+    planned = f"<br>{_when(row['next_check'], row['next_check_in'])}" if row["next_check"] else ""
+    return (
+        '<span class="over">when a triggerer picks it up</span>'
+        + (f'<br><span class="muted">its schedule says:</span>{planned}' if planned else "")
+        + estimate
+    )
 
 
 def _wait_row(row: Mapping[str, Any], links: TaskLink) -> str:
@@ -85,22 +123,25 @@ def _wait_row(row: Mapping[str, Any], links: TaskLink) -> str:
         "data-path": row["path"],
         "data-sharing-key": row["sharing_key_hash"] or "",
         "data-shared-with": row["shared_with"],
+        "data-served-by": (row["served_by"] or {}).get("job_id", ""),
+        "data-unserved-reason": row["unserved_reason"] or "",
     }
     attrs = " ".join(f'{name}="{_text(value)}"' for name, value in attributes.items())
+    attrs += ' class="unserved"' if row["unserved_reason"] is not None else ""
     mapped = f" [{row['map_index']}]" if row["map_index"] >= 0 else ""
     task = (
         f'<a href="{_text(links(row))}" target="_top">'
         f"{_text(row['dag_id'])} / {_text(row['task_id'])}{mapped}</a>"
         f'<br><span class="muted">{_text(row["run_id"])} (try {_text(row["try_number"])})</span>'
     )
-    estimate = "" if row.get("next_check_exact", True) else '<br><span class="muted">(estimate)</span>'
     cells = (
         task,
         _text(row["path"]),
         f"<code>{_text(row['condition'])}</code>",
         f'<td class="num">{_text(row["shared_with"])}',
         f'<td class="num">{_text(row["checks_made"])}',
-        _when(row["next_check"], row["next_check_in"]) + estimate,
+        _served_by(row),
+        _next_check(row),
         _when(row["deadline"], row["deadline_in"])
         + (f'<br><span class="muted">({_text(row["deadline_by"])})</span>' if row.get("deadline_by") else ""),
         _text(row["last_outcome"]),
@@ -155,6 +196,15 @@ def render_waits(report: Mapping[str, Any], query: WaitsQuery, links: TaskLink) 
     waits = [_wait_row(row, links) for row in report["waits"]]
     groups = [_group_row(group) for group in report["groups"]]
     connections = [_connection_row(connection) for connection in report["connections"]]
+    unserved = summary["unserved"]
+    alert = (
+        f'<p id="unserved-alert" class="alert" role="alert">{_text(unserved)} '
+        f"wait{'s' if unserved != 1 else ''} no live triggerer serves"
+        + (" (no triggerer is alive)" if summary["live_triggerers"] == 0 else "")
+        + ": nothing checks them until a triggerer takes them (see Served by).</p>"
+        if unserved
+        else ""
+    )
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Waits</title>'
         f"<style>{STYLE}</style></head><body><h1>Waits</h1>"
@@ -164,6 +214,7 @@ def render_waits(report: Mapping[str, Any], query: WaitsQuery, links: TaskLink) 
         f"({_rate(summary['checks_saved_per_hour'])} saved). Generated at "
         f'<time datetime="{_text(report["generated_at"])}">{_text(report["generated_at"])}</time>. '
         '<a href="api/waits">JSON</a></p>'
+        + alert
         + _filter_form(query)
         + _table("waits", WAIT_HEADERS, waits, "No live waits match.")
         + '<p class="muted">Checks made: the scheduled checks due so far (an estimate, not a count).</p>'

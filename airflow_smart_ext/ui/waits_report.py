@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_smart_ext.ui.serving import Triggerers, serving
 from airflow_smart_ext.ui.trigger_rows import (
     Condition,
     Conditions,
@@ -116,7 +117,7 @@ class _Member:
     rate_limit: float | None  # its explicit checks per second on the connection (None: the config's)
 
 
-def _base(wait: LiveWait) -> dict[str, Any]:
+def _base(wait: LiveWait, triggerers: Triggerers | None, now: float) -> dict[str, Any]:
     return {
         "dag_id": wait.dag_id,
         "run_id": wait.run_id,
@@ -124,6 +125,7 @@ def _base(wait: LiveWait) -> dict[str, Any]:
         "map_index": wait.map_index,
         "try_number": wait.try_number,
         "path": trigger_paths()[wait.classpath],
+        **serving(wait.triggerer_id, wait.holder, wait.trigger_queue, wait.trigger_team, triggerers, now),
     }
 
 
@@ -142,10 +144,10 @@ class _Read:
         return (self.facts.seed or self.condition.seed, self.facts.anchor)
 
 
-def _unreadable(wait: LiveWait, err: BaseException) -> tuple[str, _Member]:
+def _unreadable(wait: LiveWait, base: dict[str, Any], err: BaseException) -> tuple[str, _Member]:
     # A row we cannot read must not break the page; the error type only (its text may quote kwargs).
     row = {
-        **_base(wait),
+        **base,
         **dict.fromkeys(("check_type", "sensor_class", "conn_id", "next_check", "next_check_in")),
         **dict.fromkeys(("deadline", "deadline_in", "deadline_by", "sharing_key_hash", "started_at")),
         "next_check_exact": False,
@@ -231,25 +233,30 @@ def _sort_key(row: Mapping[str, Any], field: str) -> tuple[Any, ...]:
 
 
 def build_report(
-    waits: Iterable[LiveWait], query: WaitsQuery, now: float, default_rate_limit: float | None = None
+    waits: Iterable[LiveWait],
+    query: WaitsQuery,
+    now: float,
+    default_rate_limit: float | None = None,
+    triggerers: Triggerers | None = None,
 ) -> dict[str, Any]:
     """The Waits view's data, JSON-ready (``generated_at``, ``total``, ``waits``, ``groups``,
     ``connections``, ``summary``). Groups count every wait given (what really shares); the lists show
     the groups and connections of the waits that pass the filters. A connection's ``rate_limit`` is the
     smallest explicit one of its waits, else ``default_rate_limit`` (``runtime.connection_rate_limit(None)``:
-    ``[smart_ext] max_checks_per_second_per_connection``; None: no limit)."""
+    ``[smart_ext] max_checks_per_second_per_connection``; None: no limit). ``triggerers``: who is alive, to
+    say who serves each wait (``serving``; None: not known, ``served_by`` and ``unserved_reason`` are null)."""
     conditions, schedules = Conditions(), Schedules(now)
     members: dict[str, list[_Member]] = {}
     read: list[_Read] = []
     for wait in waits:
         if wait.classpath in trigger_paths():
-            base = _base(wait)
+            base = _base(wait, triggerers, now)
             try:
                 read.append(
                     _Read(wait, base, read_wait(wait, base["path"]), conditions.of(wait, base["path"]))
                 )
             except _UNREADABLE as err:
-                key, member = _unreadable(wait, err)
+                key, member = _unreadable(wait, base, err)
                 members.setdefault(key, []).append(member)
     group_schedules = _group_schedules(read)
     for one in read:
@@ -257,7 +264,7 @@ def build_report(
             joins = group_schedules.get(_schedule_key(one)) if one.facts.share else None
             key, member = _row(one, schedules, joins)
         except _UNREADABLE as err:
-            key, member = _unreadable(one.wait, err)
+            key, member = _unreadable(one.wait, _base(one.wait, triggerers, now), err)
         members.setdefault(key, []).append(member)
     rows: list[dict[str, Any]] = []
     groups: list[dict[str, Any]] = []
@@ -310,5 +317,8 @@ def build_report(
             "checks_per_hour_unshared": unshared_total,
             "checks_per_hour_shared": shared_total,
             "checks_saved_per_hour": round(unshared_total - shared_total, 3),
+            # the shown waits no live triggerer serves, and the triggerers alive (None: not known)
+            "unserved": sum(row["unserved_reason"] is not None for row in rows),
+            "live_triggerers": None if triggerers is None else len(triggerers.live),
         },
     }

@@ -1,6 +1,7 @@
 """Read the live waits of our sensors from Airflow's metadata DB (the glue of the Waits view).
 
-One query: deferred task instances joined to their trigger rows (of our two classpaths) and their runs. The
+One query: deferred task instances joined to their trigger rows (of our two classpaths), their runs and the
+triggerer jobs holding the rows (who serves each wait: ``serving``; :func:`load_triggerers` the live ones). The
 kwargs are decrypted as ``Trigger.kwargs`` does and sealed values opened (the sharing key is computed on
 opened values); the copy that may be shown has every secret masked. Both are cached per trigger row (its
 kwargs never change: a page refresh decrypts only new trigger rows), each kwarg shared by
@@ -18,10 +19,11 @@ from typing import Any
 
 from airflow_smart_ext import compat, secret_kwargs
 from airflow_smart_ext.conditions import sensor as sensor_check
+from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.ui.waits_report import LiveWait, redact_sealed, trigger_paths
 from airflow_smart_ext.wait import timeline
 
-__all__ = ["load_live_waits"]
+__all__ = ["load_live_waits", "load_triggerers"]
 
 _CACHE_SIZE = 50_000  # entries per cache (cleared when full)
 _EPOCH = datetime.datetime(1970, 1, 1)
@@ -117,16 +119,52 @@ def _dagrun_timeouts(session: Any, dag_ids: Collection[str]) -> dict[str, float 
     return found
 
 
+def _holder(holders: dict[int, Triggerer], row: Any) -> Triggerer | None:
+    """The job row holding a wait's trigger (None: none holds it, or its job row is gone)."""
+    if row.holder_job is None:
+        return None
+    holder = holders.get(row.triggerer_id)
+    if holder is None:
+        holder = holders[row.triggerer_id] = Triggerer(
+            row.triggerer_id,
+            row.triggerer_host,
+            _epoch(row.triggerer_heartbeat),
+            row.triggerer_ended is not None,
+        )
+    return holder
+
+
+def load_triggerers(session: Any, now: float) -> Triggerers:
+    """The triggerers alive at ``now`` by Airflow's rule (``Trigger.assign_unassigned``, the same on 2.11 and
+    3.x) and its threshold."""
+    from airflow.configuration import conf
+    from airflow.jobs.job import Job
+    from sqlalchemy import select
+
+    threshold = conf.getfloat("triggerer", "triggerer_health_check_threshold")
+    since = datetime.datetime.fromtimestamp(now - threshold, datetime.timezone.utc)
+    rows = session.execute(
+        select(Job.id, Job.hostname, Job.latest_heartbeat)
+        .where(Job.job_type == "TriggererJob", Job.end_date.is_(None), Job.latest_heartbeat > since)
+        .order_by(Job.id)
+    )
+    return Triggerers(
+        threshold, tuple(Triggerer(row.id, row.hostname, _epoch(row.latest_heartbeat)) for row in rows)
+    )
+
+
 def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveWait]:
     """Every deferred task instance waiting on one of our triggers (``dag_ids=None``: all DAGs)."""
     if dag_ids is not None and not dag_ids:
         return []
+    from airflow.jobs.job import Job
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.trigger import Trigger
     from airflow.utils.state import TaskInstanceState
     from sqlalchemy import and_, select
 
+    placement = compat.trigger_placement_columns()
     query = (
         select(
             TaskInstance.dag_id,
@@ -144,9 +182,15 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
             DagRun.data_interval_start,
             DagRun.data_interval_end,
             DagRun.start_date.label("run_start"),
+            Job.id.label("holder_job"),
+            Job.hostname.label("triggerer_host"),
+            Job.latest_heartbeat.label("triggerer_heartbeat"),
+            Job.end_date.label("triggerer_ended"),
+            *(column.label(f"trigger_{name}") for name, column in placement.items()),
         )
         .join(Trigger, TaskInstance.trigger_id == Trigger.id)
         .join(DagRun, and_(DagRun.dag_id == TaskInstance.dag_id, DagRun.run_id == TaskInstance.run_id))
+        .outerjoin(Job, Job.id == Trigger.triggerer_id)
         .where(TaskInstance.state == TaskInstanceState.DEFERRED, Trigger.classpath.in_(list(trigger_paths())))
     )
     readable = None if dag_ids is None else set(dag_ids)
@@ -156,6 +200,7 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
     timeouts = _dagrun_timeouts(session, {row.dag_id for row in rows})
     waits = []
     dates: dict[tuple[Any, Any, Any], dict[str, str | None]] = {}  # one dict per run, not per task
+    holders: dict[int, Triggerer] = {}  # one per job: the waits of one triggerer share it
     for row in rows:
         try:
             kwargs, shown = _opened((row.trigger_id, row.created_date), row.encrypted_kwargs)
@@ -182,6 +227,9 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
                 run_dates=run_dates,
                 trigger_id=row.trigger_id,
                 triggerer_id=row.triggerer_id,
+                holder=_holder(holders, row),
+                trigger_queue=getattr(row, "trigger_queue", None),
+                trigger_team=getattr(row, "trigger_team", None),
                 run_deadline=timeline.run_deadline(_epoch(row.run_start), timeouts.get(row.dag_id)),
             )
         )

@@ -40,8 +40,9 @@ ReadableDagIds = Annotated[set[str], Depends(readable_dag_ids)]
 
 def _waits_report(request: Request, session: Any, dag_ids: set[str]) -> tuple[dict[str, Any], Any]:
     query = waits_report.WaitsQuery.from_params(_params(request))
-    waits = waits_source.load_live_waits(session, dag_ids)
-    return waits_report.build_report(waits, query, clock.now(), connection_rate_limit(None)), query
+    waits, now = waits_source.load_live_waits(session, dag_ids), clock.now()
+    triggerers = waits_source.load_triggerers(session, now)
+    return waits_report.build_report(waits, query, now, connection_rate_limit(None), triggerers), query
 
 
 def _calendars(request: Request, session: Any, dag_ids: set[str]) -> list[dict[str, Any]]:

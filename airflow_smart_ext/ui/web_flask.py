@@ -31,8 +31,9 @@ def _root() -> str:
 
 def _waits_report(session: Any) -> tuple[dict[str, Any], waits_report.WaitsQuery]:
     query = waits_report.WaitsQuery.from_params(single_params(request.args.items(multi=True)))
-    waits = waits_source.load_live_waits(session, _readable_dag_ids())
-    return waits_report.build_report(waits, query, clock.now(), connection_rate_limit(None)), query
+    waits, now = waits_source.load_live_waits(session, _readable_dag_ids()), clock.now()
+    triggerers = waits_source.load_triggerers(session, now)
+    return waits_report.build_report(waits, query, now, connection_rate_limit(None), triggerers), query
 
 
 def _calendars(session: Any) -> list[dict[str, Any]]:

@@ -34,7 +34,15 @@ from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from tests.integration.live import add_connection_fields, start_run
 from tests.integration.ui_browser import chromium, no_browser_reason
-from tests.integration.ui_pages import anonymous_get, base_url, fetch, login, open_from_nav, wait_rows
+from tests.integration.ui_pages import (
+    anonymous_get,
+    base_url,
+    fetch,
+    login,
+    open_from_nav,
+    wait_for,
+    wait_rows,
+)
 
 SECRET = f"ui-pw-{uuid.uuid4().hex}"
 USERS = {"admin": None, "viewer": "ui_open_"}
@@ -60,6 +68,18 @@ def wait_deferred(env: AirflowEnv, count: int, timeout: float = 300) -> None:
     raise AssertionError(f"fewer than {count} deferred tasks within {timeout}s: {rows}")
 
 
+def wait_held(env: AirflowEnv, timeout: float = 60) -> dict[tuple[str, str], int]:
+    """Until a triggerer holds every deferred task's trigger row; (dag_id, task_id) -> its job id."""
+    deadline = time.monotonic() + timeout
+    owners: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        owners = env.trigger_owners()
+        if owners and all(row["triggerer_id"] is not None for row in owners):
+            return {(row["dag_id"], row["task_id"]): int(row["triggerer_id"]) for row in owners}
+        time.sleep(0.5)
+    raise AssertionError(f"trigger rows no triggerer took within {timeout}s: {owners}")
+
+
 def _run_id(env: AirflowEnv, dag_id: str) -> str:
     return str(env.dag_runs(dag_id)[-1]["run_id"])
 
@@ -83,6 +103,7 @@ def ui_env() -> Iterator[AirflowEnv]:
             start_run(env, dag_id)
         env.grant_ui_dag_access()
         wait_deferred(env, len(OPEN_TASKS) + 1)
+        wait_held(env)
         yield env
     finally:
         env.stop()
@@ -190,6 +211,11 @@ def test_waits_page_from_airflow_navigation(ui_env: AirflowEnv, admin: WebDriver
     assert SECRET not in source
     ours = {r["taskId"]: r for r in rows if r["dagId"] == OPEN}
     assert set(ours) == OPEN_TASKS, rows
+    # the running triggerer serves every wait: its job id on each row, no row flagged, no alert
+    owners = wait_held(ui_env)
+    for task_id, row in ours.items():
+        assert row["servedBy"] == str(owners[(OPEN, task_id)]) and not row["unservedReason"], (task_id, row)
+    assert 'id="unserved-alert"' not in source and "when a triggerer picks it up" not in source
     assert any(r["dagId"] == HIDDEN for r in rows), "the admin sees every DAG's waits"
 
     triggers = trigger_rows(ui_env)
@@ -222,6 +248,12 @@ def test_waits_page_from_airflow_navigation(ui_env: AirflowEnv, admin: WebDriver
     report = json.loads(body)
     assert {w["task_id"] for w in report["waits"] if w["dag_id"] == OPEN} == OPEN_TASKS
     assert {w["conn_id"] for w in report["waits"]} == {"ui_sqlite"}
+    for wait in report["waits"]:
+        served = wait["served_by"]
+        assert served is not None and wait["unserved_reason"] is None, wait
+        assert served["job_id"] == owners[(wait["dag_id"], wait["task_id"])] and served["hostname"], wait
+        assert 0 <= served["heartbeat_age"] < 30, wait  # the harness's triggerer beats every 2 s
+    assert report["summary"]["unserved"] == 0 and report["summary"]["live_triggerers"] >= 1, report["summary"]
     groups = {g["sharing_key_hash"]: g["tasks"] for g in report["groups"]}
     assert groups[ours["shared_1"]["sharingKey"]] == 3, report["groups"]
     # The open DAG's dagrun_timeout (30 min) ends its waits before their own 1 h timeout; the hidden one has none.
@@ -304,3 +336,49 @@ def test_calendars_page_shows_next_runs_and_a_skipped_holiday(
     assert "holiday" in dict(section["skipped"]).get(holiday, ""), section  # the day, with its reason
     assert holiday not in section["next"], section
     screenshot(admin, ui_env, "calendars", tmp_path)
+
+
+def test_waits_no_live_triggerer_serves_are_flagged(
+    ui_env: AirflowEnv, admin: WebDriver, tmp_path: Path
+) -> None:
+    """Last in the module: it stops the only triggerer. Every wait it held is then unserved (nothing takes the
+    rows over): the JSON says why, the page flags each row and counts them in its alert."""
+    open_from_nav(admin, ui_env, "Waits")
+    ui_env.stop_component("triggerer")
+    api = base_url(ui_env) + "/smart-ext/api/waits"
+
+    def all_unserved() -> dict[str, Any] | None:
+        status, body = fetch(admin, api)
+        report = json.loads(body) if status == 200 else None
+        done = report is not None and report["total"] > 0 and report["summary"]["unserved"] == report["total"]
+        return report if done else None
+
+    report = wait_for("every wait flagged unserved", all_unserved, timeout=90, driver=admin)
+    assert report["summary"]["live_triggerers"] == 0, report["summary"]
+    for wait in report["waits"]:
+        assert wait["served_by"] is None, wait
+        # a graceful stop ends the job (or, on some versions, lets go of its rows)
+        assert any(
+            words in wait["unserved_reason"] for words in ("has shut down", "is dead", "none is alive")
+        ), wait
+    open_from_nav(admin, ui_env, "Waits")
+    rows = wait_rows(admin)
+    assert {r["taskId"] for r in rows if r["dagId"] == OPEN} == OPEN_TASKS, rows
+    assert all(r["unservedReason"] and not r["servedBy"] for r in rows), rows
+    flagged = admin.execute_script(
+        """
+        const alert = document.querySelector('#unserved-alert');
+        return {
+            alert: alert ? alert.textContent : null,
+            rows: document.querySelectorAll('table#waits tr.unserved').length,
+            pickedUp: Array.from(document.querySelectorAll('table#waits tr.unserved')).filter(
+                tr => tr.textContent.includes('when a triggerer picks it up')).length,
+        };
+        """
+    )
+    count = len(rows)
+    assert flagged["alert"].startswith(f"{count} waits no live triggerer serves (no triggerer is alive)"), (
+        flagged
+    )
+    assert flagged["rows"] == flagged["pickedUp"] == count, flagged
+    screenshot(admin, ui_env, "waits-unserved", tmp_path)

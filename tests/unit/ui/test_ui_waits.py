@@ -18,6 +18,7 @@ from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_se
 from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
+from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.ui.waits_report import InvalidQuery, LiveWait, WaitsQuery, build_report
 from tests.unit.helpers import KeyedFernet
 from tests.unit.ui.helpers import NOW, POLICY, sensor_check, sql_check, worker_first
@@ -293,6 +294,139 @@ def test_a_long_decorrelated_wait_has_a_next_check_however_far_its_deadline() ->
     assert expected is not None and row["next_check_in"] == round(expected.at - NOW, 3)
 
 
+# ---- who serves each wait ----------------------------------------------------------------------------------
+
+LIVE = Triggerer(7, "host-a", NOW - 3.0)
+THRESHOLD = 30.0  # Airflow's default [triggerer] triggerer_health_check_threshold
+
+
+@pytest.mark.parametrize("path", ["worker-first", "zero-worker"])
+@pytest.mark.parametrize(
+    ("held", "live", "served_by", "reason"),
+    [
+        pytest.param(
+            {"triggerer_id": 7, "holder": LIVE},
+            (LIVE,),
+            {"job_id": 7, "hostname": "host-a", "heartbeat_age": 3.0},
+            None,
+            id="live-holder",
+        ),
+        pytest.param(
+            {"triggerer_id": 8, "holder": Triggerer(8, "host-b", NOW - THRESHOLD + 0.5)},
+            (LIVE,),
+            {"job_id": 8, "hostname": "host-b", "heartbeat_age": 29.5},
+            None,
+            id="holder-just-within-the-threshold",
+        ),
+        pytest.param(
+            {},
+            (LIVE,),
+            None,
+            "no triggerer holds its trigger yet: none of the 1 live triggerer(s) took it",
+            id="no-holder",
+        ),
+        pytest.param(
+            {},
+            (),
+            None,
+            "no triggerer holds its trigger and none is alive (a heartbeat within 30s)",
+            id="no-holder-no-triggerer-alive",
+        ),
+        pytest.param(
+            {"trigger_queue": "gpu"},
+            (LIVE,),
+            None,
+            "took it from queue 'gpu' (a triggerer takes it only when started with --queues gpu)",
+            id="no-holder-for-its-queue",
+        ),
+        pytest.param(
+            {"trigger_team": "sales"},
+            (LIVE,),
+            None,
+            "took it from team 'sales' (only a triggerer of that team takes it)",
+            id="no-holder-for-its-team",
+        ),
+        pytest.param(
+            {"triggerer_id": 5, "holder": Triggerer(5, "host-c", NOW - THRESHOLD)},
+            (LIVE,),
+            None,
+            "its triggerer (job 5 on host-c) is dead: last heartbeat 30s ago, over Airflow's 30s "
+            "([triggerer] triggerer_health_check_threshold)",
+            id="dead-holder-at-the-threshold",  # Airflow: alive only while newer than now - threshold
+        ),
+        pytest.param(
+            {"triggerer_id": 5, "holder": Triggerer(5, None, NOW - 600)},
+            (),
+            None,
+            "its triggerer (job 5) is dead: last heartbeat 600s ago",
+            id="dead-holder",
+        ),
+        pytest.param(
+            {"triggerer_id": 6, "holder": Triggerer(6, "host-d", NOW - 1.0, ended=True)},
+            (LIVE,),
+            None,
+            "its triggerer (job 6 on host-d) has shut down",
+            id="ended-holder",
+        ),
+        pytest.param(
+            {"triggerer_id": 9},
+            (LIVE,),
+            None,
+            "its triggerer (job 9) is gone from the job table",
+            id="holder-gone",
+        ),
+    ],
+)
+def test_who_serves_a_wait(
+    path: str, held: dict[str, Any], live: tuple[Triggerer, ...], served_by: Any, reason: str | None
+) -> None:
+    if path == "worker-first":
+        wait = worker_first(sql_check(), **held)
+    else:
+        wait = zero_worker(sensor_check(fs_conn_id="nfs"), {"filepath": "/in"}, **held)
+    unknown = by_task(report(wait))[(wait.dag_id, "t")]
+    result = build_report([wait], WaitsQuery(), NOW, None, Triggerers(THRESHOLD, live))
+    row = by_task(result)[(wait.dag_id, "t")]
+    assert row["path"] == path
+    assert row["served_by"] == served_by
+    if reason is None:
+        assert row["unserved_reason"] is None and result["summary"]["unserved"] == 0
+    else:
+        assert reason in row["unserved_reason"] and result["summary"]["unserved"] == 1
+    assert result["summary"]["live_triggerers"] == len(live)
+    assert (row["trigger_queue"], row["trigger_team"]) == (
+        held.get("trigger_queue"),
+        held.get("trigger_team"),
+    )
+    # the schedule is the wait's whoever serves it; without the triggerers nobody is said to serve it
+    assert row["next_check"] == unknown["next_check"] is not None
+    assert unknown["served_by"] is unknown["unserved_reason"] is None
+    assert report(wait)["summary"]["live_triggerers"] is None
+
+
+def test_an_unreadable_row_still_says_who_serves_it() -> None:
+    broken = LiveWait("d", "r", "t", -1, 1, WORKER_FIRST, {}, NOW, NOW, triggerer_id=None)
+    held = LiveWait("d", "r", "u", -1, 1, WORKER_FIRST, {}, NOW, NOW, triggerer_id=7, holder=LIVE)
+    result = build_report([broken, held], WaitsQuery(), NOW, None, Triggerers(THRESHOLD, (LIVE,)))
+    rows = by_task(result)
+    assert rows[("d", "t")]["condition"].startswith("unreadable trigger kwargs")
+    assert rows[("d", "t")]["unserved_reason"].startswith("no triggerer holds its trigger yet")
+    assert rows[("d", "u")]["served_by"] == {"job_id": 7, "hostname": "host-a", "heartbeat_age": 3.0}
+    assert result["summary"]["unserved"] == 1
+
+
+def test_the_unserved_count_is_of_the_waits_shown() -> None:
+    waits = [
+        worker_first(sql_check(), dag_id="a", task_id="held", triggerer_id=7, holder=LIVE),
+        worker_first(sql_check(), dag_id="a", task_id="free"),
+        worker_first(sql_check(), dag_id="b", task_id="free"),
+    ]
+    triggerers = Triggerers(THRESHOLD, (LIVE,))
+    assert build_report(waits, WaitsQuery(), NOW, None, triggerers)["summary"]["unserved"] == 2
+    only_a = build_report(waits, WaitsQuery(dag_id="a"), NOW, None, triggerers)
+    assert only_a["summary"]["unserved"] == 1 and only_a["summary"]["waits"] == 2
+
+
 # ---- redaction -------------------------------------------------------------------------------------------
 
 
@@ -321,7 +455,9 @@ def _utc(epoch: float) -> datetime.datetime:
 
 @pytest.fixture
 def deferred_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    """Deferred task instances of both paths with their trigger rows, in a real migrated metadata DB."""
+    """Deferred task instances of both paths with their trigger rows, in a real migrated metadata DB: held by
+    a live triggerer job (sealed_a), a dead one (sealed_b) and none (masked; 3.2+: in trigger queue "gpu")."""
+    from airflow.jobs.job import Job
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.trigger import Trigger
@@ -374,10 +510,27 @@ def deferred_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
     }
     if "run_after" in DagRun.__table__.c:
         run_columns["run_after"] = _utc(now - 3600)
+    holders = {"sealed_a": "live", "sealed_b": "dead", "masked": None}
+    heartbeats = {"live": now - 2, "dead": now - 600}
     with create_session() as session:
+        jobs = {
+            name: session.execute(
+                insert(Job.__table__).values(
+                    job_type="TriggererJob",
+                    state="running",
+                    hostname=f"waits-db-{name}",
+                    start_date=_utc(now - 3600),
+                    latest_heartbeat=_utc(heartbeat),
+                )
+            ).inserted_primary_key[0]
+            for name, heartbeat in heartbeats.items()
+        }
         session.execute(insert(DagRun.__table__).values(**run_columns))
         for task_id, (classpath, kwargs) in rows.items():
             trigger = Trigger(classpath=classpath, kwargs=kwargs, created_date=_utc(started + 1))
+            trigger.triggerer_id = jobs.get(holders[task_id])
+            if task_id == "masked" and compat.AIRFLOW_V_3_2_PLUS:
+                trigger.queue = "gpu"
             session.add(trigger)
             session.flush()
             ti = {
@@ -393,17 +546,37 @@ def deferred_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
                 "pool_slots": 1,
             }  # 3.x's ``id`` is left to its column default: a str on 3.0/3.1, a UUID from 3.2
             session.execute(insert(TaskInstance.__table__).values(**ti))
-    yield {"now": now, "started": started}
+    yield {"now": now, "started": started, "jobs": jobs}
     with create_session() as session:
+        session.execute(delete(Job.__table__).where(Job.id.in_(list(jobs.values()))))
         session.execute(delete(TaskInstance.__table__).where(TaskInstance.dag_id == "waits_db"))
         session.execute(delete(DagRun.__table__).where(DagRun.dag_id == "waits_db"))
         session.execute(delete(Trigger.__table__))
 
 
+@pytest.mark.parametrize("multi_team", [False, True])
+def test_the_columns_that_place_a_trigger_are_this_versions(
+    monkeypatch: pytest.MonkeyPatch, multi_team: bool
+) -> None:
+    """3.2+ a trigger queue, 3.3+ a team that counts only with [core] multi_team (Trigger.ids_for_triggerer)."""
+    from airflow.models.trigger import Trigger
+
+    monkeypatch.setenv("AIRFLOW__CORE__MULTI_TEAM", str(multi_team))
+    columns = compat.trigger_placement_columns()
+    expected = {"queue"} if compat.AIRFLOW_V_3_2_PLUS else set()
+    if compat.AIRFLOW_V_3_3_PLUS and multi_team:
+        expected.add("team")
+    assert set(columns) == expected
+    if expected:
+        assert columns["queue"] is Trigger.queue
+    if "team" in expected:
+        assert columns["team"] is Trigger.team_name
+
+
 def test_the_source_reads_deferred_waits_of_both_paths(deferred_db: dict[str, Any]) -> None:
     from airflow.utils.session import create_session
 
-    from airflow_smart_ext.ui.waits_source import load_live_waits
+    from airflow_smart_ext.ui.waits_source import load_live_waits, load_triggerers
 
     with create_session() as session:
         waits = load_live_waits(session, None)
@@ -413,9 +586,31 @@ def test_the_source_reads_deferred_waits_of_both_paths(deferred_db: dict[str, An
         many = [f"other_{number}" for number in range(600)]  # past the IN-list limit: filtered in Python
         assert load_live_waits(session, many) == []
         assert len(load_live_waits(session, [*many, "waits_db"])) == 3
-    result = build_report(waits, WaitsQuery(), deferred_db["now"])
+        triggerers = load_triggerers(session, deferred_db["now"])
+    jobs = deferred_db["jobs"]
+    assert jobs["live"] in {job.job_id for job in triggerers.live}
+    assert jobs["dead"] not in {job.job_id for job in triggerers.live}
+    result = build_report(waits, WaitsQuery(), deferred_db["now"], None, triggerers)
     rows = {row["task_id"]: row for row in result["waits"]}
     assert set(rows) == {"sealed_a", "sealed_b", "masked"}
+    assert rows["sealed_a"]["served_by"] == {
+        "job_id": jobs["live"],
+        "hostname": "waits-db-live",
+        "heartbeat_age": pytest.approx(2.0, abs=0.1),
+    }
+    assert rows["sealed_a"]["unserved_reason"] is None
+    assert rows["sealed_b"]["served_by"] is None
+    assert rows["sealed_b"]["unserved_reason"].startswith(
+        f"its triggerer (job {jobs['dead']} on waits-db-dead) is dead: last heartbeat 600s ago"
+    )
+    assert rows["masked"]["served_by"] is None
+    # 3.2+: a row in a trigger queue is taken only by a triggerer started with --queues naming it
+    assert rows["masked"]["trigger_queue"] == ("gpu" if compat.AIRFLOW_V_3_2_PLUS else None)
+    queue_words = (
+        "took it from queue 'gpu'" if compat.AIRFLOW_V_3_2_PLUS else "no triggerer holds its trigger yet"
+    )
+    assert queue_words in rows["masked"]["unserved_reason"]
+    assert result["summary"]["unserved"] == 2
     # different tokens, one secret: one condition once opened
     assert rows["sealed_a"]["sharing_key_hash"] == rows["sealed_b"]["sharing_key_hash"]
     assert rows["sealed_a"]["shared_with"] == 2 and rows["masked"]["shared_with"] == 1
@@ -438,6 +633,16 @@ def test_the_cli_prints_the_table_and_the_json(
     table = capsys.readouterr().out
     assert "sealed_a" in table and "zero-worker" in table and "worker-first" in table
     assert "FileSensor(filepath='/in', token='***')" in table and "3 waits in 2 groups" in table
+    jobs = deferred_db["jobs"]
+    lines = {line.split()[2]: line for line in table.splitlines() if line.startswith("waits_db ")}
+    assert f"job {jobs['live']}@waits-db-live (" in lines["sealed_a"]
+    for unserved in ("sealed_b", "masked"):
+        assert "NOT SERVED !" in lines[unserved] and "when a triggerer picks it up" in lines[unserved]
+    assert (
+        f"NOT SERVED: waits_db run_1 sealed_b: its triggerer (job {jobs['dead']} on waits-db-dead) is dead"
+        in table
+    )
+    assert "!! 2 waits no live triggerer serves !!" in table
     assert main(["--json", "--conn-id", "warehouse"]) == 0
     printed = capsys.readouterr().out
     assert [row["task_id"] for row in json.loads(printed)["waits"]] == ["masked"]
@@ -462,4 +667,6 @@ def test_python_m_waits_runs_against_the_metadata_db(deferred_db: dict[str, Any]
     assert rows["sealed_a"]["condition"] == "FileSensor(filepath='/in', token='***') for 2026-09-21"
     assert rows["sealed_a"]["sharing_key_hash"] != rows["sealed_b"]["sharing_key_hash"]
     assert "{'password': '***'}" in rows["masked"]["condition"]  # a sensitive name, in any process
+    assert rows["sealed_a"]["served_by"]["job_id"] == deferred_db["jobs"]["live"]
+    assert rows["sealed_b"]["unserved_reason"] is not None and rows["masked"]["unserved_reason"] is not None
     assert SECRET not in done.stdout + done.stderr

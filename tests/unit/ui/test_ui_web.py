@@ -18,6 +18,7 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.plugin import SmartExtPlugin
 from airflow_smart_ext.ui import waits_source
+from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.ui.waits_page import render_waits
 from airflow_smart_ext.ui.waits_report import InvalidQuery, LiveWait, WaitsQuery, build_report
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT, airflow_root, calendars_query
@@ -52,6 +53,42 @@ def test_the_page_has_one_escaped_row_per_wait_and_the_tables() -> None:
     assert '<option value="deadline" selected>' in page
     assert "http://" not in page and "https://" not in page  # no external assets
     assert page.count("<script") == 1 and FRAME_LINKS_SCRIPT in page  # only the frame-links helper
+
+
+def test_the_page_says_who_serves_each_wait_and_flags_the_unserved() -> None:
+    live = Triggerer(7, "host-<a>", NOW - 4.0)
+    waits = [
+        worker_first(sql_check(), task_id="held", triggerer_id=7, holder=live, trigger_queue="default"),
+        worker_first(sql_check("SELECT 2"), task_id="free"),
+        worker_first(
+            sql_check("SELECT 3"), task_id="dead", triggerer_id=5, holder=Triggerer(5, "h", NOW - 99)
+        ),
+    ]
+    report = build_report(waits, WaitsQuery(), NOW, None, Triggerers(30.0, (live,)))
+    page = render_waits(report, WaitsQuery(), _link)
+    rows = {row["task_id"]: row for row in report["waits"]}
+
+    assert '<p id="unserved-alert" class="alert" role="alert">2 waits no live triggerer serves:' in page
+    assert "<th>Served by</th>" in page
+    held = page[page.index('data-task-id="held"') :].split("</tr>")[0]
+    assert 'data-served-by="7"' in held and 'class="unserved"' not in held
+    assert (
+        "triggerer job 7 on host-&lt;a&gt;" in held and "heartbeat 4s ago" in held and "queue default" in held
+    )
+    assert f'<time datetime="{rows["held"]["next_check"]}">' in held
+    assert "when a triggerer picks it up" not in held
+    for task_id in ("free", "dead"):
+        row = page[page.index(f'data-task-id="{task_id}"') :].split("</tr>")[0]
+        assert 'class="unserved"' in row and 'data-served-by=""' in row
+        assert html.escape(rows[task_id]["unserved_reason"], quote=True) in row
+        assert '<span class="over">when a triggerer picks it up</span>' in row  # not a healthy "in 53s"
+    assert "last heartbeat 99s ago" in page
+    alone = build_report(waits[:1], WaitsQuery(), NOW, None, Triggerers(30.0, (live,)))
+    assert 'id="unserved-alert"' not in render_waits(alone, WaitsQuery(), _link)
+    nobody = build_report(waits[1:2], WaitsQuery(), NOW, None, Triggerers(30.0, ()))
+    assert "1 wait no live triggerer serves (no triggerer is alive)" in render_waits(
+        nobody, WaitsQuery(), _link
+    )
 
 
 def test_an_empty_report_says_so() -> None:
@@ -255,6 +292,9 @@ def test_the_json_is_the_report(web: dict[str, Any]) -> None:
     assert body["total"] == 3 and len(body["waits"]) == 2
     assert set(body) == {"generated_at", "total", "waits", "groups", "connections", "summary"}
     assert body["groups"][0]["tasks"] == 3  # one SQL condition shared by the three waits
+    # no triggerer runs in this DB: the api-server says so of every wait (and of those the limit cut)
+    assert body["summary"]["unserved"] == 3 and body["summary"]["live_triggerers"] == 0
+    assert all("none is alive" in wait["unserved_reason"] for wait in body["waits"])
     json.dumps(body)
 
 
@@ -321,10 +361,12 @@ def test_flask_views_need_a_login_and_filter_by_readable_dags(webserver: dict[st
     data = sales.get("/smart-ext/api/waits").get_json()
     assert {row["dag_id"] for row in data["waits"]} == {"sales_daily", "sales_hourly"}
     assert set(webserver["asked"][-1]) == {"sales_daily", "sales_hourly"}
+    assert data["summary"]["unserved"] == 2 and data["summary"]["live_triggerers"] == 0  # no triggerer runs
     page = sales.get("/smart-ext/waits")
     assert page.status_code == 200 and page.mimetype == "text/html"
     text = page.get_data(as_text=True)
     assert text.count("<tr data-dag-id=") == 2 and "hr_daily" not in text
+    assert "2 waits no live triggerer serves" in text
     assert 'href="/dags/sales_daily/grid?dag_run_id=run&amp;task_id=wait"' in text
 
     for query, name in (("due_within=soon", "due_within"), ("colour=red", "colour")):
