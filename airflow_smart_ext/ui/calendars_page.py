@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
+from urllib.parse import urlencode
 
-from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT, URL_PREFIX
+from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT, MAX_RUNS, URL_PREFIX, CalendarsQuery
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:1rem;color:#1a202c}
@@ -139,19 +140,28 @@ LEGEND = (
 )
 
 
-def render_calendars(reports: Sequence[Mapping[str, Any]], base_url: str) -> str:
-    """The whole page; ``base_url`` is where Airflow is served (links to its DAG and run pages, our JSON)."""
+def _form(query: CalendarsQuery) -> str:
+    """The filter form, showing what was asked (an empty DAG id: every DAG)."""
+    return (
+        f'<form method="get"><label>DAG id <input name="dag_id" value="{_text(query.dag_id)}"></label> '
+        f'<label>Next runs <input name="runs" type="number" min="1" max="{MAX_RUNS}" value="{query.runs}"></label> '
+        f'<label>Previous runs <input name="past" type="number" min="0" max="{MAX_RUNS}" value="{query.past}">'
+        '</label> <button type="submit">Show</button></form>'
+    )
+
+
+def render_calendars(reports: Sequence[Mapping[str, Any]], base_url: str, query: CalendarsQuery) -> str:
+    """The whole page; ``base_url`` is where Airflow is served (links to its DAG and run pages, our JSON);
+    ``query`` what was asked (the form shows it, the JSON link asks the same)."""
     sections = "".join(_section(report, base_url) for report in reports) or (
         '<p class="empty">No DAG you may read uses an airflow-smart-ext timetable.</p>'
     )
-    api = _text(f"{base_url}{URL_PREFIX}/api/calendars")
+    asked = urlencode({name: value for name, value in query._asdict().items() if value is not None})
+    api = _text(f"{base_url}{URL_PREFIX}/api/calendars?{asked}")
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Calendars</title>'
         f'<style>{STYLE}</style></head><body><main id="calendars"><h1>Calendars</h1>'
         f'<p class="muted">{len(reports)} DAG(s) with airflow-smart-ext timetables. '
-        f'<a href="{api}" target="_top">JSON</a></p>'
-        '<form method="get"><label>DAG id <input name="dag_id"></label> '
-        '<label>Next runs <input name="runs" type="number" min="1" max="100" value="10"></label> '
-        f'<button type="submit">Show</button></form>{LEGEND}'
-        f"{sections}</main>{FRAME_LINKS_SCRIPT}</body></html>"
+        f'<a class="json" href="{api}" target="_blank" rel="noopener">JSON</a></p>'
+        f"{_form(query)}{LEGEND}{sections}</main>{FRAME_LINKS_SCRIPT}</body></html>"
     )

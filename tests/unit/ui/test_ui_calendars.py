@@ -20,6 +20,7 @@ from airflow_smart_ext.timetables import (
 )
 from airflow_smart_ext.ui.calendars_model import calendar_report
 from airflow_smart_ext.ui.calendars_page import render_calendars
+from airflow_smart_ext.ui.web_common import CalendarsQuery
 
 UTC = datetime.timezone.utc
 NOW = datetime.datetime(2026, 11, 20, 12, 0, tzinfo=UTC)  # a Friday; Thanksgiving is Thu 2026-11-26
@@ -169,7 +170,7 @@ def test_a_start_date_bounds_the_runs_and_the_grid() -> None:
 def test_a_calendar_beyond_its_holiday_data_reports_the_error_instead_of_raising() -> None:
     report = calendar_report("d", business_timetable(), datetime.datetime(2300, 6, 1, tzinfo=UTC))
     assert report["error"] and report["next_runs"] == [] and report["month"]["months"] == []
-    page = render_calendars([report], "")
+    page = render_calendars([report], "", CalendarsQuery())
     assert 'class="error"' in page
 
 
@@ -202,7 +203,7 @@ def test_the_page_escapes_a_hostile_dag_id_and_shows_one_section_per_dag() -> No
         calendar_report("plain", DelayedDailyTimetable(), NOW),
     ]
     reports[0]["path"] = "/dags/%22%3E%3Cscript%3E"
-    page = render_calendars(reports, "/root")
+    page = render_calendars(reports, "/root", CalendarsQuery())
     # our one script (FRAME_LINKS_SCRIPT) is the only script; the hostile one is text
     assert page.count("<script>") == 1 and "<script>alert" not in page and "<b a=" not in page
     parsed = _Page()
@@ -211,11 +212,43 @@ def test_the_page_escapes_a_hostile_dag_id_and_shows_one_section_per_dag() -> No
     holiday = parsed.cells[f"{hostile}/{THANKSGIVING.isoformat()}"]
     assert holiday["class"] == "holiday" and "Thanksgiving Day" in (holiday["title"] or "")
     assert "run" in (parsed.cells["plain/2026-11-26"]["class"] or "")
-    assert "/root/dags/%22%3E%3Cscript%3E" in parsed.links and "/root/smart-ext/api/calendars" in parsed.links
+    assert "/root/dags/%22%3E%3Cscript%3E" in parsed.links
+    assert "/root/smart-ext/api/calendars?runs=10&past=5" in parsed.links
+
+
+def test_the_form_shows_what_was_asked_and_the_json_link_asks_the_same_in_a_new_tab() -> None:
+    hostile = '"><b a="'
+    page = render_calendars([], "/root", CalendarsQuery(hostile, 3, 0))
+    fields = _Fields()
+    fields.feed(page)
+    assert fields.inputs == {"dag_id": hostile, "runs": "3", "past": "0"}
+    # the JSON opens outside Airflow's UI router (a "_top" link there is the UI's 404 page)
+    assert fields.json == {
+        "class": "json",
+        "href": "/root/smart-ext/api/calendars?dag_id=%22%3E%3Cb+a%3D%22&runs=3&past=0",
+        "target": "_blank",
+        "rel": "noopener",
+    }
+
+
+class _Fields(HTMLParser):
+    """The form's input values and the JSON link's attributes, as a browser reads them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inputs: dict[str | None, str | None] = {}
+        self.json: dict[str, str | None] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if tag == "input":
+            self.inputs[attributes.get("name")] = attributes.get("value")
+        if tag == "a" and attributes.get("class") == "json":
+            self.json = attributes
 
 
 def test_the_page_without_dags_says_so() -> None:
-    assert "No DAG you may read" in render_calendars([], "")
+    assert "No DAG you may read" in render_calendars([], "", CalendarsQuery())
 
 
 # --- the metadata DB ------------------------------------------------------------------------------------------
@@ -256,3 +289,37 @@ def test_pendulum_datetimes_from_the_db_are_localized_too() -> None:
     stored = {"run_id": "r", "run_after": pendulum.datetime(2026, 11, 20, 11, tz="UTC"), "path": "/x"}
     report = calendar_report("d", business_timetable(), NOW, previous_runs=[stored])
     assert report["previous_runs"][0]["run_after"] == "2026-11-20T06:00:00-05:00"
+
+
+# --- one parser for every numeric parameter --------------------------------------------------------------------
+
+REFUSED_NUMBERS = ["٣٠", "５", "1_000", "1e3", "inf", "-1", "9999999999"]
+NUMERIC_PARAMETERS = [
+    ("waits", "due_within"),
+    ("waits", "limit"),
+    ("calendars", "runs"),
+    ("calendars", "past"),
+]
+
+
+def _parse(view: str, params: dict[str, str]) -> Any:
+    from airflow_smart_ext.ui.waits_report import WaitsQuery
+    from airflow_smart_ext.ui.web_common import calendars_query
+
+    return WaitsQuery.from_params(params) if view == "waits" else calendars_query(params)
+
+
+@pytest.mark.parametrize(("view", "name"), NUMERIC_PARAMETERS)
+@pytest.mark.parametrize("text", REFUSED_NUMBERS)
+def test_every_numeric_parameter_refuses_the_same_text_naming_itself(view: str, name: str, text: str) -> None:
+    from airflow_smart_ext.ui.query_params import InvalidQuery
+
+    with pytest.raises(InvalidQuery, match=rf"^{name} must be .*(ASCII digits|from \d+ to \d+)") as raised:
+        _parse(view, {name: text})
+    assert repr(text) in str(raised.value)  # the value as given, so the user sees what was refused
+
+
+@pytest.mark.parametrize(("view", "name"), NUMERIC_PARAMETERS)
+def test_an_empty_numeric_parameter_is_not_given(view: str, name: str) -> None:
+    # an HTML form sends its empty fields: the default, as if the parameter were absent
+    assert _parse(view, {name: ""}) == _parse(view, {}) and _parse(view, {name: " 7 "}) != _parse(view, {})
