@@ -20,7 +20,7 @@ body{font-family:system-ui,sans-serif;margin:1rem;color:#1a202c}
 section.calendar{border-top:2px solid #cbd5e0;padding-top:.5rem;margin-bottom:2rem}
 table{border-collapse:collapse;margin:.5rem 0 1rem}
 th,td{border:1px solid #cbd5e0;padding:.25rem .5rem;text-align:left;vertical-align:top;font-size:.85rem}
-th{background:#edf2f7} .muted{color:#718096} .error{color:#c53030;font-weight:bold}
+th{background:#edf2f7} .muted{color:#718096} .error{color:#c53030;font-weight:bold} .notice{font-weight:bold}
 .months{display:flex;flex-wrap:wrap;gap:1.5rem}
 table.month td{width:2rem;text-align:center} table.month caption{font-weight:bold}
 .business{background:#fff} .weekend{background:#e2e8f0} .holiday{background:#fed7d7}
@@ -51,8 +51,8 @@ def _interval(run: Mapping[str, Any]) -> str:
     return f"{_time(run['data_interval_start'])} &rarr; {_time(run.get('data_interval_end'))}"
 
 
-def _month(month: Mapping[str, Any], weekdays: Sequence[str]) -> str:
-    head = "".join(f"<th>{_text(day)}</th>" for day in weekdays)
+def _month(month: Mapping[str, Any]) -> str:
+    head = "".join(f"<th>{_text(day)}</th>" for day in month["weekdays"])
     rows = []
     for week in month["weeks"]:
         cells = (
@@ -117,9 +117,11 @@ def _section(report: Mapping[str, Any], base_url: str) -> str:
         )
     if report.get("error"):
         parts.append(f'<p class="error">{_text(report["error"])}</p>')
+    if report.get("notice"):
+        parts.append(f'<p class="notice">{_text(report["notice"])}</p>')
     month = report.get("month") or {}
     if month.get("months"):
-        tables = "".join(_month(m, month["weekdays"]) for m in month["months"])
+        tables = "".join(_month(m) for m in month["months"])
         parts.append(f'<div class="months">{tables}</div>')
     if not report.get("error"):
         parts += [
