@@ -57,18 +57,26 @@ def airflow_root(root_path: str) -> str:
     return root_path[: -len(URL_PREFIX)] if root_path.endswith(URL_PREFIX) else root_path.rstrip("/")
 
 
-#: For every page: Airflow 3.1+ shows our pages in an iframe sandboxed without ``allow-top-navigation``, so a
-#: ``target="_top"`` link to one of Airflow's own pages is blocked there. The frame is same-origin, so the
-#: link is handed to the UI's router instead (history entry + ``popstate``): the page opens in the UI itself.
+#: For every page: Airflow 3.1+ shows our pages in an iframe sandboxed without ``allow-top-navigation`` and
+#: without ``allow-popups``, so a ``target="_top"`` link to one of Airflow's own pages is blocked there, and
+#: so is a ``target="_blank"`` one (our JSON). The frame is same-origin, so a ``_top`` link is handed to the
+#: UI's router instead (history entry + ``popstate``): the page opens in the UI itself; a ``_blank`` link is
+#: followed by a link in the top document (not sandboxed; the click's user activation reaches it): a new tab.
 #: Outside a frame (2.11, or the page opened directly) links work as they are.
 FRAME_LINKS_SCRIPT = """<script>
 if (window.top !== window) {
   document.addEventListener("click", function (event) {
-    var link = event.target.closest && event.target.closest('a[target="_top"]');
+    var link = event.target.closest && event.target.closest('a[target="_top"], a[target="_blank"]');
     if (!link || event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey) return;
     var top = window.top;
     try { if (new URL(link.href).origin !== top.location.origin) return; } catch (e) { return; }
     event.preventDefault();
+    if (link.target === "_blank") {
+      var opener = top.document.createElement("a");
+      opener.href = link.href; opener.target = "_blank"; opener.rel = "noopener";
+      top.document.body.appendChild(opener); opener.click(); opener.remove();
+      return;
+    }
     top.history.pushState(null, "", link.href);
     top.dispatchEvent(new PopStateEvent("popstate", {state: null}));
   });

@@ -370,3 +370,37 @@ def test_repeated_parameters_and_control_characters_are_a_bad_query(
     with pytest.raises(InvalidQuery, match=word):
         single_params(pairs)
     assert single_params([("dag_id", "a"), ("sort", "deadline")]) == {"dag_id": "a", "sort": "deadline"}
+
+
+def _refusals() -> list[tuple[str, str]]:
+    from urllib.parse import quote
+
+    from tests.unit.ui.test_ui_calendars import NUMERIC_PARAMETERS, REFUSED_NUMBERS
+
+    return [
+        (f"/smart-ext/api/{view}?{name}={quote(text)}", name)
+        for view, name in NUMERIC_PARAMETERS
+        for text in REFUSED_NUMBERS
+    ]
+
+
+@needs_airflow_3
+def test_every_refused_number_is_a_400_naming_its_parameter_on_both_views(web: dict[str, Any]) -> None:
+    for url, name in _refusals():
+        for path in (url, url.replace("/api/", "/")):  # the JSON and the page
+            answer = web["client"].get(path, headers=_bearer(web, "admin_viewer"))
+            assert answer.status_code == 400 and answer.json()["detail"].startswith(name), (path, answer.text)
+
+
+@pytest.mark.skipif(compat.AIRFLOW_V_3_0_PLUS, reason="the Flask blueprint serves Airflow 2.11")
+def test_every_refused_number_is_a_400_naming_its_parameter_on_the_flask_views(
+    webserver: dict[str, Any],
+) -> None:
+    viewer = _logged_in(webserver, "viewer")
+    for url, name in _refusals():
+        for path in (url, url.replace("/api/", "/")):
+            answer = viewer.get(path)
+            assert answer.status_code == 400 and answer.get_json()["detail"].startswith(name), (
+                path,
+                answer.text,
+            )
