@@ -325,6 +325,7 @@ def test_calendars_page_shows_next_runs_and_a_skipped_holiday(
 
     # the form keeps what was asked, and the JSON link opens the same answer in a new tab (on 3.x from
     # inside the UI's sandboxed frame, where a plain target="_blank" is blocked)
+    open_from_nav(admin, ui_env, "Calendars")  # the screenshot left the frame
     admin.find_element(By.CSS_SELECTOR, "input[name=dag_id]").send_keys(CALENDAR)
     runs = admin.find_element(By.CSS_SELECTOR, "input[name=runs]")
     runs.clear()
