@@ -14,7 +14,13 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, cast
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.calendars import BusinessDayCalendar, MonthlyBusinessDay
+from airflow_smart_ext.calendars import (
+    BusinessCalendar,
+    BusinessDayCalendar,
+    CombinedCalendar,
+    MonthlyBusinessDay,
+)
+from airflow_smart_ext.calendars.library import library_year
 from airflow_smart_ext.preview import preview
 from airflow_smart_ext.timetables import TIMETABLE_CLASSES, LocalDayTimetable
 
@@ -22,10 +28,11 @@ __all__ = ["calendar_report", "load_calendars", "month_grid"]
 
 _UTC = datetime.timezone.utc
 _ONE_DAY = datetime.timedelta(days=1)
-WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")  # grid columns: weeks start on Monday
+WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 CLASSPATHS = {f"{cls.__module__}.{cls.__qualname__}": cls for cls in TIMETABLE_CLASSES}
 _TIMETABLES: dict[str, LocalDayTimetable] = {}  # stored timetable JSON -> timetable (its holiday caches stay)
 _CACHE_SIZE = 1000
+_MAX_NOTED = 3  # days off named in a run's note; more are counted
 
 
 def _moment(now: datetime.datetime | float) -> datetime.datetime:
@@ -88,23 +95,65 @@ def _cell(
     }
 
 
+def _weekend_weekdays(calendar: Any, first: datetime.date, last: datetime.date) -> frozenset[int]:
+    """The weekdays that are weekend days of ``calendar`` from ``first`` to ``last``: an explicit weekend, or
+    the ``holidays`` library's per date (the UAE moved its weekend from Fri/Sat to Sat/Sun in 2022). Algebra
+    follows the closed days: an intersection is closed on any part's weekend, a union on all parts' only."""
+    if isinstance(calendar, MonthlyBusinessDay):
+        return _weekend_weekdays(calendar.calendar, first, last)
+    if isinstance(calendar, CombinedCalendar):
+        parts = [_weekend_weekdays(part, first, last) for part in calendar.parts]
+        if calendar.op == "intersection":
+            return frozenset().union(*parts)
+        return frozenset.intersection(*parts) if calendar.op == "union" else parts[0]
+    if not isinstance(calendar, BusinessCalendar):
+        return frozenset()  # every day: no weekend
+    if calendar.weekend is not None:
+        return frozenset(calendar.weekend)
+    days = [first + datetime.timedelta(days=i) for i in range((last - first).days + 1)]
+    return frozenset(
+        day.weekday()
+        for source in calendar.sources
+        for day in days
+        if day in library_year(source, day.year).weekend
+    )
+
+
+def week_start(weekend: Collection[int]) -> int:
+    """The weekday a week starts on: the day after the weekend (after its longest run of days; Monday on a
+    tie, and without a weekend). Sat/Sun -> Monday, Fri/Sat -> Sunday, Fri -> Saturday."""
+    if not weekend or len(weekend) == 7:
+        return 0
+
+    def run_length(last: int) -> int:
+        return next(n for n in range(1, 8) if (last - n) % 7 not in weekend)
+
+    ends = [day for day in weekend if (day + 1) % 7 not in weekend]
+    return (max(ends, key=lambda day: (run_length(day), day == 6)) + 1) % 7
+
+
 def month_grid(
     timetable: LocalDayTimetable,
     today: datetime.date,
     months: int = 2,
     allowed: Callable[[datetime.date], bool] = lambda day: True,
 ) -> dict[str, Any]:
-    """``months`` months from ``today``'s, each as weeks x 7 days (Monday first; None outside the month), every
-    day classed business / holiday / weekend / closed, plus run (a run's day D) and today, titled with why."""
+    """``months`` months from ``today``'s, each as weeks x 7 days (from the day after the calendar's weekend
+    that month, ``weekdays`` naming the columns; None outside the month), every day classed business /
+    holiday / weekend / closed, plus run (a run's day D) and today, titled with why."""
     grid = []
     year, month = today.year, today.month
     for _ in range(months):
-        weeks = stdlib_calendar.Calendar(firstweekday=0).monthdatescalendar(year, month)
+        first = datetime.date(year, month, 1)
+        last = datetime.date(year, month, stdlib_calendar.monthrange(year, month)[1])
+        start = week_start(_weekend_weekdays(timetable.engine.calendar, first, last))
+        weeks = stdlib_calendar.Calendar(firstweekday=start).monthdatescalendar(year, month)
         grid.append(
             {
                 "year": year,
                 "month": month,
-                "title": datetime.date(year, month, 1).strftime("%B %Y"),
+                "title": first.strftime("%B %Y"),
+                "weekdays": [WEEKDAYS[(start + i) % 7] for i in range(7)],
                 "weeks": [
                     [_cell(timetable, day, today, allowed) if day.month == month else None for day in week]
                     for week in weeks
@@ -112,7 +161,7 @@ def month_grid(
             }
         )
         year, month = (year + 1, 1) if month == 12 else (year, month + 1)
-    return {"weekdays": list(WEEKDAYS), "months": grid}
+    return {"months": grid}
 
 
 # --- one DAG's report ------------------------------------------------------------------------------------------
@@ -137,6 +186,44 @@ def _skipped(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return sorted(skipped, key=lambda skip: skip["date"])
 
 
+def _day(iso: str) -> str:
+    return f"{datetime.date.fromisoformat(iso):%a %Y-%m-%d}"
+
+
+def _notable(reason: str) -> bool:
+    """A day off worth a run's note: a holiday or a day the zone skips (not a weekend, not calendar algebra,
+    which would list every day a difference of calendars excludes)."""
+    return "holiday" in reason or "does not exist" in reason
+
+
+def _note(timetable: LocalDayTimetable, run: Mapping[str, Any]) -> str | None:
+    """What is unusual about a run, as the model knows it: a make-up working day (the preview's note), the
+    holidays (and days the zone skips) before it, the holidays a business-day lag moves its run day past,
+    and a run time moved because its wall time does not exist in the zone. None for an ordinary run."""
+    engine = timetable.engine
+    day = datetime.date.fromisoformat(run["day"])
+    notes = [run["note"]] if run["note"] else []
+    days_off = [skip for skip in run["skipped_before"] if "day" in skip and _notable(skip["reason"])]
+    if len(days_off) > _MAX_NOTED:  # a sparse calendar (e.g. a difference) skips months: count them
+        first, last = _day(days_off[0]["day"]), _day(days_off[-1]["day"])
+        notes.append(f"after {len(days_off)} holidays from {first} to {last} (see the skipped days)")
+    else:
+        notes += [f"after {_day(skip['day'])}: {skip['reason']}" for skip in days_off]
+    run_day = engine.run_day(day)
+    if engine.lag:
+        between = (day + datetime.timedelta(days=i) for i in range(1, (run_day - day).days))
+        notes += [
+            f"runs on {run_day:%a %Y-%m-%d}, past {past:%a %Y-%m-%d}: {reason}"
+            for past in between
+            if (reason := engine.lag_calendar.explain(past)) and _notable(reason)
+        ]
+    planned = datetime.datetime.combine(run_day, datetime.time()) + engine.delay
+    actual = datetime.datetime.fromisoformat(run["run_after"]).replace(tzinfo=None)
+    if actual != planned:
+        notes.append(f"runs at {actual:%a %H:%M}: {planned:%a %H:%M} does not exist in {engine.tz.key}")
+    return "; ".join(notes) or None
+
+
 def _empty_report(dag_id: str, error: str | None = None) -> dict[str, Any]:
     return {
         "dag_id": dag_id,
@@ -149,9 +236,34 @@ def _empty_report(dag_id: str, error: str | None = None) -> dict[str, Any]:
         "next_runs": [],
         "previous_runs": [],
         "skipped": [],
-        "month": {"weekdays": list(WEEKDAYS), "months": []},
+        "month": {"months": []},
+        "notice": None,
         "error": error,
     }
+
+
+def _notice(
+    report: Mapping[str, Any],
+    at: datetime.datetime,
+    start_date: datetime.datetime | None,
+    end_date: datetime.datetime | None,
+    runs: int,
+    tz: datetime.tzinfo,
+) -> str | None:
+    """Why the grid and the next runs hold fewer runs than asked: a start_date in the future, an end_date."""
+    next_runs = report["next_runs"]
+    if start_date is not None and start_date > at:
+        start = f"the DAG's start_date ({start_date.astimezone(tz):%Y-%m-%d %H:%M %Z}) is in the future"
+        if not next_runs:
+            return f"no run: {start} and its end_date is before its first run"
+        first = datetime.datetime.fromisoformat(next_runs[0]["run_after"]).astimezone(tz)
+        return f"first run on {first:%a %Y-%m-%d %H:%M %Z}: {start}"
+    if end_date is not None and len(next_runs) < runs:
+        end = f"{end_date.astimezone(tz):%Y-%m-%d %H:%M %Z}"
+        if not next_runs:
+            return f"no next run: the DAG's end_date ({end}) has passed"
+        return f"last run for {_day(next_runs[-1]['day'])}: the DAG's end_date is {end}"
+    return None
 
 
 def calendar_report(
@@ -194,7 +306,10 @@ def calendar_report(
         report["error"] = f"{type(err).__name__}: {err}"
         return report
     computed = result["previous"] + result["next"]
-    report["next_runs"] = [{k: v for k, v in run.items() if k != "skipped_before"} for run in result["next"]]
+    report["next_runs"] = [
+        {**{k: v for k, v in run.items() if k != "skipped_before"}, "note": _note(timetable, run)}
+        for run in result["next"]
+    ]
     report["previous_runs"] = (
         [{k: v for k, v in run.items() if k != "skipped_before"} for run in result["previous"]]
         if previous_runs is None
@@ -202,6 +317,7 @@ def calendar_report(
     )
     report["skipped"] = _skipped(computed)
     report["month"] = month
+    report["notice"] = _notice(report, at, start_date, end_date, runs, engine.tz)
     return report
 
 

@@ -11,15 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
+from urllib.parse import urlencode
 
-from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT, URL_PREFIX
+from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT, MAX_RUNS, URL_PREFIX, CalendarsQuery
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:1rem;color:#1a202c}
 section.calendar{border-top:2px solid #cbd5e0;padding-top:.5rem;margin-bottom:2rem}
 table{border-collapse:collapse;margin:.5rem 0 1rem}
 th,td{border:1px solid #cbd5e0;padding:.25rem .5rem;text-align:left;vertical-align:top;font-size:.85rem}
-th{background:#edf2f7} .muted{color:#718096} .error{color:#c53030;font-weight:bold}
+th{background:#edf2f7} .muted{color:#718096} .error{color:#c53030;font-weight:bold} .notice{font-weight:bold}
 .months{display:flex;flex-wrap:wrap;gap:1.5rem}
 table.month td{width:2rem;text-align:center} table.month caption{font-weight:bold}
 .business{background:#fff} .weekend{background:#e2e8f0} .holiday{background:#fed7d7}
@@ -50,8 +51,8 @@ def _interval(run: Mapping[str, Any]) -> str:
     return f"{_time(run['data_interval_start'])} &rarr; {_time(run.get('data_interval_end'))}"
 
 
-def _month(month: Mapping[str, Any], weekdays: Sequence[str]) -> str:
-    head = "".join(f"<th>{_text(day)}</th>" for day in weekdays)
+def _month(month: Mapping[str, Any]) -> str:
+    head = "".join(f"<th>{_text(day)}</th>" for day in month["weekdays"])
     rows = []
     for week in month["weeks"]:
         cells = (
@@ -116,9 +117,11 @@ def _section(report: Mapping[str, Any], base_url: str) -> str:
         )
     if report.get("error"):
         parts.append(f'<p class="error">{_text(report["error"])}</p>')
+    if report.get("notice"):
+        parts.append(f'<p class="notice">{_text(report["notice"])}</p>')
     month = report.get("month") or {}
     if month.get("months"):
-        tables = "".join(_month(m, month["weekdays"]) for m in month["months"])
+        tables = "".join(_month(m) for m in month["months"])
         parts.append(f'<div class="months">{tables}</div>')
     if not report.get("error"):
         parts += [
@@ -139,19 +142,28 @@ LEGEND = (
 )
 
 
-def render_calendars(reports: Sequence[Mapping[str, Any]], base_url: str) -> str:
-    """The whole page; ``base_url`` is where Airflow is served (links to its DAG and run pages, our JSON)."""
+def _form(query: CalendarsQuery) -> str:
+    """The filter form, showing what was asked (an empty DAG id: every DAG)."""
+    return (
+        f'<form method="get"><label>DAG id <input name="dag_id" value="{_text(query.dag_id)}"></label> '
+        f'<label>Next runs <input name="runs" type="number" min="1" max="{MAX_RUNS}" value="{query.runs}"></label> '
+        f'<label>Previous runs <input name="past" type="number" min="0" max="{MAX_RUNS}" value="{query.past}">'
+        '</label> <button type="submit">Show</button></form>'
+    )
+
+
+def render_calendars(reports: Sequence[Mapping[str, Any]], base_url: str, query: CalendarsQuery) -> str:
+    """The whole page; ``base_url`` is where Airflow is served (links to its DAG and run pages, our JSON);
+    ``query`` what was asked (the form shows it, the JSON link asks the same)."""
     sections = "".join(_section(report, base_url) for report in reports) or (
         '<p class="empty">No DAG you may read uses an airflow-smart-ext timetable.</p>'
     )
-    api = _text(f"{base_url}{URL_PREFIX}/api/calendars")
+    asked = urlencode({name: value for name, value in query._asdict().items() if value is not None})
+    api = _text(f"{base_url}{URL_PREFIX}/api/calendars?{asked}")
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Calendars</title>'
         f'<style>{STYLE}</style></head><body><main id="calendars"><h1>Calendars</h1>'
         f'<p class="muted">{len(reports)} DAG(s) with airflow-smart-ext timetables. '
-        f'<a href="{api}" target="_top">JSON</a></p>'
-        '<form method="get"><label>DAG id <input name="dag_id"></label> '
-        '<label>Next runs <input name="runs" type="number" min="1" max="100" value="10"></label> '
-        f'<button type="submit">Show</button></form>{LEGEND}'
-        f"{sections}</main>{FRAME_LINKS_SCRIPT}</body></html>"
+        f'<a class="json" href="{api}" target="_blank" rel="noopener">JSON</a></p>'
+        f"{_form(query)}{LEGEND}{sections}</main>{FRAME_LINKS_SCRIPT}</body></html>"
     )

@@ -13,11 +13,11 @@ the real saving can be smaller.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_smart_ext.ui.query_params import InvalidQuery, decimal_number, whole_number
 from airflow_smart_ext.ui.serving import Triggerers, serving
 from airflow_smart_ext.ui.trigger_rows import (
     Condition,
@@ -44,10 +44,6 @@ __all__ = [
 SORTS = ("next_check", "deadline")
 MAX_LIMIT = 100_000
 DEFAULT_LIMIT = 1000
-
-
-class InvalidQuery(ValueError):
-    """A bad query parameter; the message names the parameter and its accepted values."""
 
 
 @dataclass(frozen=True)
@@ -90,21 +86,6 @@ class WaitsQuery:
         return cls(
             given.get("dag_id"), given.get("conn_id"), given.get("sensor_class"), due_within, sort, limit
         )
-
-
-def whole_number(text: str) -> bool:
-    """ASCII digits only, and few (``"²".isdigit()`` is true; ``int()`` refuses it and very long strings)."""
-    return text.isascii() and text.isdigit() and len(text) <= 9
-
-
-_DECIMAL = re.compile(r"[0-9]{1,9}(\.[0-9]{1,6})?")
-
-
-def decimal_number(text: str) -> float | None:
-    """ASCII digits with an optional decimal point, and few; None otherwise. ``float()`` also takes "٣٠",
-    "５", "1_000", "1e3" and "inf": every numeric parameter of the views is read by this or
-    :func:`whole_number`, so each refuses the same characters."""
-    return float(text) if _DECIMAL.fullmatch(text) else None
 
 
 @dataclass

@@ -6,26 +6,37 @@ Pure (no Airflow import): the glue modules differ only in how they authenticate 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
 
 from airflow_smart_ext.ui.pages import URL_PREFIX
-from airflow_smart_ext.ui.waits_report import InvalidQuery, whole_number
+from airflow_smart_ext.ui.query_params import InvalidQuery, bounded_whole
 
 DEFAULT_RUNS = 10
 MAX_RUNS = 100
+DEFAULT_PAST = 5
 
 
-def calendars_query(params: Mapping[str, str]) -> tuple[str | None, int]:
-    """(dag_id or None, how many next runs) from the Calendars view's URL parameters."""
-    unknown = sorted(set(params) - {"dag_id", "runs"})
+class CalendarsQuery(NamedTuple):
+    """The Calendars view's parameters: one DAG (None: all), how many next and previous runs."""
+
+    dag_id: str | None = None
+    runs: int = DEFAULT_RUNS
+    past: int = DEFAULT_PAST
+
+
+def calendars_query(params: Mapping[str, str]) -> CalendarsQuery:
+    """The Calendars view's URL parameters; an empty value means "not given" (an HTML form sends empty
+    fields)."""
+    known = ("dag_id", "runs", "past")
+    unknown = sorted(set(params) - set(known))
     if unknown:
-        raise InvalidQuery(f"unknown parameter(s) {unknown}; accepted parameters: dag_id, runs")
-    dag_id = (params.get("dag_id") or "").strip() or None
-    runs_text = (params.get("runs") or "").strip()
-    if not runs_text:
-        return dag_id, DEFAULT_RUNS
-    if not whole_number(runs_text) or not 1 <= int(runs_text) <= MAX_RUNS:
-        raise InvalidQuery(f"runs must be a whole number from 1 to {MAX_RUNS}, got {runs_text!r}")
-    return dag_id, int(runs_text)
+        raise InvalidQuery(f"unknown parameter(s) {unknown}; accepted parameters: {', '.join(known)}")
+    given = {name: params[name].strip() for name in known if (params.get(name) or "").strip()}
+    return CalendarsQuery(
+        given.get("dag_id"),
+        bounded_whole("runs", given["runs"], 1, MAX_RUNS) if "runs" in given else DEFAULT_RUNS,
+        bounded_whole("past", given["past"], 0, MAX_RUNS) if "past" in given else DEFAULT_PAST,
+    )
 
 
 def single_params(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
@@ -46,18 +57,26 @@ def airflow_root(root_path: str) -> str:
     return root_path[: -len(URL_PREFIX)] if root_path.endswith(URL_PREFIX) else root_path.rstrip("/")
 
 
-#: For every page: Airflow 3.1+ shows our pages in an iframe sandboxed without ``allow-top-navigation``, so a
-#: ``target="_top"`` link to one of Airflow's own pages is blocked there. The frame is same-origin, so the
-#: link is handed to the UI's router instead (history entry + ``popstate``): the page opens in the UI itself.
+#: For every page: Airflow 3.1+ shows our pages in an iframe sandboxed without ``allow-top-navigation`` and
+#: without ``allow-popups``, so a ``target="_top"`` link to one of Airflow's own pages is blocked there, and
+#: so is a ``target="_blank"`` one (our JSON). The frame is same-origin, so a ``_top`` link is handed to the
+#: UI's router instead (history entry + ``popstate``): the page opens in the UI itself; a ``_blank`` link is
+#: followed by a link in the top document (not sandboxed; the click's user activation reaches it): a new tab.
 #: Outside a frame (2.11, or the page opened directly) links work as they are.
 FRAME_LINKS_SCRIPT = """<script>
 if (window.top !== window) {
   document.addEventListener("click", function (event) {
-    var link = event.target.closest && event.target.closest('a[target="_top"]');
+    var link = event.target.closest && event.target.closest('a[target="_top"], a[target="_blank"]');
     if (!link || event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey) return;
     var top = window.top;
     try { if (new URL(link.href).origin !== top.location.origin) return; } catch (e) { return; }
     event.preventDefault();
+    if (link.target === "_blank") {
+      var opener = top.document.createElement("a");
+      opener.href = link.href; opener.target = "_blank"; opener.rel = "noopener";
+      top.document.body.appendChild(opener); opener.click(); opener.remove();
+      return;
+    }
     top.history.pushState(null, "", link.href);
     top.dispatchEvent(new PopStateEvent("popstate", {state: null}));
   });

@@ -22,7 +22,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from airflow_smart_ext import clock, compat
 from airflow_smart_ext.conditions.runtime import connection_rate_limit
 from airflow_smart_ext.ui import waits_page, waits_report, waits_source
-from airflow_smart_ext.ui.web_common import airflow_root, calendars_query, single_params
+from airflow_smart_ext.ui.web_common import CalendarsQuery, airflow_root, calendars_query, single_params
 
 
 def _params(request: Request) -> dict[str, str]:
@@ -45,13 +45,15 @@ def _waits_report(request: Request, session: Any, dag_ids: set[str]) -> tuple[di
     return waits_report.build_report(waits, query, now, connection_rate_limit(None), triggerers), query
 
 
-def _calendars(request: Request, session: Any, dag_ids: set[str]) -> list[dict[str, Any]]:
-    dag_id, runs = calendars_query(_params(request))
+def _calendars(
+    request: Request, session: Any, dag_ids: set[str]
+) -> tuple[list[dict[str, Any]], CalendarsQuery]:
+    query = calendars_query(_params(request))
     from airflow_smart_ext.ui import calendars_model
 
-    if dag_id is not None:
-        dag_ids = dag_ids & {dag_id}
-    return calendars_model.load_calendars(session, dag_ids, clock.now(), runs)
+    if query.dag_id is not None:
+        dag_ids = dag_ids & {query.dag_id}
+    return calendars_model.load_calendars(session, dag_ids, clock.now(), query.runs, query.past), query
 
 
 def create_app() -> FastAPI:
@@ -85,14 +87,14 @@ def create_app() -> FastAPI:
 
     @app.get("/api/calendars")
     def api_calendars(request: Request, session: SessionDep, dag_ids: ReadableDagIds) -> JSONResponse:
-        return JSONResponse(_calendars(request, session, dag_ids))
+        return JSONResponse(_calendars(request, session, dag_ids)[0])
 
     @app.get("/calendars")
     def calendars(request: Request, session: SessionDep, dag_ids: ReadableDagIds) -> HTMLResponse:
         from airflow_smart_ext.ui import calendars_page
 
-        reports = _calendars(request, session, dag_ids)
+        reports, query = _calendars(request, session, dag_ids)
         root = airflow_root(request.scope.get("root_path", ""))
-        return HTMLResponse(calendars_page.render_calendars(reports, root))
+        return HTMLResponse(calendars_page.render_calendars(reports, root, query))
 
     return app

@@ -16,7 +16,7 @@ from flask import Blueprint, Response, jsonify, request
 from airflow_smart_ext import clock, compat
 from airflow_smart_ext.conditions.runtime import connection_rate_limit
 from airflow_smart_ext.ui import waits_page, waits_report, waits_source
-from airflow_smart_ext.ui.web_common import calendars_query, single_params
+from airflow_smart_ext.ui.web_common import CalendarsQuery, calendars_query, single_params
 
 
 def _readable_dag_ids() -> set[str]:
@@ -36,14 +36,14 @@ def _waits_report(session: Any) -> tuple[dict[str, Any], waits_report.WaitsQuery
     return waits_report.build_report(waits, query, now, connection_rate_limit(None), triggerers), query
 
 
-def _calendars(session: Any) -> list[dict[str, Any]]:
-    dag_id, runs = calendars_query(single_params(request.args.items(multi=True)))
+def _calendars(session: Any) -> tuple[list[dict[str, Any]], CalendarsQuery]:
+    query = calendars_query(single_params(request.args.items(multi=True)))
     from airflow_smart_ext.ui import calendars_model
 
     dag_ids = _readable_dag_ids()
-    if dag_id is not None:
-        dag_ids &= {dag_id}
-    return calendars_model.load_calendars(session, dag_ids, clock.now(), runs)
+    if query.dag_id is not None:
+        dag_ids &= {query.dag_id}
+    return calendars_model.load_calendars(session, dag_ids, clock.now(), query.runs, query.past), query
 
 
 def _require_login() -> Any:
@@ -88,7 +88,7 @@ def api_calendars() -> Response:
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        return jsonify(_calendars(session))
+        return jsonify(_calendars(session)[0])
 
 
 def calendars() -> Response:
@@ -97,8 +97,8 @@ def calendars() -> Response:
     from airflow_smart_ext.ui import calendars_page
 
     with create_session() as session:
-        reports = _calendars(session)
-    return Response(calendars_page.render_calendars(reports, _root()), mimetype="text/html")
+        reports, query = _calendars(session)
+    return Response(calendars_page.render_calendars(reports, _root(), query), mimetype="text/html")
 
 
 _JSON_VIEWS = (api_waits, api_calendars)

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from airflow_harness.env import TERMINAL_TI_STATES, TEST_DAGS_DIR, AirflowEnv
@@ -326,6 +328,10 @@ def test_calendars_page_shows_next_runs_and_a_skipped_holiday(
             next: Array.from(s.querySelectorAll('table.next-runs tr[data-day]')).map(e => e.dataset.day),
             skipped: Array.from(s.querySelectorAll('ul.skipped li[data-date]')).map(
                 e => [e.dataset.date, e.textContent.trim()]),
+            notes: Array.from(s.querySelectorAll('table.next-runs tr[data-day] td:last-child')).map(
+                e => e.textContent.trim()),
+            weekdays: Array.from(s.querySelectorAll('table.month thead th:first-child')).map(
+                e => e.textContent.trim()),
         };
         """,
         f"section[data-dag-id='{CALENDAR}']",
@@ -335,7 +341,45 @@ def test_calendars_page_shows_next_runs_and_a_skipped_holiday(
     holiday = _dag_module().EXTRA_HOLIDAY.isoformat()
     assert "holiday" in dict(section["skipped"]).get(holiday, ""), section  # the day, with its reason
     assert holiday not in section["next"], section
+    # the Note column names the holiday before the run that follows it; a US calendar's weeks start on Monday
+    noted = f"after {_dag_module().EXTRA_HOLIDAY:%a %Y-%m-%d}: extra holiday"
+    assert any(noted in note for note in section["notes"]), section
+    assert section["weekdays"] and all(first == "Mon" for first in section["weekdays"]), section
     screenshot(admin, ui_env, "calendars", tmp_path)
+
+    # the form keeps what was asked, and the JSON link opens the same answer in a new tab (on 3.x from
+    # inside the UI's sandboxed frame, where a plain target="_blank" is blocked)
+    open_from_nav(admin, ui_env, "Calendars")  # the screenshot left the frame
+    admin.find_element(By.CSS_SELECTOR, "input[name=dag_id]").send_keys(CALENDAR)
+    runs = admin.find_element(By.CSS_SELECTOR, "input[name=runs]")
+    runs.clear()
+    runs.send_keys("7", Keys.ENTER)
+    wait_for(
+        "the page asked for 7 runs",
+        lambda: len(admin.find_elements(By.CSS_SELECTOR, "table.next-runs tr[data-day]")) == 7,
+        driver=admin,
+    )
+    fields = {
+        e.get_attribute("name"): e.get_attribute("value") for e in admin.find_elements(By.TAG_NAME, "input")
+    }
+    assert fields == {"dag_id": CALENDAR, "runs": "7", "past": "5"}, fields
+    assert [e.get_attribute("data-dag-id") for e in admin.find_elements(By.CSS_SELECTOR, "section")] == [
+        CALENDAR
+    ]
+    page_window = admin.current_window_handle
+    before = set(admin.window_handles)
+    admin.find_element(By.CSS_SELECTOR, "a.json").click()
+    (tab,) = wait_for("a new tab", lambda: set(admin.window_handles) - before, driver=admin)
+    try:
+        admin.switch_to.window(tab)
+        body = wait_for(
+            "the JSON", lambda: admin.find_element(By.TAG_NAME, "body").text.strip(), driver=admin
+        )
+        (report,) = json.loads(body)
+        assert report["dag_id"] == CALENDAR and len(report["next_runs"]) == 7, body[:500]
+    finally:
+        admin.close()
+        admin.switch_to.window(page_window)
 
 
 def test_waits_no_live_triggerer_serves_are_flagged(

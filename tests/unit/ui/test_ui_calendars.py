@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import calendar as stdlib_calendar
 import datetime
+import html
 import json
 from html.parser import HTMLParser
 from typing import Any
@@ -18,8 +19,9 @@ from airflow_smart_ext.timetables import (
     DelayedDailyTimetable,
     MonthlyBusinessDayTimetable,
 )
-from airflow_smart_ext.ui.calendars_model import calendar_report
+from airflow_smart_ext.ui.calendars_model import WEEKDAYS, calendar_report, week_start
 from airflow_smart_ext.ui.calendars_page import render_calendars
+from airflow_smart_ext.ui.web_common import CalendarsQuery
 
 UTC = datetime.timezone.utc
 NOW = datetime.datetime(2026, 11, 20, 12, 0, tzinfo=UTC)  # a Friday; Thanksgiving is Thu 2026-11-26
@@ -113,18 +115,82 @@ def test_calendar_algebra_days_are_closed_and_a_holiday_wins_over_a_weekend() ->
     assert "US holiday: Christmas Day" in christmas["title"] and "weekend (Fri/Sat)" in christmas["title"]
 
 
+def assert_laid_out(month: dict[str, Any]) -> None:
+    """Every day of the month once, under the column of its weekday, weeks of 7 in order."""
+    columns = month["weekdays"]
+    assert len(columns) == 7 and set(columns) == set(WEEKDAYS)
+    for week in month["weeks"]:
+        assert len(week) == 7
+        for column, cell in zip(columns, week, strict=True):
+            if cell is not None:
+                assert f"{datetime.date.fromisoformat(cell['date']):%a}" == column, cell
+    days = [cell["day"] for week in month["weeks"] for cell in week if cell is not None]
+    assert days == list(range(1, stdlib_calendar.monthrange(month["year"], month["month"])[1] + 1))
+
+
 def test_the_grid_starts_weeks_on_monday_with_each_month_in_place() -> None:
     report = calendar_report("d", business_timetable(), datetime.datetime(2027, 1, 15, tzinfo=UTC), runs=1)
-    assert report["month"]["weekdays"][0] == "Mon"
     titles = [(month["year"], month["month"]) for month in report["month"]["months"]]
     assert titles == [(2027, 1), (2027, 2)]
     for month in report["month"]["months"]:
+        assert month["weekdays"][0] == "Mon"
         first_week = month["weeks"][0]
         first_weekday = datetime.date(month["year"], month["month"], 1).weekday()
         assert first_week[first_weekday]["day"] == 1 and first_week[:first_weekday] == [None] * first_weekday
-        assert all(len(week) == 7 for week in month["weeks"])
-        days = [cell["day"] for week in month["weeks"] for cell in week if cell is not None]
-        assert days == list(range(1, stdlib_calendar.monthrange(month["year"], month["month"])[1] + 1))
+        assert_laid_out(month)
+
+
+def _first_weekdays(timetable: Any, now: datetime.datetime) -> list[str]:
+    report = calendar_report("d", timetable, now, runs=1)
+    assert report["error"] is None
+    for month in report["month"]["months"]:
+        assert_laid_out(month)
+        weekend = [
+            cell["date"]
+            for week in month["weeks"]
+            for cell in week
+            if cell and cell["classes"] == ["weekend"]
+        ]
+        # the weekend closes the week: its days are in the last columns, never split across two rows' ends
+        assert weekend
+        assert all(month["weekdays"].index(f"{datetime.date.fromisoformat(d):%a}") >= 5 for d in weekend)
+    return [month["weekdays"][0] for month in report["month"]["months"]]
+
+
+@pytest.mark.parametrize(
+    ("calendar", "now", "expected"),
+    [
+        (BusinessCalendar(country="US"), NOW, ["Mon", "Mon"]),
+        (BusinessCalendar(country="IL"), NOW, ["Sun", "Sun"]),  # the library's weekend Fri/Sat
+        # the UAE moved its weekend from Fri/Sat to Sat/Sun on 2022-01-01: December 2021 then January 2022
+        (BusinessCalendar(country="AE"), datetime.datetime(2021, 12, 10, tzinfo=UTC), ["Sun", "Mon"]),
+        (BusinessCalendar(country="AE"), datetime.datetime(2023, 5, 10, tzinfo=UTC), ["Mon", "Mon"]),
+        (BusinessCalendar(country="AE"), datetime.datetime(2019, 5, 10, tzinfo=UTC), ["Sun", "Sun"]),
+        (BusinessCalendar(weekend=("Thu", "Fri")), NOW, ["Sat", "Sat"]),  # a custom weekend
+        (BusinessCalendar(country="IL", weekend=(5, 6)), NOW, ["Mon", "Mon"]),  # replaces the library's
+        (BusinessCalendar(country="US") | BusinessCalendar(country="IL"), NOW, ["Sun", "Sun"]),  # closed Sat
+    ],
+    ids=["US", "IL", "AE-2021/2022", "AE-2023", "AE-2019", "custom-Thu-Fri", "IL-with-Sat-Sun", "US-or-IL"],
+)
+def test_weeks_start_the_day_after_the_calendars_weekend(
+    calendar: BusinessCalendar, now: datetime.datetime, expected: list[str]
+) -> None:
+    assert _first_weekdays(BusinessDaysTimetable(calendar), now) == expected
+    monthly = MonthlyBusinessDayTimetable(calendar=calendar, n=1)  # the monthly pick keeps its calendar's
+    assert [m["weekdays"][0] for m in calendar_report("m", monthly, now)["month"]["months"]] == expected
+
+
+def test_a_calendar_without_weekend_starts_weeks_on_monday() -> None:
+    report = calendar_report("d", DelayedDailyTimetable(), NOW)
+    assert [month["weekdays"][0] for month in report["month"]["months"]] == ["Mon", "Mon"]
+
+
+@pytest.mark.parametrize(
+    ("weekend", "start"),
+    [((), 0), ((5, 6), 0), ((4, 5), 6), ((4,), 5), ((6,), 0), ((3, 4, 5), 6), ((2, 6), 0), ((0, 1), 2)],
+)
+def test_week_start_follows_the_weekend(weekend: tuple[int, ...], start: int) -> None:
+    assert week_start(weekend) == start
 
 
 def test_a_monthly_timetable_runs_on_one_business_day_and_says_why_not_the_others() -> None:
@@ -166,10 +232,85 @@ def test_a_start_date_bounds_the_runs_and_the_grid() -> None:
     assert "run" not in grid["2026-11-23"]["classes"] and "run" in grid["2026-11-24"]["classes"]
 
 
+def notes(report: dict[str, Any]) -> dict[str, str | None]:
+    return {run["day"]: run["note"] for run in report["next_runs"]}
+
+
+def test_the_note_names_the_holiday_before_a_run_and_stays_empty_for_an_ordinary_run() -> None:
+    report = calendar_report("d", business_timetable(), NOW, runs=12, past=1)
+    found = notes(report)
+    assert found["2026-11-27"] == "after Thu 2026-11-26: US holiday: Thanksgiving Day"
+    assert found["2026-12-08"] == "after Mon 2026-12-07: extra holiday"
+    assert found["2026-11-23"] is None and found["2026-11-25"] is None  # after a weekend, a plain weekday
+    page = render_calendars([report], "", CalendarsQuery())
+    assert "<td>after Thu 2026-11-26: US holiday: Thanksgiving Day</td>" in page
+    # US open while GB is closed: months apart, the US holidays between are counted, the algebra not listed
+    us_not_gb = BusinessCalendar(country="US") - BusinessCalendar(country="GB")
+    found = notes(calendar_report("d", BusinessDaysTimetable(us_not_gb), NOW, runs=2, past=1))
+    assert (
+        found["2026-12-28"] == "after 9 holidays from Mon 2026-05-25 to Fri 2026-12-25 (see the skipped days)"
+    )
+
+
+def test_the_note_names_a_make_up_working_day() -> None:
+    now = datetime.datetime(2026, 4, 20, tzinfo=UTC)
+    by = BusinessCalendar(country="BY")  # Belarus works Saturday 2026-04-25 for a day off on 04-20
+    assert notes(calendar_report("d", BusinessDaysTimetable(by), now, runs=5))["2026-04-25"] == (
+        "BY make-up working day"
+    )
+    extra = BusinessCalendar(country="US", extra_business_days=["2026-11-21"])  # a Saturday
+    assert notes(calendar_report("d", BusinessDaysTimetable(extra), NOW, runs=2))["2026-11-21"] == (
+        "extra business day"
+    )
+
+
+def test_the_note_says_why_a_run_moves() -> None:
+    lagged = BusinessDaysTimetable(country="US", lag=1, delay=datetime.timedelta(hours=6))
+    report = calendar_report("d", lagged, NOW, runs=4, past=0)
+    run_after = {run["day"]: run["run_after"] for run in report["next_runs"]}
+    assert run_after["2026-11-25"] == "2026-11-27T06:00:00+00:00"  # T+1 of Wed 11-25
+    assert notes(report)["2026-11-25"] == (
+        "runs on Fri 2026-11-27, past Thu 2026-11-26: US holiday: Thanksgiving Day"
+    )
+    # America/Santiago springs forward at 00:00 on 2026-09-06: that day starts at 01:00
+    santiago = DelayedDailyTimetable(timezone="America/Santiago")
+    found = notes(calendar_report("d", santiago, datetime.datetime(2026, 9, 3, 12, tzinfo=UTC), runs=4))
+    assert found == {
+        "2026-09-03": None,
+        "2026-09-04": None,
+        "2026-09-05": "runs at Sun 01:00: Sun 00:00 does not exist in America/Santiago",
+        "2026-09-06": None,
+    }
+
+
+def test_a_start_date_in_the_future_says_when_the_first_run_is() -> None:
+    start = datetime.datetime(2027, 3, 1, 5, tzinfo=UTC)  # Mon 00:00 New York, months after NOW
+    report = calendar_report("d", business_timetable(), NOW, runs=2, start_date=start)
+    assert not any("run" in cell["classes"] for cell in cells(report).values())  # the grid has no run
+    assert report["next_runs"][0]["run_after"] == "2027-03-02T06:00:00-05:00"
+    assert report["notice"] == (
+        "first run on Tue 2027-03-02 06:00 EST: the DAG's start_date (2027-03-01 00:00 EST) is in the future"
+    )
+    parsed = render_calendars([report], "", CalendarsQuery())
+    assert f'<p class="notice">{html.escape(report["notice"])}</p>' in parsed
+    assert calendar_report("d", business_timetable(), NOW, runs=2)["notice"] is None
+
+
+def test_an_end_date_says_the_last_run_or_that_it_has_passed() -> None:
+    passed = datetime.datetime(2026, 11, 10, 5, tzinfo=UTC)
+    report = calendar_report("d", business_timetable(), NOW, runs=3, end_date=passed)
+    assert report["next_runs"] == []
+    assert report["notice"] == "no next run: the DAG's end_date (2026-11-10 00:00 EST) has passed"
+    soon = datetime.datetime(2026, 11, 24, 5, tzinfo=UTC)  # Tue 00:00 New York: Fri, Mon, Tue still run
+    report = calendar_report("d", business_timetable(), NOW, runs=5, end_date=soon)
+    assert [run["day"] for run in report["next_runs"]] == ["2026-11-20", "2026-11-23", "2026-11-24"]
+    assert report["notice"] == "last run for Tue 2026-11-24: the DAG's end_date is 2026-11-24 00:00 EST"
+
+
 def test_a_calendar_beyond_its_holiday_data_reports_the_error_instead_of_raising() -> None:
     report = calendar_report("d", business_timetable(), datetime.datetime(2300, 6, 1, tzinfo=UTC))
     assert report["error"] and report["next_runs"] == [] and report["month"]["months"] == []
-    page = render_calendars([report], "")
+    page = render_calendars([report], "", CalendarsQuery())
     assert 'class="error"' in page
 
 
@@ -202,7 +343,7 @@ def test_the_page_escapes_a_hostile_dag_id_and_shows_one_section_per_dag() -> No
         calendar_report("plain", DelayedDailyTimetable(), NOW),
     ]
     reports[0]["path"] = "/dags/%22%3E%3Cscript%3E"
-    page = render_calendars(reports, "/root")
+    page = render_calendars(reports, "/root", CalendarsQuery())
     # our one script (FRAME_LINKS_SCRIPT) is the only script; the hostile one is text
     assert page.count("<script>") == 1 and "<script>alert" not in page and "<b a=" not in page
     parsed = _Page()
@@ -211,11 +352,43 @@ def test_the_page_escapes_a_hostile_dag_id_and_shows_one_section_per_dag() -> No
     holiday = parsed.cells[f"{hostile}/{THANKSGIVING.isoformat()}"]
     assert holiday["class"] == "holiday" and "Thanksgiving Day" in (holiday["title"] or "")
     assert "run" in (parsed.cells["plain/2026-11-26"]["class"] or "")
-    assert "/root/dags/%22%3E%3Cscript%3E" in parsed.links and "/root/smart-ext/api/calendars" in parsed.links
+    assert "/root/dags/%22%3E%3Cscript%3E" in parsed.links
+    assert "/root/smart-ext/api/calendars?runs=10&past=5" in parsed.links
+
+
+def test_the_form_shows_what_was_asked_and_the_json_link_asks_the_same_in_a_new_tab() -> None:
+    hostile = '"><b a="'
+    page = render_calendars([], "/root", CalendarsQuery(hostile, 3, 0))
+    fields = _Fields()
+    fields.feed(page)
+    assert fields.inputs == {"dag_id": hostile, "runs": "3", "past": "0"}
+    # the JSON opens outside Airflow's UI router (a "_top" link there is the UI's 404 page)
+    assert fields.json == {
+        "class": "json",
+        "href": "/root/smart-ext/api/calendars?dag_id=%22%3E%3Cb+a%3D%22&runs=3&past=0",
+        "target": "_blank",
+        "rel": "noopener",
+    }
+
+
+class _Fields(HTMLParser):
+    """The form's input values and the JSON link's attributes, as a browser reads them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inputs: dict[str | None, str | None] = {}
+        self.json: dict[str, str | None] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if tag == "input":
+            self.inputs[attributes.get("name")] = attributes.get("value")
+        if tag == "a" and attributes.get("class") == "json":
+            self.json = attributes
 
 
 def test_the_page_without_dags_says_so() -> None:
-    assert "No DAG you may read" in render_calendars([], "")
+    assert "No DAG you may read" in render_calendars([], "", CalendarsQuery())
 
 
 # --- the metadata DB ------------------------------------------------------------------------------------------
@@ -256,3 +429,37 @@ def test_pendulum_datetimes_from_the_db_are_localized_too() -> None:
     stored = {"run_id": "r", "run_after": pendulum.datetime(2026, 11, 20, 11, tz="UTC"), "path": "/x"}
     report = calendar_report("d", business_timetable(), NOW, previous_runs=[stored])
     assert report["previous_runs"][0]["run_after"] == "2026-11-20T06:00:00-05:00"
+
+
+# --- one parser for every numeric parameter --------------------------------------------------------------------
+
+REFUSED_NUMBERS = ["٣٠", "５", "1_000", "1e3", "inf", "-1", "9999999999"]
+NUMERIC_PARAMETERS = [
+    ("waits", "due_within"),
+    ("waits", "limit"),
+    ("calendars", "runs"),
+    ("calendars", "past"),
+]
+
+
+def _parse(view: str, params: dict[str, str]) -> Any:
+    from airflow_smart_ext.ui.waits_report import WaitsQuery
+    from airflow_smart_ext.ui.web_common import calendars_query
+
+    return WaitsQuery.from_params(params) if view == "waits" else calendars_query(params)
+
+
+@pytest.mark.parametrize(("view", "name"), NUMERIC_PARAMETERS)
+@pytest.mark.parametrize("text", REFUSED_NUMBERS)
+def test_every_numeric_parameter_refuses_the_same_text_naming_itself(view: str, name: str, text: str) -> None:
+    from airflow_smart_ext.ui.query_params import InvalidQuery
+
+    with pytest.raises(InvalidQuery, match=rf"^{name} must be .*(ASCII digits|from \d+ to \d+)") as raised:
+        _parse(view, {name: text})
+    assert repr(text) in str(raised.value)  # the value as given, so the user sees what was refused
+
+
+@pytest.mark.parametrize(("view", "name"), NUMERIC_PARAMETERS)
+def test_an_empty_numeric_parameter_is_not_given(view: str, name: str) -> None:
+    # an HTML form sends its empty fields: the default, as if the parameter were absent
+    assert _parse(view, {name: ""}) == _parse(view, {}) and _parse(view, {name: " 7 "}) != _parse(view, {})

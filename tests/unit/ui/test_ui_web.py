@@ -109,8 +109,8 @@ def test_task_links_are_airflows_own_task_pages() -> None:
 
 
 def test_calendars_parameters() -> None:
-    assert calendars_query({}) == (None, 10)
-    assert calendars_query({"dag_id": "d", "runs": "3"}) == ("d", 3)
+    assert calendars_query({}) == (None, 10, 5)
+    assert calendars_query({"dag_id": "d", "runs": "3", "past": "0"}) == ("d", 3, 0)
     for bad, name in (({"runs": "0"}, "runs"), ({"runs": "x"}, "runs"), ({"month": "1"}, "month")):
         with pytest.raises(ValueError, match=name):
             calendars_query(bad)
@@ -379,19 +379,21 @@ def test_flask_views_need_a_login_and_filter_by_readable_dags(webserver: dict[st
 def test_calendars_are_limited_to_readable_dags(web: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow_smart_ext.ui import calendars_model
 
-    asked: list[tuple[Collection[str] | None, int]] = []
+    asked: list[tuple[Collection[str] | None, int, int]] = []
 
-    def load_calendars(session: Any, dag_ids: Collection[str] | None, now: float, runs: int) -> list[Any]:
-        asked.append((dag_ids, runs))
+    def load_calendars(
+        session: Any, dag_ids: Collection[str] | None, now: float, runs: int, past: int
+    ) -> list[Any]:
+        asked.append((dag_ids, runs, past))
         return []
 
     monkeypatch.setattr(calendars_model, "load_calendars", load_calendars)
     headers = _bearer(web, SalesOnlyAuthManager.RESTRICTED)
     assert web["client"].get("/smart-ext/api/calendars?runs=3", headers=headers).json() == []
-    assert asked == [({"sales_daily", "sales_hourly"}, 3)]
-    page = web["client"].get("/smart-ext/calendars?dag_id=sales_daily", headers=headers)
+    assert asked == [({"sales_daily", "sales_hourly"}, 3, 5)]
+    page = web["client"].get("/smart-ext/calendars?dag_id=sales_daily&past=2", headers=headers)
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    assert asked[-1] == ({"sales_daily"}, 10)
+    assert asked[-1] == ({"sales_daily"}, 10, 2)
 
 
 @pytest.mark.parametrize(
@@ -410,3 +412,37 @@ def test_repeated_parameters_and_control_characters_are_a_bad_query(
     with pytest.raises(InvalidQuery, match=word):
         single_params(pairs)
     assert single_params([("dag_id", "a"), ("sort", "deadline")]) == {"dag_id": "a", "sort": "deadline"}
+
+
+def _refusals() -> list[tuple[str, str]]:
+    from urllib.parse import quote
+
+    from tests.unit.ui.test_ui_calendars import NUMERIC_PARAMETERS, REFUSED_NUMBERS
+
+    return [
+        (f"/smart-ext/api/{view}?{name}={quote(text)}", name)
+        for view, name in NUMERIC_PARAMETERS
+        for text in REFUSED_NUMBERS
+    ]
+
+
+@needs_airflow_3
+def test_every_refused_number_is_a_400_naming_its_parameter_on_both_views(web: dict[str, Any]) -> None:
+    for url, name in _refusals():
+        for path in (url, url.replace("/api/", "/")):  # the JSON and the page
+            answer = web["client"].get(path, headers=_bearer(web, "admin_viewer"))
+            assert answer.status_code == 400 and answer.json()["detail"].startswith(name), (path, answer.text)
+
+
+@pytest.mark.skipif(compat.AIRFLOW_V_3_0_PLUS, reason="the Flask blueprint serves Airflow 2.11")
+def test_every_refused_number_is_a_400_naming_its_parameter_on_the_flask_views(
+    webserver: dict[str, Any],
+) -> None:
+    viewer = _logged_in(webserver, "viewer")
+    for url, name in _refusals():
+        for path in (url, url.replace("/api/", "/")):
+            answer = viewer.get(path)
+            assert answer.status_code == 400 and answer.get_json()["detail"].startswith(name), (
+                path,
+                answer.text,
+            )
