@@ -493,7 +493,10 @@ class AirflowEnv:
         if not self.uses_postgres:
             env["PYTHONPATH"] = self._connect_args_path()  # Airflow imports the connect args by name
         if self.ui_users and self.is_airflow3:
-            env.update(self._simple_auth_users_env())
+            users = self._simple_auth_users_env()
+            # Both paths: the repo (the test auth manager) and, on SQLite, the connect-args module.
+            users["PYTHONPATH"] = os.pathsep.join(filter(None, [users["PYTHONPATH"], env.get("PYTHONPATH")]))
+            env.update(users)
         env.update(self.extra_env)
         return env
 
