@@ -9,9 +9,25 @@ from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.ui.waits_report import LiveWait
 from tests.unit.helpers import sql_check
 
-__all__ = ["NOW", "POLICY", "sensor_check", "sql_check", "worker_first"]
+__all__ = [
+    "NOW",
+    "NUMERIC_PARAMETERS",
+    "POLICY",
+    "REFUSED_NUMBERS",
+    "sensor_check",
+    "sql_check",
+    "worker_first",
+]
 
 NOW = 1_790_000_000.0
+#: every numeric parameter of the views (view, name) and values each must refuse (the one ASCII-only parser)
+REFUSED_NUMBERS = ["٣٠", "５", "1_000", "1e3", "inf", "-1", "9999999999"]
+NUMERIC_PARAMETERS = [
+    ("waits", "due_within"),
+    ("waits", "limit"),
+    ("calendars", "runs"),
+    ("calendars", "past"),
+]
 POLICY: dict[str, Any] = {"initial": 60.0, "factor": 2.0, "cap": 600.0, "jitter": "full", "splay": 0.0}
 
 

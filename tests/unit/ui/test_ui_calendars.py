@@ -22,6 +22,7 @@ from airflow_smart_ext.timetables import (
 from airflow_smart_ext.ui.calendars_model import WEEKDAYS, calendar_report, week_start
 from airflow_smart_ext.ui.calendars_page import render_calendars
 from airflow_smart_ext.ui.web_common import CalendarsQuery
+from tests.unit.ui.helpers import NUMERIC_PARAMETERS, REFUSED_NUMBERS
 
 UTC = datetime.timezone.utc
 NOW = datetime.datetime(2026, 11, 20, 12, 0, tzinfo=UTC)  # a Friday; Thanksgiving is Thu 2026-11-26
@@ -432,14 +433,6 @@ def test_pendulum_datetimes_from_the_db_are_localized_too() -> None:
 
 
 # --- one parser for every numeric parameter --------------------------------------------------------------------
-
-REFUSED_NUMBERS = ["٣٠", "５", "1_000", "1e3", "inf", "-1", "9999999999"]
-NUMERIC_PARAMETERS = [
-    ("waits", "due_within"),
-    ("waits", "limit"),
-    ("calendars", "runs"),
-    ("calendars", "past"),
-]
 
 
 def _parse(view: str, params: dict[str, str]) -> Any:

@@ -417,7 +417,7 @@ def test_repeated_parameters_and_control_characters_are_a_bad_query(
 def _refusals() -> list[tuple[str, str]]:
     from urllib.parse import quote
 
-    from tests.unit.ui.test_ui_calendars import NUMERIC_PARAMETERS, REFUSED_NUMBERS
+    from tests.unit.ui.helpers import NUMERIC_PARAMETERS, REFUSED_NUMBERS
 
     return [
         (f"/smart-ext/api/{view}?{name}={quote(text)}", name)
