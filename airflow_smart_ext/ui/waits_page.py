@@ -7,9 +7,11 @@ Links to Airflow's pages leave the frame the page is shown in on Airflow 3.1+ (`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
+from urllib.parse import urlencode
 
 from airflow_smart_ext.ui.waits_report import SORTS, WaitsQuery
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT
@@ -188,6 +190,13 @@ def _filter_form(query: WaitsQuery) -> str:
     )
 
 
+def json_link(query: WaitsQuery) -> str:
+    """The JSON of what the page shows (its filters, sort and limit), opened in a new tab: inside Airflow 3's
+    frame, raw JSON would replace the page (``FRAME_LINKS_SCRIPT`` opens it from the top page)."""
+    asked = {name: value for name, value in dataclasses.asdict(query).items() if value is not None}
+    return f"api/waits?{urlencode(asked)}"
+
+
 def render_waits(report: Mapping[str, Any], query: WaitsQuery, links: TaskLink) -> str:
     """The full page: summary, filters, the waits, the groups of shared checks and the connections' rates."""
     summary = report["summary"]
@@ -213,7 +222,7 @@ def render_waits(report: Mapping[str, Any], query: WaitsQuery, links: TaskLink) 
         f"{_rate(summary['checks_per_hour_shared'])} with sharing "
         f"({_rate(summary['checks_saved_per_hour'])} saved). Generated at "
         f'<time datetime="{_text(report["generated_at"])}">{_text(report["generated_at"])}</time>. '
-        '<a href="api/waits">JSON</a></p>'
+        f'<a class="json" href="{_text(json_link(query))}" target="_blank" rel="noopener">JSON</a></p>'
         + alert
         + _filter_form(query)
         + _table("waits", WAIT_HEADERS, waits, "No live waits match.")

@@ -266,6 +266,21 @@ def test_waits_page_from_airflow_navigation(ui_env: AirflowEnv, admin: WebDriver
         else:
             assert wait["deadline_by"] != "dagrun_timeout" and wait["deadline_in"] > 30 * 60, wait
     screenshot(admin, ui_env, "waits", tmp_path)
+    # The page's JSON link opens the same report in a new tab (inside 3.x's frame it replaced the page).
+    open_from_nav(admin, ui_env, "Waits")  # the screenshot left the frame
+    page_window = admin.current_window_handle
+    before = set(admin.window_handles)
+    admin.find_element(By.CSS_SELECTOR, "a.json").click()
+    (tab,) = wait_for("a new tab", lambda: set(admin.window_handles) - before, driver=admin)
+    try:
+        admin.switch_to.window(tab)
+        body = wait_for(
+            "the JSON", lambda: admin.find_element(By.TAG_NAME, "body").text.strip(), driver=admin
+        )
+        assert json.loads(body)["total"] == report["total"], body[:500]
+    finally:
+        admin.close()
+        admin.switch_to.window(page_window)
 
 
 def test_bad_query_parameter_is_a_4xx_with_a_message(ui_env: AirflowEnv, admin: WebDriver) -> None:

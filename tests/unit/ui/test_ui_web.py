@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import urllib.parse
 from collections.abc import Collection, Iterator
 from typing import Any
 
@@ -53,6 +54,11 @@ def test_the_page_has_one_escaped_row_per_wait_and_the_tables() -> None:
     assert '<option value="deadline" selected>' in page
     assert "http://" not in page and "https://" not in page  # no external assets
     assert page.count("<script") == 1 and FRAME_LINKS_SCRIPT in page  # only the frame-links helper
+    # the JSON link asks what the page shows, in a new tab (raw JSON would replace the page inside 3.x's frame)
+    asked = urllib.parse.urlencode({"dag_id": hostile, "sort": "deadline", "limit": 1000})
+    assert (
+        f'<a class="json" href="{html.escape("api/waits?" + asked)}" target="_blank" rel="noopener">' in page
+    )
 
 
 def test_the_page_says_who_serves_each_wait_and_flags_the_unserved() -> None:
