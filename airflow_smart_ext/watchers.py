@@ -19,7 +19,7 @@ from typing import Any
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions.runtime import callable_path, json_problem
-from airflow_smart_ext.conditions.sql import CRITERIA, build_spec, import_callable
+from airflow_smart_ext.conditions.sql import CRITERIA, build_spec
 from airflow_smart_ext.sensors.to_triggerer import class_shipping_problem
 from airflow_smart_ext.wait import parameters as wait_parameters
 from airflow_smart_ext.wait.parameters import WatcherArgumentError
@@ -43,22 +43,12 @@ WATCHED_SENSOR_TASK_ID = "condition_watcher"
 
 
 def _criterion_path(name: str, criterion: Any) -> str | None:
-    if criterion is None:
-        return None
-    if isinstance(criterion, str):
-        import_callable(criterion, param=name)  # importable here, at parse: a typo fails now
+    """A criterion the table already accepted (None, a callable, a dotted path that imports) as its path."""
+    if criterion is None or isinstance(criterion, str):
         return criterion
-    if not callable(criterion):
-        raise WatcherArgumentError(
-            f"{name} must be None, a callable or a dotted path 'package.module.function'; got {criterion!r}"
-        )
     path = callable_path(criterion)
     if path is None:
-        raise WatcherArgumentError(
-            f"{name}={criterion!r} cannot be imported by name in the triggerer (lambdas, nested functions, "
-            "partials and functions defined in a DAG file are not); use a module-level function of an installed "
-            "package or plugins-folder module, or its dotted path string"
-        )
+        raise WatcherArgumentError(wait_parameters.not_importable_by_name(name, criterion))
     return path
 
 
@@ -107,9 +97,7 @@ def sql_condition(
     for name in ("parameters", "hook_params"):
         problem = json_problem(spec[name])
         if problem is not None:
-            raise WatcherArgumentError(
-                f"{name}={spec[name]!r} does not travel to the triggerer as JSON ({problem})"
-            )
+            raise WatcherArgumentError(wait_parameters.not_json(name, spec[name], problem))
     return spec
 
 

@@ -23,6 +23,7 @@ from airflow_smart_ext.conditions.sql import (
 from airflow_smart_ext.sensors import to_triggerer
 from airflow_smart_ext.sensors.arguments import SQL_PARAMETERS, Parameter, check_arguments
 from airflow_smart_ext.sensors.base import BackoffSensor
+from airflow_smart_ext.wait import parameters as wait_parameters
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
@@ -122,11 +123,7 @@ class BackoffSqlSensor(BackoffSensor):
             if criterion is None or isinstance(criterion, str):
                 continue
             if callable_path(criterion) is None:
-                return (
-                    f"{name}={criterion!r} cannot be imported by name in the triggerer (lambdas, nested "
-                    f"functions, partials and functions defined in a DAG file are not); use a module-level "
-                    f"function of an installed package or plugins-folder module, or its dotted path string"
-                )
+                return wait_parameters.not_importable_by_name(name, criterion)
         for name in ("parameters", "hook_params"):
             value = own_kwargs.get(name)
             if to_triggerer.holds_runtime_value(value):
@@ -135,7 +132,7 @@ class BackoffSqlSensor(BackoffSensor):
                 value = list(value)
             problem = json_problem(value)
             if problem is not None:
-                return f"{name}={value!r} does not travel to the triggerer as JSON unchanged ({problem})"
+                return wait_parameters.not_json(name, value, problem)
         return None
 
     def deferrable_check(self, context: Any) -> dict[str, Any]:

@@ -287,6 +287,20 @@ def _criterion(name: str) -> Callable[[Any], bool]:
     return valid
 
 
+def not_importable_by_name(name: str, criterion: Any) -> str:
+    """The refusal of a criterion the triggerer cannot import by name (sensor and watcher alike)."""
+    return (
+        f"{name}={criterion!r} cannot be imported by name in the triggerer (lambdas, nested functions, partials "
+        "and functions defined in a DAG file are not); use a module-level function of an installed package or "
+        "plugins-folder module, or its dotted path string"
+    )
+
+
+def not_json(name: str, value: Any, problem: str) -> str:
+    """The refusal of a value that would not reach the triggerer as it is (sensor and watcher alike)."""
+    return f"{name}={value!r} does not travel to the triggerer as JSON unchanged ({problem})"
+
+
 #: ``BackoffSqlSensor``'s own parameters (those of common-sql's ``SqlSensor``).
 SQL_PARAMETERS: tuple[Parameter, ...] = (
     Parameter("conn_id", "a non-empty connection id (str)", _non_empty_text),
