@@ -40,6 +40,7 @@ from tests.integration.ui_pages import (
     anonymous_get,
     base_url,
     fetch,
+    json_in_new_tab,
     login,
     open_from_nav,
     wait_for,
@@ -268,19 +269,8 @@ def test_waits_page_from_airflow_navigation(ui_env: AirflowEnv, admin: WebDriver
     screenshot(admin, ui_env, "waits", tmp_path)
     # The page's JSON link opens the same report in a new tab (inside 3.x's frame it replaced the page).
     open_from_nav(admin, ui_env, "Waits")  # the screenshot left the frame
-    page_window = admin.current_window_handle
-    before = set(admin.window_handles)
-    admin.find_element(By.CSS_SELECTOR, "a.json").click()
-    (tab,) = wait_for("a new tab", lambda: set(admin.window_handles) - before, driver=admin)
-    try:
-        admin.switch_to.window(tab)
-        body = wait_for(
-            "the JSON", lambda: admin.find_element(By.TAG_NAME, "body").text.strip(), driver=admin
-        )
-        assert json.loads(body)["total"] == report["total"], body[:500]
-    finally:
-        admin.close()
-        admin.switch_to.window(page_window)
+    body = json_in_new_tab(admin)
+    assert json.loads(body)["total"] == report["total"], body[:500]
 
 
 def test_bad_query_parameter_is_a_4xx_with_a_message(ui_env: AirflowEnv, admin: WebDriver) -> None:
@@ -381,20 +371,9 @@ def test_calendars_page_shows_next_runs_and_a_skipped_holiday(
     assert [e.get_attribute("data-dag-id") for e in admin.find_elements(By.CSS_SELECTOR, "section")] == [
         CALENDAR
     ]
-    page_window = admin.current_window_handle
-    before = set(admin.window_handles)
-    admin.find_element(By.CSS_SELECTOR, "a.json").click()
-    (tab,) = wait_for("a new tab", lambda: set(admin.window_handles) - before, driver=admin)
-    try:
-        admin.switch_to.window(tab)
-        body = wait_for(
-            "the JSON", lambda: admin.find_element(By.TAG_NAME, "body").text.strip(), driver=admin
-        )
-        (report,) = json.loads(body)
-        assert report["dag_id"] == CALENDAR and len(report["next_runs"]) == 7, body[:500]
-    finally:
-        admin.close()
-        admin.switch_to.window(page_window)
+    body = json_in_new_tab(admin)
+    (report,) = json.loads(body)
+    assert report["dag_id"] == CALENDAR and len(report["next_runs"]) == 7, body[:500]
 
 
 def test_waits_no_live_triggerer_serves_are_flagged(

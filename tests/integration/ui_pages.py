@@ -139,3 +139,19 @@ def anonymous_get(url: str) -> tuple[int, str, str]:
             return resp.status, resp.headers.get("Location", ""), resp.read().decode(errors="replace")
     except urllib.error.HTTPError as err:
         return err.code, err.headers.get("Location", ""), err.read().decode(errors="replace")
+
+
+def json_in_new_tab(driver: WebDriver) -> str:
+    """Click the page's JSON link (``a.json``): it must open a new tab; the JSON text shown there (tab closed)."""
+    page_window = driver.current_window_handle
+    before = set(driver.window_handles)
+    driver.find_element(By.CSS_SELECTOR, "a.json").click()
+    (tab,) = wait_for("a new tab", lambda: set(driver.window_handles) - before, driver=driver)
+    try:
+        driver.switch_to.window(tab)
+        return str(
+            wait_for("the JSON", lambda: driver.find_element(By.TAG_NAME, "body").text.strip(), driver=driver)
+        )
+    finally:
+        driver.close()
+        driver.switch_to.window(page_window)
