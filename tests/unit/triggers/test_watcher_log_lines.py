@@ -64,7 +64,7 @@ def asset_words(*names: str) -> str:
     return (
         f"on asset {', '.join(names)}"
         if compat.ASSET_STATE_STORE_SUPPORTED
-        else "<not named by this Airflow>"
+        else "on <not named by this Airflow>"
     )
 
 
