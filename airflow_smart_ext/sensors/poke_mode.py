@@ -197,7 +197,9 @@ def execution_deadline(sensor: BackoffSensor, context: Any, started_at: float) -
     try_started_at = (
         min(started_at, ti_start.timestamp()) if isinstance(ti_start, datetime.datetime) else started_at
     )
-    return try_started_at + limit.total_seconds() - EXECUTION_DEADLINE_MARGIN
+    execution = deadlines(sensor, try_started_at).execution  # the wait model's execution deadline
+    assert execution is not None  # an execution_timeout is set (above)
+    return execution - EXECUTION_DEADLINE_MARGIN
 
 
 def execute_poke(sensor: BackoffSensor, context: Any, seed: str) -> Any:
