@@ -13,20 +13,24 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
+from airflow_smart_ext.ui import look
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT, MAX_RUNS, URL_PREFIX, CalendarsQuery
 
-STYLE = """
-body{font-family:system-ui,sans-serif;margin:1rem;color:#1a202c}
-section.calendar{border-top:2px solid #cbd5e0;padding-top:.5rem;margin-bottom:2rem}
+STYLE = (
+    look.STYLE
+    + """
+section.calendar{border-top:2px solid var(--line);padding-top:.5rem;margin-bottom:2rem}
 table{border-collapse:collapse;margin:.5rem 0 1rem}
-th,td{border:1px solid #cbd5e0;padding:.25rem .5rem;text-align:left;vertical-align:top;font-size:.85rem}
-th{background:#edf2f7} .muted{color:#718096} .error{color:#c53030;font-weight:bold} .notice{font-weight:bold}
+th,td{border:1px solid var(--line);padding:.25rem .5rem;text-align:left;vertical-align:top;font-size:.85rem}
+th{background:var(--head)} .error{color:var(--bad);font-weight:bold} .notice{font-weight:bold}
 .months{display:flex;flex-wrap:wrap;gap:1.5rem}
 table.month td{width:2rem;text-align:center} table.month caption{font-weight:bold}
-.business{background:#fff} .weekend{background:#e2e8f0} .holiday{background:#fed7d7}
+.business{background:var(--bg)} .weekend{background:#e2e8f0} .holiday{background:#fed7d7}
 .closed{background:#fefcbf} .run{font-weight:bold;box-shadow:inset 0 -3px 0 #3182ce}
-td.today{outline:2px solid #1a202c} .legend span{display:inline-block;padding:0 .4rem;margin-right:.4rem}
+:root.dark .weekend{background:#4a5568} :root.dark .holiday{background:#742a2a} :root.dark .closed{background:#744210}
+td.today{outline:2px solid var(--fg)} .legend span{display:inline-block;padding:0 .4rem;margin-right:.4rem}
 """
+)
 
 
 def _text(value: Any) -> str:
@@ -142,14 +146,31 @@ LEGEND = (
 )
 
 
-def _form(query: CalendarsQuery) -> str:
-    """The filter form, showing what was asked (an empty DAG id: every DAG)."""
+FORM_FIELDS = ("dag_id", "runs", "past")
+
+
+def _form(asked: Mapping[str, Any]) -> str:
+    """The filter form, showing what was asked (an empty DAG id: every DAG; a refused value as typed)."""
     return (
-        f'<form method="get"><label>DAG id <input name="dag_id" value="{_text(query.dag_id)}"></label> '
-        f'<label>Next runs <input name="runs" type="number" min="1" max="{MAX_RUNS}" value="{query.runs}"></label> '
-        f'<label>Previous runs <input name="past" type="number" min="0" max="{MAX_RUNS}" value="{query.past}">'
-        '</label> <button type="submit">Show</button></form>'
+        f'<form method="get"><label>DAG id <input name="dag_id" value="{_text(asked.get("dag_id"))}"></label> '
+        f'<label>Next runs <input name="runs" type="number" min="1" max="{MAX_RUNS}" '
+        f'value="{_text(asked.get("runs"))}"></label> '
+        f'<label>Previous runs <input name="past" type="number" min="0" max="{MAX_RUNS}" '
+        f'value="{_text(asked.get("past"))}"></label> <button type="submit">Show</button></form>'
     )
+
+
+def _page(body: str) -> str:
+    return (
+        f'<!DOCTYPE html><html {look.html_attributes(None)}><head><meta charset="utf-8"><title>Calendars</title>'
+        f'<style>{STYLE}</style></head><body><main id="calendars"><h1>Calendars</h1>{body}</main>'
+        f"{FRAME_LINKS_SCRIPT}{look.LOOK_SCRIPT}</body></html>"
+    )
+
+
+def render_calendars_error(message: str, params: Mapping[str, str]) -> str:
+    """The page for a refused filter: what was wrong, above the form that still holds what was typed."""
+    return _page(look.filter_error(message) + _form(look.asked_values(params, FORM_FIELDS)))
 
 
 def render_calendars(reports: Sequence[Mapping[str, Any]], base_url: str, query: CalendarsQuery) -> str:
@@ -160,10 +181,8 @@ def render_calendars(reports: Sequence[Mapping[str, Any]], base_url: str, query:
     )
     asked = urlencode({name: value for name, value in query._asdict().items() if value is not None})
     api = _text(f"{base_url}{URL_PREFIX}/api/calendars?{asked}")
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Calendars</title>'
-        f'<style>{STYLE}</style></head><body><main id="calendars"><h1>Calendars</h1>'
+    return _page(
         f'<p class="muted">{len(reports)} DAG(s) with airflow-smart-ext timetables. '
         f'<a class="json" href="{api}" target="_blank" rel="noopener">JSON</a></p>'
-        f"{_form(query)}{LEGEND}{sections}</main>{FRAME_LINKS_SCRIPT}</body></html>"
+        f"{_form(query._asdict())}{LEGEND}{sections}"
     )

@@ -13,20 +13,21 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
-from airflow_smart_ext.ui.waits_report import SORTS, WaitsQuery
+from airflow_smart_ext.ui import look
+from airflow_smart_ext.ui.waits_report import DEFAULT_LIMIT, SORTS, WaitsQuery
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT
 
 TaskLink = Callable[[Mapping[str, Any]], str]
 
-STYLE = """
-body{font-family:system-ui,sans-serif;margin:1rem;color:#1a202c}
+STYLE = (
+    look.STYLE
+    + """
 table{border-collapse:collapse;margin:.5rem 0 1.5rem}
-th,td{border:1px solid #cbd5e0;padding:.25rem .5rem;text-align:left;vertical-align:top;font-size:.85rem}
-th{background:#edf2f7} td.num{text-align:right} code{white-space:pre-wrap;word-break:break-word}
-form label{margin-right:.75rem} .muted{color:#718096} .over{color:#c53030;font-weight:bold}
-.alert{border:1px solid #c53030;background:#fff5f5;color:#c53030;padding:.5rem;font-weight:bold}
-tr.unserved td{background:#fff5f5}
+th,td{border:1px solid var(--line);padding:.25rem .5rem;text-align:left;vertical-align:top;font-size:.85rem}
+th{background:var(--head)} td.num{text-align:right} code{white-space:pre-wrap;word-break:break-word}
+form label{margin-right:.75rem} .over{color:var(--bad);font-weight:bold} tr.unserved td{background:var(--bad-bg)}
 """
+)
 
 
 def _text(value: Any) -> str:
@@ -54,9 +55,12 @@ def _seconds(value: float | None) -> str:
 def _when(iso: str | None, seconds: float | None) -> str:
     if iso is None:
         return '<span class="muted">none</span>'
-    return (
-        f'<time datetime="{_text(iso)}">{_text(iso)}</time><br><span class="muted">{_seconds(seconds)}</span>'
-    )
+    return f'{look.ui_time(iso)}<br><span class="muted">{_seconds(seconds)}</span>'
+
+
+def _shared_with(count: int) -> str:
+    """The wait's group, itself included: 1 means it shares its check with no other wait."""
+    return "alone" if count <= 1 else f"{count} waits"
 
 
 def _table(table_id: str, headers: Sequence[str], rows: list[str], empty: str) -> str:
@@ -134,13 +138,13 @@ def _wait_row(row: Mapping[str, Any], links: TaskLink) -> str:
     task = (
         f'<a href="{_text(links(row))}" target="_top">'
         f"{_text(row['dag_id'])} / {_text(row['task_id'])}{mapped}</a>"
-        f'<br><span class="muted">{_text(row["run_id"])} (try {_text(row["try_number"])})</span>'
+        f'<br><span class="muted"><span class="id">{_text(row["run_id"])}</span> (try {_text(row["try_number"])})</span>'
     )
     cells = (
         task,
         _text(row["path"]),
         f"<code>{_text(row['condition'])}</code>",
-        f'<td class="num">{_text(row["shared_with"])}',
+        f'<td class="num">{_shared_with(row["shared_with"])}',
         f'<td class="num">{_text(row["checks_made"])}',
         _served_by(row),
         _next_check(row),
@@ -171,21 +175,29 @@ def _connection_row(connection: Mapping[str, Any]) -> str:
     )
 
 
-def _filter_form(query: WaitsQuery) -> str:
-    def field(name: str, label: str, value: Any) -> str:
-        return f'<label>{label} <input name="{name}" value="{_text(value)}" size="18"></label>'
+FORM_FIELDS = ("dag_id", "conn_id", "sensor_class", "due_within", "sort", "limit")
+
+
+def _filter_form(asked: Mapping[str, Any]) -> str:
+    """The filters as asked (a refused value too, so that it can be corrected); the limit rides along."""
+
+    def field(name: str, label: str) -> str:
+        return f'<label>{label} <input name="{name}" value="{_text(asked.get(name))}" size="18"></label>'
 
     options = "".join(
-        f'<option value="{sort}"{" selected" if sort == query.sort else ""}>{sort.replace("_", " ")}</option>'
+        f'<option value="{sort}"{" selected" if sort == asked.get("sort") else ""}>'
+        f"{sort.replace('_', ' ')}</option>"
         for sort in SORTS
     )
+    limit = asked.get("limit")
     return (
         '<form method="get" id="filters">'
-        + field("dag_id", "DAG", query.dag_id)
-        + field("conn_id", "Connection", query.conn_id)
-        + field("sensor_class", "Sensor class", query.sensor_class)
-        + field("due_within", "Due within (s)", query.due_within)
+        + field("dag_id", "DAG")
+        + field("conn_id", "Connection")
+        + field("sensor_class", "Sensor class")
+        + field("due_within", "Due within (s)")
         + f'<label>Sort by <select name="sort">{options}</select></label>'
+        + (f'<input type="hidden" name="limit" value="{_text(limit)}">' if limit is not None else "")
         + '<button type="submit">Filter</button> <a href="?">clear</a></form>'
     )
 
@@ -197,8 +209,26 @@ def json_link(query: WaitsQuery) -> str:
     return f"api/waits?{urlencode(asked)}"
 
 
-def render_waits(report: Mapping[str, Any], query: WaitsQuery, links: TaskLink) -> str:
-    """The full page: summary, filters, the waits, the groups of shared checks and the connections' rates."""
+def _page(body: str, default_timezone: str | None) -> str:
+    return (
+        f'<!doctype html><html {look.html_attributes(default_timezone)}><head><meta charset="utf-8">'
+        f"<title>Waits</title><style>{STYLE}</style></head><body><h1>Waits</h1>{body}"
+        f"{FRAME_LINKS_SCRIPT}{look.LOOK_SCRIPT}</body></html>"
+    )
+
+
+def render_waits_error(message: str, params: Mapping[str, str], default_timezone: str | None = None) -> str:
+    """The page for a refused filter: what was wrong, above the form that still holds what was typed."""
+    return _page(
+        look.filter_error(message) + _filter_form(look.asked_values(params, FORM_FIELDS)), default_timezone
+    )
+
+
+def render_waits(
+    report: Mapping[str, Any], query: WaitsQuery, links: TaskLink, default_timezone: str | None = None
+) -> str:
+    """The full page: summary, filters, the waits, the groups of shared checks and the connections' rates.
+    ``default_timezone``: the UI's timezone when the browser has none selected (2.11's setting)."""
     summary = report["summary"]
     shown = len(report["waits"])
     more = f" (first {shown} shown; raise the limit)" if shown < report["total"] else ""
@@ -214,23 +244,23 @@ def render_waits(report: Mapping[str, Any], query: WaitsQuery, links: TaskLink) 
         if unserved
         else ""
     )
-    return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Waits</title>'
-        f"<style>{STYLE}</style></head><body><h1>Waits</h1>"
+    asked = dataclasses.asdict(query)
+    if asked["limit"] == DEFAULT_LIMIT:
+        del asked["limit"]
+    return _page(
         f'<p id="summary">{_text(summary["waits"])} live waits{_text(more)} in {_text(summary["groups"])} '
         f"groups; checks per hour: {_rate(summary['checks_per_hour_unshared'])} without sharing, "
         f"{_rate(summary['checks_per_hour_shared'])} with sharing "
         f"({_rate(summary['checks_saved_per_hour'])} saved). Generated at "
-        f'<time datetime="{_text(report["generated_at"])}">{_text(report["generated_at"])}</time>. '
+        f"{look.ui_time(report['generated_at'])}. "
         f'<a class="json" href="{_text(json_link(query))}" target="_blank" rel="noopener">JSON</a></p>'
         + alert
-        + _filter_form(query)
+        + _filter_form(asked)
         + _table("waits", WAIT_HEADERS, waits, "No live waits match.")
         + '<p class="muted">Checks made: the scheduled checks due so far (an estimate, not a count).</p>'
         + "<h2>Shared checks</h2>"
         + _table("groups", ("Condition", "Tasks", "Checks/h unshared", "Checks/h shared"), groups, "None.")
         + "<h2>Connections</h2>"
-        + _table("connections", ("Connection", "Checks/s", "Rate limit (checks/s)"), connections, "None.")
-        + FRAME_LINKS_SCRIPT
-        + "</body></html>"
+        + _table("connections", ("Connection", "Checks/s", "Rate limit (checks/s)"), connections, "None."),
+        default_timezone,
     )

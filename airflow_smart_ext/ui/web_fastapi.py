@@ -17,11 +17,11 @@ from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from airflow_smart_ext import clock, compat
 from airflow_smart_ext.conditions.runtime import connection_rate_limit
-from airflow_smart_ext.ui import waits_page, waits_report, waits_source
+from airflow_smart_ext.ui import filter_errors, waits_page, waits_report, waits_source
 from airflow_smart_ext.ui.web_common import CalendarsQuery, airflow_root, calendars_query, single_params
 
 
@@ -67,7 +67,10 @@ def create_app() -> FastAPI:
     )
 
     @app.exception_handler(waits_report.InvalidQuery)
-    async def bad_query(request: Request, error: waits_report.InvalidQuery) -> JSONResponse:
+    async def bad_query(request: Request, error: waits_report.InvalidQuery) -> Response:
+        page = filter_errors.error_page(request.url.path, str(error), dict(request.query_params))
+        if page is not None:
+            return HTMLResponse(page, status_code=400)
         return JSONResponse(status_code=400, content={"detail": str(error)})
 
     # Responses built directly: FastAPI's response-model encoding would double the time for 10,000 rows.

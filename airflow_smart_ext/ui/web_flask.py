@@ -15,7 +15,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from airflow_smart_ext import clock, compat
 from airflow_smart_ext.conditions.runtime import connection_rate_limit
-from airflow_smart_ext.ui import waits_page, waits_report, waits_source
+from airflow_smart_ext.ui import filter_errors, waits_page, waits_report, waits_source
 from airflow_smart_ext.ui.web_common import CalendarsQuery, calendars_query, single_params
 
 
@@ -60,7 +60,17 @@ def _require_login() -> Any:
     return has_access_view()(lambda: None)()
 
 
+def _default_timezone() -> str:
+    """What 2.11's pages show times in when the browser has no timezone selected."""
+    from airflow.configuration import conf
+
+    return conf.get("webserver", "default_ui_timezone", fallback="UTC")
+
+
 def _bad_query(error: waits_report.InvalidQuery) -> tuple[Response, int]:
+    page = filter_errors.error_page(request.path, str(error), request.args.to_dict(), _default_timezone())
+    if page is not None:
+        return Response(page, mimetype="text/html"), 400
     return jsonify(detail=str(error)), 400
 
 
@@ -81,7 +91,7 @@ def waits() -> Response:
     def link(row: Any) -> str:
         return compat.task_page_url(root, row["dag_id"], row["run_id"], row["task_id"], row["map_index"])
 
-    return Response(waits_page.render_waits(report, query, link), mimetype="text/html")
+    return Response(waits_page.render_waits(report, query, link, _default_timezone()), mimetype="text/html")
 
 
 def api_calendars() -> Response:

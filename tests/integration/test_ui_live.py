@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from selenium.webdriver.common.by import By
@@ -283,6 +284,54 @@ def test_bad_query_parameter_is_a_4xx_with_a_message(ui_env: AirflowEnv, admin: 
         status, body = fetch(admin, base + path)
         assert 400 <= status < 500, (path, status, body[:300])
         assert any(name in body for name in ("due_within", "sort", "bogus")), (path, body[:300])
+
+
+def test_the_waits_page_reads_like_the_airflow_around_it(
+    ui_env: AirflowEnv, admin: WebDriver, tmp_path: Path
+) -> None:
+    """Times in the timezone the UI has selected (set where Airflow keeps it, in the browser), Airflow 3's
+    dark theme followed, and a refused filter shown inline above the form that keeps the typed value."""
+    zone = "Asia/Tokyo"
+    keys = (
+        {"timezone": json.dumps(zone), "theme": "dark"} if ui_env.is_airflow3 else {"selected-timezone": zone}
+    )
+    admin.switch_to.default_content()
+    admin.execute_script(
+        "for (const [k, v] of Object.entries(arguments[0])) localStorage.setItem(k, v);", keys
+    )
+    try:
+        open_from_nav(admin, ui_env, "Waits")
+        shown = admin.execute_script(
+            """
+            const time = document.querySelector('table#waits time.ui-zone');
+            return {zone: document.documentElement.dataset.uiTimezone, iso: time.getAttribute('datetime'),
+                    text: time.textContent, title: time.title,
+                    dark: document.documentElement.classList.contains('dark'),
+                    background: getComputedStyle(document.body).backgroundColor};
+            """
+        )
+        assert shown["zone"] == zone, shown
+        local = dt.datetime.fromisoformat(shown["iso"]).astimezone(ZoneInfo(zone))
+        assert shown["text"].startswith(f"{local:%Y-%m-%d %H:%M:%S}"), shown
+        assert ("+9" in shown["text"] or "JST" in shown["text"]) and shown["title"] == shown["iso"], shown
+        if ui_env.is_airflow3:  # 2.11's webserver has no dark theme
+            assert shown["dark"] and shown["background"] == "rgb(26, 32, 44)", shown
+            screenshot(admin, ui_env, "waits-dark", tmp_path)
+            open_from_nav(admin, ui_env, "Waits")  # the screenshot left the frame
+        field = admin.find_element(By.CSS_SELECTOR, "input[name=due_within]")
+        field.clear()
+        field.send_keys("soon", Keys.ENTER)
+        error = wait_for(
+            "the inline filter error",
+            lambda: admin.find_elements(By.CSS_SELECTOR, "#query-error"),
+            driver=admin,
+        )[0]
+        assert error.text.startswith("due_within must be a number of seconds"), error.text
+        kept = admin.find_element(By.CSS_SELECTOR, "input[name=due_within]").get_attribute("value")
+        assert kept == "soon" and admin.find_elements(By.CSS_SELECTOR, "form#filters button"), kept
+    finally:
+        admin.switch_to.default_content()
+        admin.execute_script("for (const k of arguments[0]) localStorage.removeItem(k);", list(keys))
 
 
 def test_restricted_user_sees_none_of_a_forbidden_dags_waits(ui_env: AirflowEnv) -> None:

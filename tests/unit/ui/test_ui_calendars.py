@@ -345,8 +345,8 @@ def test_the_page_escapes_a_hostile_dag_id_and_shows_one_section_per_dag() -> No
     ]
     reports[0]["path"] = "/dags/%22%3E%3Cscript%3E"
     page = render_calendars(reports, "/root", CalendarsQuery())
-    # our one script (FRAME_LINKS_SCRIPT) is the only script; the hostile one is text
-    assert page.count("<script>") == 1 and "<script>alert" not in page and "<b a=" not in page
+    # our two scripts (FRAME_LINKS_SCRIPT, LOOK_SCRIPT) are the only ones; the hostile one is text
+    assert page.count("<script>") == 2 and "<script>alert" not in page and "<b a=" not in page
     parsed = _Page()
     parsed.feed(page)
     assert parsed.root is not None and parsed.sections == [hostile, "plain"]

@@ -19,6 +19,7 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.plugin import SmartExtPlugin
 from airflow_smart_ext.ui import waits_source
+from airflow_smart_ext.ui.look import LOOK_SCRIPT
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.ui.waits_page import render_waits
 from airflow_smart_ext.ui.waits_report import InvalidQuery, LiveWait, WaitsQuery, build_report
@@ -30,6 +31,19 @@ needs_airflow_3 = pytest.mark.skipif(not compat.AIRFLOW_V_3_0_PLUS, reason="the 
 
 def _link(row: Any) -> str:
     return f"/task/{row['dag_id']}?run={row['run_id']}"
+
+
+def _refusal(answer: Any, path: str) -> str:
+    """What a 400 says: the JSON's detail, or on a page the inline error above its form."""
+    if "/api/" in path:
+        detail = answer.json() if hasattr(answer, "json") and callable(answer.json) else answer.get_json()
+        return str(detail["detail"])
+    text = answer.text if isinstance(answer.text, str) else answer.get_data(as_text=True)
+    assert "text/html" in answer.headers["content-type"], text[:300]
+    start = text.index('<p id="query-error" class="alert" role="alert">')
+    message = text[start:].split(">", 1)[1].split("</p>", 1)[0]
+    assert '<form method="get"' in text[start:], text  # the form follows, to correct the value
+    return html.unescape(message)
 
 
 def test_the_page_has_one_escaped_row_per_wait_and_the_tables() -> None:
@@ -53,7 +67,8 @@ def test_the_page_has_one_escaped_row_per_wait_and_the_tables() -> None:
     assert f'name="dag_id" value="{html.escape(hostile)}"' in page
     assert '<option value="deadline" selected>' in page
     assert "http://" not in page and "https://" not in page  # no external assets
-    assert page.count("<script") == 1 and FRAME_LINKS_SCRIPT in page  # only the frame-links helper
+    # only our helpers: the frame's links and the look (theme, UI timezone)
+    assert page.count("<script") == 2 and FRAME_LINKS_SCRIPT in page and LOOK_SCRIPT in page
     # the JSON link asks what the page shows, in a new tab (raw JSON would replace the page inside 3.x's frame)
     asked = urllib.parse.urlencode({"dag_id": hostile, "sort": "deadline", "limit": 1000})
     assert (
@@ -81,7 +96,7 @@ def test_the_page_says_who_serves_each_wait_and_flags_the_unserved() -> None:
     assert (
         "triggerer job 7 on host-&lt;a&gt;" in held and "heartbeat 4s ago" in held and "queue default" in held
     )
-    assert f'<time datetime="{rows["held"]["next_check"]}">' in held
+    assert f'<time class="ui-zone" datetime="{rows["held"]["next_check"]}">' in held
     assert "when a triggerer picks it up" not in held
     for task_id in ("free", "dead"):
         row = page[page.index(f'data-task-id="{task_id}"') :].split("</tr>")[0]
@@ -284,7 +299,7 @@ def test_a_bad_parameter_is_a_400_naming_it(web: dict[str, Any], query: str, nam
     for path in ("/smart-ext/api/waits", "/smart-ext/waits"):
         answer = web["client"].get(f"{path}?{query}", headers=_bearer(web, "admin_viewer"))
         assert answer.status_code == 400, answer.text
-        assert name in answer.json()["detail"]
+        assert name in _refusal(answer, path)
     bad_runs = web["client"].get("/smart-ext/api/calendars?runs=many", headers=_bearer(web, "admin_viewer"))
     assert bad_runs.status_code == 400 and "runs" in bad_runs.json()["detail"]
 
@@ -437,7 +452,7 @@ def test_every_refused_number_is_a_400_naming_its_parameter_on_both_views(web: d
     for url, name in _refusals():
         for path in (url, url.replace("/api/", "/")):  # the JSON and the page
             answer = web["client"].get(path, headers=_bearer(web, "admin_viewer"))
-            assert answer.status_code == 400 and answer.json()["detail"].startswith(name), (path, answer.text)
+            assert answer.status_code == 400 and _refusal(answer, path).startswith(name), (path, answer.text)
 
 
 @pytest.mark.skipif(compat.AIRFLOW_V_3_0_PLUS, reason="the Flask blueprint serves Airflow 2.11")
@@ -448,7 +463,4 @@ def test_every_refused_number_is_a_400_naming_its_parameter_on_the_flask_views(
     for url, name in _refusals():
         for path in (url, url.replace("/api/", "/")):
             answer = viewer.get(path)
-            assert answer.status_code == 400 and answer.get_json()["detail"].startswith(name), (
-                path,
-                answer.text,
-            )
+            assert answer.status_code == 400 and _refusal(answer, path).startswith(name), (path, answer.text)
