@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow_smart_ext import clock
 from airflow_smart_ext.ui.waits_report import SORTS, InvalidQuery, WaitsQuery, build_report
+from airflow_smart_ext.ui.watchers_report import add_watchers
 
 CONDITION_WIDTH = 60  # the table cuts long conditions (``--json`` has them whole)
 
@@ -129,9 +130,39 @@ def render_text(report: Mapping[str, Any]) -> str:
         for item in report["connections"]
     ]
     parts.append(_table(["CONNECTION", "CHECKS/S", "RATE LIMIT"], connections))
+    watchers = [
+        [
+            watcher["asset"],
+            watcher["watcher"],
+            _short(watcher["condition"], CONDITION_WIDTH),
+            _cell(watcher["last_seq"] if watcher["last_seq"] is not None else watcher["last_event_seq"]),
+            _short(
+                json.dumps(
+                    watcher["last_value"] if watcher["last_seq"] is not None else watcher["last_event_value"]
+                ),
+                30,
+            ),
+            _cell(watcher["last_event_at"]),
+            _served_by(watcher),
+        ]
+        for watcher in report["watchers"]
+    ]
+    if watchers:
+        parts.append(
+            _table(
+                ["ASSET", "WATCHER", "CONDITION", "SEQ", "LAST VALUE", "LAST EVENT", "SERVED BY"], watchers
+            )
+        )
+    parts += [
+        f"NOT SERVED: watcher {watcher['watcher']} on {watcher['asset']}: {watcher['unserved_reason']}"
+        for watcher in report["watchers"]
+        if watcher["unserved_reason"] is not None
+    ]
     summary = report["summary"]
     if summary["unserved"]:
         parts.append(f"!! {summary['unserved']} waits no live triggerer serves !!")
+    if summary["unserved_watchers"]:
+        parts.append(f"!! {summary['unserved_watchers']} watchers no live triggerer serves !!")
     parts.append(
         f"{summary['waits']} waits in {summary['groups']} groups: "
         f"{summary['checks_per_hour_shared']:g} checks/h "
@@ -188,12 +219,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from airflow_smart_ext.conditions.runtime import connection_rate_limit
         from airflow_smart_ext.ui.waits_source import load_live_waits, load_triggerers
+        from airflow_smart_ext.ui.watchers_source import load_watchers
 
         with create_session() as session:
             waits = load_live_waits(session, None)  # every DAG: groups count all who share (as the JSON)
+            watchers = load_watchers(session)
             now = clock.now()
             triggerers = load_triggerers(session, now)
     report = build_report(waits, query, now, connection_rate_limit(None), triggerers)
+    add_watchers(report, watchers, triggerers, now, conn_id=query.conn_id, sensor_class=query.sensor_class)
     print(json.dumps(report, indent=2) if args.json else render_text(report), end="\n" if args.json else "")
     return 0
 

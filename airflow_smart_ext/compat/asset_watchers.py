@@ -22,6 +22,7 @@ __all__ = [
     "AssetWatchersUnsupported",
     "SHARED_STREAMS_SUPPORTED",
     "asset_state_accessors",
+    "asset_state_records",
     "watched_assets",
     "require_asset_watchers",
 ]
@@ -74,3 +75,27 @@ def watched_assets(trigger: Any) -> list[str]:
     store = getattr(trigger, "asset_state_store", None) if ASSET_STATE_STORE_SUPPORTED else None
     names = [*(getattr(store, "_by_name", None) or ()), *(getattr(store, "_by_uri", None) or ())]
     return sorted(str(name) for name in names)
+
+
+def asset_state_records(session: Any, asset_ids: Any, prefix: str) -> dict[int, dict[str, tuple[str, Any]]]:
+    """3.3+: the asset state store rows of ``asset_ids`` whose key starts with ``prefix``, as asset id -> key ->
+    (stored JSON text, updated_at). {} before 3.3 (no store)."""
+    if not ASSET_STATE_STORE_SUPPORTED or not asset_ids:
+        return {}
+    from airflow.models.asset_state_store import AssetStateStoreModel
+    from sqlalchemy import select
+
+    rows = session.execute(
+        select(
+            AssetStateStoreModel.asset_id,
+            AssetStateStoreModel.key,
+            AssetStateStoreModel.value,
+            AssetStateStoreModel.updated_at,
+        ).where(
+            AssetStateStoreModel.asset_id.in_(list(asset_ids)), AssetStateStoreModel.key.startswith(prefix)
+        )
+    )
+    found: dict[int, dict[str, tuple[str, Any]]] = {}
+    for row in rows:
+        found.setdefault(row.asset_id, {})[row.key] = (row.value, row.updated_at)
+    return found

@@ -37,23 +37,23 @@ from airflow_smart_ext.triggers.backoff import coalescing_window, sharing_window
 from airflow_smart_ext.triggers.interpreters import LazyInterpreter
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.watermark import (
-    STATE_KEY_PREFIX,
     EdgeTracker,
     Report,
     ValueNotReportable,
     Watermark,
-    default_state_key,
     latest_watermark,
     reportable_value,
 )
+from airflow_smart_ext.wait import paths
 from airflow_smart_ext.wait.parameters import (
     WatcherArgumentError,
     transient_errors_problem,
     watcher_arguments,
 )
 from airflow_smart_ext.wait.timeline import PollSchedule
+from airflow_smart_ext.wait.watcher_state import state_store_key
 
-CLASSPATH = "airflow_smart_ext.triggers.watcher.ConditionWatcher"
+CLASSPATH = paths.CONDITION_WATCHER
 
 #: After an event is handed to Airflow, how long before its watermark is committed. The triggerer's runner
 #: sends events to its supervisor once a second and the supervisor stores them right after (3.3.2
@@ -309,7 +309,7 @@ class ConditionWatcher(compat.EventTriggerBase):
     # -- the edge (per watcher) --
 
     def _state_key(self) -> str:
-        return f"{STATE_KEY_PREFIX}:{self.state_key or default_state_key(self.check, self.value_key)}"
+        return state_store_key(self.check, self.value_key, self.state_key)
 
     def _event(self, log: Any, report: Report, observed_at: float | None) -> Any:
         log_lines.emit(

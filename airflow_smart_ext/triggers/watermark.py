@@ -13,28 +13,20 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import hashlib
-import json
 import math
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-#: The asset state store key prefix of a watcher's watermark (``<prefix>:<state_key>``).
-STATE_KEY_PREFIX = "airflow_smart_ext.watcher"
-WATERMARK_FORMAT = 1
+from airflow_smart_ext.wait.watcher_state import (
+    WATERMARK_FORMAT,
+    read_record,
+)
 
 
 class ValueNotReportable(ValueError):
     """An observed value that cannot travel in an asset event's ``extra`` (not JSON)."""
-
-
-def default_state_key(check: Mapping[str, Any], value_key: str | None) -> str:
-    """Which watermark a watcher keeps when no ``state_key`` is given: a digest of what it watches (the check
-    spec and the value it reports), so a schedule change keeps the watermark and a query change starts anew."""
-    identity = json.dumps({"check": check, "value_key": value_key}, sort_keys=True, default=str)
-    return hashlib.sha256(identity.encode()).hexdigest()[:32]
 
 
 # --- values --------------------------------------------------------------------------------------------
@@ -95,12 +87,8 @@ class Watermark:
     @classmethod
     def from_record(cls, record: Any) -> Watermark | None:
         """The watermark of a stored record; None when there is none or it is not ours (the caller logs it)."""
-        if not isinstance(record, Mapping) or record.get("format") != WATERMARK_FORMAT:
-            return None
-        seq = record.get("seq")
-        if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-            return None
-        return cls(record.get("value"), seq, record.get("pending"))
+        stored = read_record(record)
+        return None if stored is None else cls(stored.value, stored.seq, stored.pending)
 
 
 def latest_watermark(records: Iterable[Any]) -> Watermark | None:

@@ -8,6 +8,7 @@ Links to Airflow's pages leave the frame the page is shown in on Airflow 3.1+ (`
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
@@ -156,6 +157,57 @@ def _wait_row(row: Mapping[str, Any], links: TaskLink) -> str:
     return f"<tr {attrs}>{tds}</tr>"
 
 
+WATCHER_HEADERS = ("Asset", "Watcher", "Condition", "Polls", "Last value", "Last event", "Served by")
+
+
+def _json_text(value: Any) -> str:
+    return _text(json.dumps(value, default=str))
+
+
+def _watcher_row(row: Mapping[str, Any]) -> str:
+    attributes = {
+        "data-asset": row["asset"],
+        "data-watcher": row["watcher"],
+        "data-last-seq": "" if row["last_seq"] is None else row["last_seq"],
+        "data-last-event-seq": "" if row["last_event_seq"] is None else row["last_event_seq"],
+        "data-served-by": (row["served_by"] or {}).get("job_id", ""),
+        "data-unserved-reason": row["unserved_reason"] or "",
+    }
+    attrs = " ".join(f'{name}="{_text(value)}"' for name, value in attributes.items())
+    attrs += ' class="unserved"' if row["unserved_reason"] is not None else ""
+    if row["last_seq"] is not None:  # 3.3+: the watermark the watcher keeps
+        last = f"#{_text(row['last_seq'])}: <code>{_json_text(row['last_value'])}</code>"
+        if row["handing_over"] is not None:
+            last += (
+                f'<br><span class="muted">handing over <code>{_json_text(row["handing_over"])}</code></span>'
+            )
+        if row["watermark_updated_at"]:
+            last += f'<br><span class="muted">written {look.ui_time(row["watermark_updated_at"])}</span>'
+    else:
+        last = '<span class="muted">none kept (Airflow &lt; 3.3 keeps no watermark)</span>'
+    if row["last_event_at"] is None:
+        event = '<span class="muted">none yet</span>'
+    else:
+        event = look.ui_time(row["last_event_at"])
+        if row["last_event_seq"] is not None:
+            event += (
+                f"<br>#{_text(row['last_event_seq'])}: <code>{_json_text(row['last_event_value'])}</code>"
+            )
+            event += " (sent again after a restart)" if row["last_event_redelivered"] else ""
+        else:
+            event += '<br><span class="muted">not from this watcher</span>'
+    cells = (
+        f'{_text(row["asset"])}<br><span class="muted id">{_text(row["asset_uri"])}</span>',
+        f'<span class="id">{_text(row["watcher"])}</span>',
+        f"<code>{_text(row['condition'])}</code>",
+        _text(row["polls"]),
+        last,
+        event,
+        _served_by(row),
+    )
+    return f"<tr {attrs}>{''.join(f'<td>{cell}' for cell in cells)}</tr>"
+
+
 def _group_row(group: Mapping[str, Any]) -> str:
     return (
         f'<tr data-sharing-key="{_text(group["sharing_key_hash"])}" data-tasks="{_text(group["tasks"])}">'
@@ -235,15 +287,21 @@ def render_waits(
     waits = [_wait_row(row, links) for row in report["waits"]]
     groups = [_group_row(group) for group in report["groups"]]
     connections = [_connection_row(connection) for connection in report["connections"]]
-    unserved = summary["unserved"]
+    unserved, unserved_watchers = summary["unserved"], summary.get("unserved_watchers", 0)
+    counted = [
+        f"{count} {noun}{'s' if count != 1 else ''}"
+        for count, noun in ((unserved, "wait"), (unserved_watchers, "watcher"))
+        if count
+    ]
     alert = (
-        f'<p id="unserved-alert" class="alert" role="alert">{_text(unserved)} '
-        f"wait{'s' if unserved != 1 else ''} no live triggerer serves"
+        f'<p id="unserved-alert" class="alert" role="alert">{_text(" and ".join(counted))} '
+        "no live triggerer serves"
         + (" (no triggerer is alive)" if summary["live_triggerers"] == 0 else "")
         + ": nothing checks them until a triggerer takes them (see Served by).</p>"
-        if unserved
+        if counted
         else ""
     )
+    watchers = [_watcher_row(row) for row in report.get("watchers", ())]
     asked = dataclasses.asdict(query)
     if asked["limit"] == DEFAULT_LIMIT:
         del asked["limit"]
@@ -258,6 +316,8 @@ def render_waits(
         + _filter_form(asked)
         + _table("waits", WAIT_HEADERS, waits, "No live waits match.")
         + '<p class="muted">Checks made: the scheduled checks due so far (an estimate, not a count).</p>'
+        + "<h2>Watchers</h2>"
+        + _table("watchers", WATCHER_HEADERS, watchers, "No condition watcher (or you may not read assets).")
         + "<h2>Shared checks</h2>"
         + _table("groups", ("Condition", "Tasks", "Checks/h unshared", "Checks/h shared"), groups, "None.")
         + "<h2>Connections</h2>"

@@ -21,7 +21,14 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from airflow_smart_ext import clock, compat
 from airflow_smart_ext.conditions.runtime import connection_rate_limit
-from airflow_smart_ext.ui import filter_errors, waits_page, waits_report, waits_source
+from airflow_smart_ext.ui import (
+    filter_errors,
+    waits_page,
+    waits_report,
+    waits_source,
+    watchers_report,
+    watchers_source,
+)
 from airflow_smart_ext.ui.web_common import CalendarsQuery, airflow_root, calendars_query, single_params
 
 
@@ -38,11 +45,26 @@ def readable_dag_ids(user: GetUserDep) -> set[str]:
 ReadableDagIds = Annotated[set[str], Depends(readable_dag_ids)]
 
 
-def _waits_report(request: Request, session: Any, dag_ids: set[str]) -> tuple[dict[str, Any], Any]:
+def may_read_assets(user: GetUserDep) -> bool:
+    """Watchers belong to assets, not DAGs: shown to a user who may read assets (Airflow's asset list)."""
+    return bool(get_auth_manager().is_authorized_asset(method="GET", user=user))
+
+
+AssetReader = Annotated[bool, Depends(may_read_assets)]
+
+
+def _waits_report(
+    request: Request, session: Any, dag_ids: set[str], assets: bool
+) -> tuple[dict[str, Any], Any]:
     query = waits_report.WaitsQuery.from_params(_params(request))
     waits, now = waits_source.load_live_waits(session, dag_ids), clock.now()
+    watchers = watchers_source.load_watchers(session) if assets else []
     triggerers = waits_source.load_triggerers(session, now)
-    return waits_report.build_report(waits, query, now, connection_rate_limit(None), triggerers), query
+    report = waits_report.build_report(waits, query, now, connection_rate_limit(None), triggerers)
+    watchers_report.add_watchers(
+        report, watchers, triggerers, now, conn_id=query.conn_id, sensor_class=query.sensor_class
+    )
+    return report, query
 
 
 def _calendars(
@@ -75,12 +97,16 @@ def create_app() -> FastAPI:
 
     # Responses built directly: FastAPI's response-model encoding would double the time for 10,000 rows.
     @app.get("/api/waits")
-    def api_waits(request: Request, session: SessionDep, dag_ids: ReadableDagIds) -> JSONResponse:
-        return JSONResponse(_waits_report(request, session, dag_ids)[0])
+    def api_waits(
+        request: Request, session: SessionDep, dag_ids: ReadableDagIds, assets: AssetReader
+    ) -> JSONResponse:
+        return JSONResponse(_waits_report(request, session, dag_ids, assets)[0])
 
     @app.get("/waits")
-    def waits(request: Request, session: SessionDep, dag_ids: ReadableDagIds) -> HTMLResponse:
-        report, query = _waits_report(request, session, dag_ids)
+    def waits(
+        request: Request, session: SessionDep, dag_ids: ReadableDagIds, assets: AssetReader
+    ) -> HTMLResponse:
+        report, query = _waits_report(request, session, dag_ids, assets)
         root = airflow_root(request.scope.get("root_path", ""))
 
         def link(row: Any) -> str:

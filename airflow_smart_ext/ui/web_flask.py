@@ -15,7 +15,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from airflow_smart_ext import clock, compat
 from airflow_smart_ext.conditions.runtime import connection_rate_limit
-from airflow_smart_ext.ui import filter_errors, waits_page, waits_report, waits_source
+from airflow_smart_ext.ui import filter_errors, waits_page, waits_report, waits_source, watchers_report
 from airflow_smart_ext.ui.web_common import CalendarsQuery, calendars_query, single_params
 
 
@@ -33,7 +33,8 @@ def _waits_report(session: Any) -> tuple[dict[str, Any], waits_report.WaitsQuery
     query = waits_report.WaitsQuery.from_params(single_params(request.args.items(multi=True)))
     waits, now = waits_source.load_live_waits(session, _readable_dag_ids()), clock.now()
     triggerers = waits_source.load_triggerers(session, now)
-    return waits_report.build_report(waits, query, now, connection_rate_limit(None), triggerers), query
+    report = waits_report.build_report(waits, query, now, connection_rate_limit(None), triggerers)
+    return watchers_report.add_watchers(report, [], triggerers, now), query  # 2.11 has no asset watchers
 
 
 def _calendars(session: Any) -> tuple[list[dict[str, Any]], CalendarsQuery]:

@@ -19,6 +19,9 @@ START_TRIGGER = "airflow_smart_ext.triggers.start.BackoffStartTrigger"
 #: The trigger's own import path (a row naming it would need this release's triggerer; none is written).
 START_TRIGGER_MODULE_PATH = "airflow_smart_ext.triggers.zero_worker.BackoffStartTrigger"
 
+#: A condition watcher's trigger (an asset watcher's row: no task instance, ``asset_watcher`` links it).
+CONDITION_WATCHER = "airflow_smart_ext.triggers.watcher.ConditionWatcher"
+
 PATH_OF_CLASSPATH = {
     BACKOFF_TRIGGER: WORKER_FIRST,
     START_TRIGGER: ZERO_WORKER,

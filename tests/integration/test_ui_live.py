@@ -31,6 +31,7 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from airflow_harness.env import TERMINAL_TI_STATES, TEST_DAGS_DIR, AirflowEnv
+from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed
 from airflow_smart_ext.conditions.spec import sharing_key
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
@@ -51,6 +52,7 @@ from tests.integration.ui_pages import (
 SECRET = f"ui-pw-{uuid.uuid4().hex}"
 USERS = {"admin": None, "viewer": "ui_open_"}
 OPEN, HIDDEN, CALENDAR = "ui_open_waits", "ui_hidden_waits", "ui_open_calendar"
+CONSUMER, WATCHED_ASSET, WATCHER = "ui_open_consumer", "ui_orders", "ui_orders_loaded"  # 3.x: a watcher
 SHARED = {"shared_1", "shared_2", "shared_3"}
 OPEN_TASKS = SHARED | {"zero_worker", "worker_first", "templated"}
 SCREENSHOTS_ENV = "SMART_EXT_UI_SCREENSHOTS"
@@ -103,6 +105,9 @@ def ui_env() -> Iterator[AirflowEnv]:
         add_connection_fields(env, "ui_sqlite", "sqlite", host=str(database))
         env.add_connection("ui_secret_conn", f"http://user:{SECRET}@example.invalid")
         env.wait_for_dag(CALENDAR)
+        if env.is_airflow3:  # Airflow runs a watcher only for an asset of an unpaused DAG
+            env.wait_for_dag(CONSUMER)
+            env.unpause(CONSUMER)
         for dag_id in (OPEN, HIDDEN):
             start_run(env, dag_id)
         env.grant_ui_dag_access()
@@ -267,11 +272,50 @@ def test_waits_page_from_airflow_navigation(ui_env: AirflowEnv, admin: WebDriver
             assert 0 < wait["deadline_in"] <= 30 * 60, wait
         else:
             assert wait["deadline_by"] != "dagrun_timeout" and wait["deadline_in"] > 30 * 60, wait
+    if ui_env.is_airflow3:
+        check_the_watcher(ui_env, admin, report)
     screenshot(admin, ui_env, "waits", tmp_path)
     # The page's JSON link opens the same report in a new tab (inside 3.x's frame it replaced the page).
     open_from_nav(admin, ui_env, "Waits")  # the screenshot left the frame
     body = json_in_new_tab(admin)
     assert json.loads(body)["total"] == report["total"], body[:500]
+
+
+def watcher_trigger(env: AirflowEnv) -> dict[str, Any]:
+    """The watcher's trigger row, its holder and the asset's events, from the metadata DB."""
+    (row,) = env.query_dicts(
+        "SELECT t.id, t.triggerer_id FROM asset_watcher w JOIN asset a ON a.id = w.asset_id "
+        "JOIN trigger t ON t.id = w.trigger_id WHERE a.name = %s AND w.name = %s",
+        (WATCHED_ASSET, WATCHER),
+    )
+    return row
+
+
+def check_the_watcher(env: AirflowEnv, driver: WebDriver, report: dict[str, Any]) -> None:
+    """The watcher's row, in the JSON and on the page, against its trigger row: the event it sent (seq 1,
+    its value), the watermark it keeps (3.3+), who serves it."""
+
+    def reported() -> dict[str, Any] | None:
+        status, body = fetch(driver, base_url(env) + "/smart-ext/api/waits")
+        rows = [w for w in json.loads(body)["watchers"] if w["watcher"] == WATCHER] if status == 200 else []
+        return rows[0] if rows and rows[0]["last_event_seq"] == 1 else None
+
+    watcher = wait_for("the watcher's first event in the JSON", reported, timeout=120, driver=driver)
+    trigger = watcher_trigger(env)
+    assert watcher["asset"] == WATCHED_ASSET and watcher["trigger_id"] == trigger["id"], watcher
+    assert watcher["last_event_value"] == "day-1" and watcher["last_event_redelivered"] is False, watcher
+    assert "ui_watch" in watcher["condition"] and watcher["conn_id"] == "ui_sqlite", watcher
+    assert watcher["served_by"]["job_id"] == trigger["triggerer_id"] and watcher["unserved_reason"] is None
+    if compat.ASSET_STATE_STORE_SUPPORTED:  # 3.3+: the watermark in the asset state store
+        assert (watcher["last_seq"], watcher["last_value"]) == (1, "day-1"), watcher
+    open_from_nav(driver, env, "Waits")
+    shown = driver.execute_script(
+        "return Array.from(document.querySelectorAll('table#watchers tr[data-watcher]')).map("
+        "tr => Object.assign({text: tr.textContent}, tr.dataset));"
+    )
+    (row,) = [r for r in shown if r["watcher"] == WATCHER]
+    assert row["asset"] == WATCHED_ASSET and row["lastEventSeq"] == "1", row
+    assert row["servedBy"] == str(trigger["triggerer_id"]) and '"day-1"' in row["text"], row
 
 
 def test_bad_query_parameter_is_a_4xx_with_a_message(ui_env: AirflowEnv, admin: WebDriver) -> None:
@@ -464,8 +508,9 @@ def test_waits_no_live_triggerer_serves_are_flagged(
         """
     )
     count = len(rows)
-    assert flagged["alert"].startswith(f"{count} waits no live triggerer serves (no triggerer is alive)"), (
-        flagged
-    )
+    watchers = " and 1 watcher" if ui_env.is_airflow3 else ""  # the condition watcher is unserved too
+    assert flagged["alert"].startswith(
+        f"{count} waits{watchers} no live triggerer serves (no triggerer is alive)"
+    ), flagged
     assert flagged["rows"] == flagged["pickedUp"] == count, flagged
     screenshot(admin, ui_env, "waits-unserved", tmp_path)

@@ -11,6 +11,7 @@ from typing import Any
 
 from airflow import DAG
 
+from airflow_smart_ext import compat
 from airflow_smart_ext.sensors import BackoffSqlSensor
 from airflow_smart_ext.timetables import BusinessDaysTimetable
 
@@ -79,3 +80,24 @@ with _dag(
     schedule=BusinessDaysTimetable(country="US", extra_holidays=[EXTRA_HOLIDAY], timezone="UTC"),
 ):
     BackoffSqlSensor(task_id="never_runs", conn_id=CONN_ID, sql="SELECT 1", **WAIT)
+
+if compat.ASSET_WATCHERS_SUPPORTED:  # 3.x: one condition watcher for the Waits view's watchers table
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk import Asset, AssetWatcher
+
+    from airflow_smart_ext.watchers import ConditionWatcher, sql_condition
+
+    WATCHED_ASSET, WATCHER = "ui_orders", "ui_orders_loaded"
+    orders = Asset(
+        WATCHED_ASSET,
+        watchers=[
+            AssetWatcher(
+                name=WATCHER,
+                trigger=ConditionWatcher(
+                    sql_condition(CONN_ID, "SELECT 'day-1' AS ui_watch"), poke_interval=5, state_key=WATCHER
+                ),
+            )
+        ],
+    )
+    with _dag("ui_open_consumer", schedule=[orders]):
+        EmptyOperator(task_id="consume")

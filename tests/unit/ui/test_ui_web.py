@@ -311,7 +311,7 @@ def test_the_json_is_the_report(web: dict[str, Any]) -> None:
     )
     body = data.json()
     assert body["total"] == 3 and len(body["waits"]) == 2
-    assert set(body) == {"generated_at", "total", "waits", "groups", "connections", "summary"}
+    assert set(body) == {"generated_at", "total", "waits", "groups", "connections", "summary", "watchers"}
     assert body["groups"][0]["tasks"] == 3  # one SQL condition shared by the three waits
     # no triggerer runs in this DB: the api-server says so of every wait (and of those the limit cut)
     assert body["summary"]["unserved"] == 3 and body["summary"]["live_triggerers"] == 0

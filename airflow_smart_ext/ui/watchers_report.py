@@ -1,0 +1,155 @@
+"""The Waits view's watchers (issue 35): one row per asset watcher of ours, from its trigger row, its asset,
+its watermark in the asset state store (3.3+) and the asset's last event. Pure (``watchers_source`` reads
+the rows).
+
+What each row can say, per version:
+
+* every 3.x: the asset and the watcher's name, the condition (secrets masked), how it polls, who serves it
+  (``serving``: the triggerer holding its trigger row, Airflow's liveness rule), the asset's last event (its
+  ``seq`` and value when one of ours sent it);
+* 3.3+: also the watermark the watcher keeps: the last value reported and confirmed, its ``seq``, and a value
+  being handed over (an event sent and not yet confirmed: a restart now sends it again, flagged).
+
+Not shown: the next check. The watcher's schedule restarts from the moment it sees a new value in the
+triggerer, which its rows do not record, so the view could only guess it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_smart_ext.backoff import BackoffPolicy
+from airflow_smart_ext.conditions.spec import check_type
+from airflow_smart_ext.ui import serving
+from airflow_smart_ext.ui.serving import Triggerer, Triggerers
+from airflow_smart_ext.wait.watcher_state import read_record
+
+__all__ = ["AssetEvent", "LiveWatcher", "watcher_rows"]
+
+
+@dataclass(frozen=True)
+class AssetEvent:
+    """An asset's newest event: when, and the payload a trigger sent with it (None: not from a trigger)."""
+
+    at: str  # ISO
+    payload: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
+class LiveWatcher:
+    """One asset watcher of ours: its asset, name and trigger row (kwargs as they may be shown: secrets
+    masked), and what Airflow keeps of it."""
+
+    asset: str
+    asset_uri: str
+    name: str
+    trigger_id: int
+    shown_kwargs: Mapping[str, Any]
+    state_key: str  # its watermark's key (``state_store_key`` of its real kwargs: a masked secret changes it)
+    #: the state store records of the asset (key -> the decoded JSON value), ours among them (3.3+)
+    state: Mapping[str, Any]
+    state_updated_at: Mapping[str, str]  # key -> ISO
+    last_event: AssetEvent | None
+    triggerer_id: int | None
+    holder: Triggerer | None
+    trigger_queue: str | None = None
+    trigger_team: str | None = None
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}s"
+
+
+def polls(kwargs: Mapping[str, Any]) -> str:
+    """How the watcher checks, in words (its stored schedule)."""
+    policy = BackoffPolicy(
+        initial=kwargs["poke_interval"],
+        factor=kwargs["backoff_factor"],
+        cap=kwargs["max_wait"],
+        jitter=kwargs["jitter"],
+        splay=kwargs.get("splay", 0.0),
+    )
+    words = f"every {_seconds(policy.initial)}"
+    if policy.factor > 1 and policy.cap is not None and policy.cap > policy.initial:
+        words += f", x{policy.factor:g} per check without a new value, up to {_seconds(policy.cap)}"
+    if policy.jitter != "none":
+        words += f", {policy.jitter} jitter"
+    return words + "; from the first again after each new value"
+
+
+def _our_event(payload: Mapping[str, Any] | None) -> bool:
+    return isinstance(payload, Mapping) and isinstance(payload.get("seq"), int) and "value" in payload
+
+
+def watcher_row(watcher: LiveWatcher, triggerers: Triggerers | None, now: float) -> dict[str, Any]:
+    kwargs = watcher.shown_kwargs
+    check = kwargs["check"]
+    kind = check_type(check)
+    key = watcher.state_key
+    mark = read_record(watcher.state.get(key))
+    event = watcher.last_event
+    payload = event.payload if event is not None and _our_event(event.payload) else None
+    return {
+        "asset": watcher.asset,
+        "asset_uri": watcher.asset_uri,
+        "watcher": watcher.name,
+        "trigger_id": watcher.trigger_id,
+        "check_type": kind.name,
+        "conn_id": kind.conn_id(check),
+        "sensor_class": kind.sensor_class(check),
+        "condition": kind.describe(check),
+        "polls": polls(kwargs),
+        "state_key": key,
+        "last_value": None if mark is None else mark.value,
+        "last_seq": None if mark is None else mark.seq,
+        "handing_over": None if mark is None else mark.pending,
+        "watermark_updated_at": watcher.state_updated_at.get(key) if mark is not None else None,
+        "last_event_at": None if event is None else event.at,
+        "last_event_seq": None if payload is None else payload["seq"],
+        "last_event_value": None if payload is None else payload["value"],
+        "last_event_redelivered": None if payload is None else bool(payload.get("redelivered")),
+        **serving.serving(
+            watcher.triggerer_id,
+            watcher.holder,
+            watcher.trigger_queue,
+            watcher.trigger_team,
+            triggerers,
+            now,
+        ),
+    }
+
+
+def watcher_rows(
+    watchers: Sequence[LiveWatcher], triggerers: Triggerers | None, now: float
+) -> list[dict[str, Any]]:
+    """Every watcher's row, by asset then watcher name."""
+    rows = [watcher_row(watcher, triggerers, now) for watcher in watchers]
+    return sorted(rows, key=lambda row: (row["asset"], row["watcher"], row["trigger_id"]))
+
+
+def add_watchers(
+    report: dict[str, Any],
+    watchers: Sequence[LiveWatcher],
+    triggerers: Triggerers | None,
+    now: float,
+    *,
+    conn_id: str | None = None,
+    sensor_class: str | None = None,
+) -> dict[str, Any]:
+    """``report`` with its ``watchers`` (those on ``conn_id`` / of ``sensor_class`` when the view filters by
+    them) and their counts in its summary: how many, and how many no live triggerer serves."""
+    rows = [
+        row
+        for row in watcher_rows(watchers, triggerers, now)
+        if (conn_id is None or row["conn_id"] == conn_id)
+        and (
+            sensor_class is None
+            or sensor_class in (row["sensor_class"], (row["sensor_class"] or "").rsplit(".", 1)[-1])
+        )
+    ]
+    report["watchers"] = rows
+    report["summary"]["watchers"] = len(rows)
+    report["summary"]["unserved_watchers"] = sum(row["unserved_reason"] is not None for row in rows)
+    return report

@@ -1,0 +1,183 @@
+"""The Waits view's watchers (ui/watchers_report.py), from generated rows: the watermark and the last event
+as Airflow keeps them, who serves each watcher, the filters and the counts."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from airflow_smart_ext.triggers.watermark import Watermark
+from airflow_smart_ext.ui import waits_page
+from airflow_smart_ext.ui.serving import Triggerer, Triggerers
+from airflow_smart_ext.ui.waits_report import WaitsQuery, build_report
+from airflow_smart_ext.ui.watchers_report import AssetEvent, LiveWatcher, add_watchers, polls, watcher_rows
+from airflow_smart_ext.wait.watcher_state import state_store_key
+from airflow_smart_ext.watchers import sql_condition
+from tests.unit.ui.helpers import NOW
+
+LIVE = Triggerer(7, "host-a", NOW - 2)
+DEAD = Triggerer(8, "host-b", NOW - 600)
+TRIGGERERS = Triggerers(30.0, (LIVE,))
+
+
+def _kwargs(sql: str = "SELECT max(day) FROM t", **overrides: Any) -> dict[str, Any]:
+    check = sql_condition("warehouse", sql)
+    return {
+        "check": check,
+        "poke_interval": 60.0,
+        "max_wait": 600.0,
+        "backoff_factor": 2.0,
+        "jitter": "full",
+        "splay": 0.0,
+        "value_key": None,
+        "report_first_value": True,
+        "check_timeout": None,
+        "rate_limit": None,
+        "transient_errors": [],
+        "state_key": None,
+        "share": True,
+        **overrides,
+    }
+
+
+def _watcher(
+    name: str = "w",
+    *,
+    mark: Watermark | None = None,
+    event: AssetEvent | None = None,
+    holder: Triggerer | None = LIVE,
+    kwargs: dict[str, Any] | None = None,
+) -> LiveWatcher:
+    kwargs = kwargs or _kwargs()
+    key = state_store_key(kwargs["check"], kwargs["value_key"], kwargs["state_key"])
+    return LiveWatcher(
+        asset="orders",
+        asset_uri="s3://b/orders",
+        name=name,
+        trigger_id=1,
+        shown_kwargs=kwargs,
+        state_key=key,
+        state={} if mark is None else {key: mark.to_record(), f"{key}-other": {"format": 1, "seq": 99}},
+        state_updated_at={} if mark is None else {key: "2026-11-27T10:00:00+00:00"},
+        last_event=event,
+        triggerer_id=None if holder is None else holder.job_id,
+        holder=holder,
+    )
+
+
+MARK_CASES = [None, Watermark("d1", 1), Watermark("d2", 4, pending="d3")]
+EVENT_CASES = [
+    None,
+    AssetEvent(
+        "2026-11-27T10:00:00+00:00", {"value": "d1", "seq": 1, "previous": None, "redelivered": False}
+    ),
+    AssetEvent("2026-11-27T11:00:00+00:00", {"value": "d3", "seq": 5, "previous": "d2", "redelivered": True}),
+    AssetEvent("2026-11-27T12:00:00+00:00", None),  # an event not from a trigger (a task's outlet, the API)
+    AssetEvent("2026-11-27T12:00:00+00:00", {"something": "else"}),  # another trigger's payload
+]
+
+
+@pytest.mark.parametrize(("mark", "event"), list(itertools.product(MARK_CASES, EVENT_CASES)))
+def test_a_watchers_row_says_what_airflow_keeps_of_it(
+    mark: Watermark | None, event: AssetEvent | None
+) -> None:
+    (row,) = watcher_rows([_watcher(mark=mark, event=event)], TRIGGERERS, NOW)
+    if mark is None:
+        assert (
+            row["last_seq"] is row["last_value"] is row["handing_over"] is row["watermark_updated_at"] is None
+        )
+    else:
+        assert (row["last_value"], row["last_seq"], row["handing_over"]) == (
+            mark.value,
+            mark.seq,
+            mark.pending,
+        )
+        assert row["watermark_updated_at"] == "2026-11-27T10:00:00+00:00"
+    ours = event is not None and event.payload is not None and "seq" in event.payload
+    assert row["last_event_at"] == (None if event is None else event.at)
+    assert row["last_event_seq"] == (event.payload["seq"] if ours else None)  # type: ignore[union-attr]
+    assert row["last_event_value"] == (event.payload["value"] if ours else None)  # type: ignore[union-attr]
+    assert row["last_event_redelivered"] == (event.payload["redelivered"] if ours else None)  # type: ignore[union-attr]
+    page = waits_page.render_waits(
+        add_watchers(
+            build_report([], WaitsQuery(), NOW), [_watcher(mark=mark, event=event)], TRIGGERERS, NOW
+        ),
+        WaitsQuery(),
+        lambda r: "/x",
+    )
+    assert page.count('<tr data-asset="orders"') == 1
+    assert ("handing over" in page) == (mark is not None and mark.pending is not None)
+    assert ("sent again after a restart" in page) == (ours and bool(event.payload["redelivered"]))  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("holder", "served", "reason"),
+    [(LIVE, 7, None), (DEAD, None, "is dead"), (None, None, "no triggerer holds its trigger")],
+)
+def test_who_serves_a_watcher_and_the_alert_that_counts_the_unserved(
+    holder: Triggerer | None, served: int | None, reason: str | None
+) -> None:
+    report = add_watchers(build_report([], WaitsQuery(), NOW), [_watcher(holder=holder)], TRIGGERERS, NOW)
+    (row,) = report["watchers"]
+    assert (row["served_by"] or {}).get("job_id") == served
+    assert (reason is None) == (row["unserved_reason"] is None)
+    assert reason is None or reason in row["unserved_reason"], row
+    assert report["summary"]["watchers"] == 1 and report["summary"]["unserved_watchers"] == (
+        reason is not None
+    )
+    page = waits_page.render_waits(report, WaitsQuery(), lambda r: "/x")
+    assert ("1 watcher no live triggerer serves" in page) == (reason is not None)
+
+
+def test_the_view_filters_watchers_by_connection_and_sensor_class() -> None:
+    sql = _watcher("sql")
+    sensor_kwargs = _kwargs()
+    sensor_kwargs["check"] = {
+        "type": "sensor",
+        "classpath": "pkg.mod.FileSensor",
+        "kwargs": {"filepath": "/x"},
+        "context": {"task_id": "condition_watcher"},
+    }
+    sensor = _watcher("sensor", kwargs=sensor_kwargs)
+    for conn_id, sensor_class, names in [
+        (None, None, {"sql", "sensor"}),
+        ("warehouse", None, {"sql"}),
+        ("other", None, set()),
+        (None, "FileSensor", {"sensor"}),
+        (None, "pkg.mod.FileSensor", {"sensor"}),
+        (None, "Nope", set()),
+    ]:
+        report = add_watchers(
+            build_report([], WaitsQuery(), NOW),
+            [sql, sensor],
+            TRIGGERERS,
+            NOW,
+            conn_id=conn_id,
+            sensor_class=sensor_class,
+        )
+        assert {row["watcher"] for row in report["watchers"]} == names, (conn_id, sensor_class)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "words"),
+    [
+        ({}, "every 60s, x2 per check without a new value, up to 600s, full jitter"),
+        ({"backoff_factor": 1.0, "jitter": "none"}, "every 60s;"),
+        ({"max_wait": 60.0}, "every 60s, full jitter;"),
+    ],
+)
+def test_how_a_watcher_polls_in_words(overrides: dict[str, Any], words: str) -> None:
+    assert polls(_kwargs(**overrides)).startswith(words)
+
+
+def test_a_secret_masked_in_the_shown_kwargs_stays_masked_and_the_key_is_the_real_ones() -> None:
+    real = _kwargs("SELECT 1 WHERE :t = 'hunter2'")
+    shown = _kwargs("SELECT 1 WHERE :t = '***'")
+    key = state_store_key(real["check"], None, None)
+    watcher = LiveWatcher(
+        "orders", "orders", "w", 1, shown, key, {key: Watermark("d", 2).to_record()}, {}, None, None, None
+    )
+    (row,) = watcher_rows([watcher], TRIGGERERS, NOW)
+    assert "hunter2" not in repr(row) and row["last_seq"] == 2 and row["state_key"] == key
