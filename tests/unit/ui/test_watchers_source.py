@@ -1,0 +1,127 @@
+"""The Waits view's watchers from a real migrated metadata DB (ui/watchers_source.py), and in the CLI: our
+watcher rows only, their asset, holder, newest event and (3.3+) watermark; a masked secret stays masked."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from cryptography.fernet import Fernet
+
+from airflow_smart_ext import compat
+from airflow_smart_ext.wait.paths import CONDITION_WATCHER
+from airflow_smart_ext.wait.watcher_state import state_store_key
+from tests.unit.helpers import KeyedFernet
+
+pytestmark = pytest.mark.skipif(not compat.ASSET_WATCHERS_SUPPORTED, reason="asset watchers: Airflow >= 3.0")
+
+MASKED = "wsrc-51e0-never-shown"  # registered with the masker (as a connection password is)
+
+
+def _utc(epoch: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc)
+
+
+@pytest.fixture
+def watchers_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """Two assets: ``orders`` watched by one of our watchers (held by a live triggerer job; its newest event
+    ours, seq 3) and ``other`` watched by another trigger class (not ours: not shown)."""
+    from airflow.jobs.job import Job
+    from airflow.models.asset import AssetEvent, AssetModel, AssetWatcherModel
+    from airflow.models.trigger import Trigger
+    from airflow.utils.session import create_session
+    from sqlalchemy import delete, insert
+
+    from airflow_smart_ext.watchers import ConditionWatcher, sql_condition
+
+    monkeypatch.setattr(compat, "get_fernet", lambda: KeyedFernet(Fernet.generate_key()))
+    compat.mask_secret(MASKED)
+    now = time.time()
+    watcher = ConditionWatcher(sql_condition("warehouse", f"SELECT max(day) FROM t WHERE k = '{MASKED}'"))
+    _, kwargs = watcher.serialize()
+    key = state_store_key(kwargs["check"], None, None)
+    with create_session() as session:
+        job = session.execute(
+            insert(Job.__table__).values(
+                job_type="TriggererJob",
+                state="running",
+                hostname="watch-host",
+                start_date=_utc(now - 60),
+                latest_heartbeat=_utc(now - 1),
+            )
+        ).inserted_primary_key[0]
+        orders, other = AssetModel(name="orders", uri="orders"), AssetModel(name="other", uri="other")
+        session.add_all([orders, other])
+        ours = Trigger(classpath=CONDITION_WATCHER, kwargs=kwargs)
+        theirs = Trigger(classpath="somebody.else.Trigger", kwargs={})
+        session.add_all([ours, theirs])
+        session.flush()
+        ours.triggerer_id = job
+        session.add_all(
+            [
+                AssetWatcherModel(name="orders_loaded", asset_id=orders.id, trigger_id=ours.id),
+                AssetWatcherModel(name="theirs", asset_id=other.id, trigger_id=theirs.id),
+                AssetEvent(
+                    asset_id=orders.id, extra={"from_trigger": True, "payload": {"value": "d2", "seq": 2}}
+                ),
+            ]
+        )
+        session.flush()
+        session.add(
+            AssetEvent(
+                asset_id=orders.id,
+                extra={"from_trigger": True, "payload": {"value": "d3", "seq": 3, "redelivered": False}},
+            )
+        )
+        if compat.ASSET_STATE_STORE_SUPPORTED:
+            from airflow.models.asset_state_store import AssetStateStoreModel
+
+            record = {"format": 1, "value": "d3", "seq": 3}
+            session.add(AssetStateStoreModel(asset_id=orders.id, key=key, value=json.dumps(record)))
+        ids = {"job": job, "assets": [orders.id, other.id], "triggers": [ours.id, theirs.id]}
+    yield {"now": now, "key": key, **ids}
+    with create_session() as session:
+        session.execute(delete(AssetWatcherModel.__table__))
+        session.execute(delete(AssetEvent.__table__).where(AssetEvent.asset_id.in_(ids["assets"])))
+        session.execute(delete(AssetModel.__table__).where(AssetModel.id.in_(ids["assets"])))
+        session.execute(delete(Trigger.__table__).where(Trigger.id.in_(ids["triggers"])))
+        session.execute(delete(Job.__table__).where(Job.id == ids["job"]))
+
+
+def test_the_source_reads_our_watchers_only(watchers_db: dict[str, Any]) -> None:
+    from airflow.utils.session import create_session
+
+    from airflow_smart_ext.ui.waits_source import load_triggerers
+    from airflow_smart_ext.ui.watchers_report import watcher_rows
+    from airflow_smart_ext.ui.watchers_source import load_watchers
+
+    with create_session() as session:
+        watchers = load_watchers(session)
+        triggerers = load_triggerers(session, watchers_db["now"])
+    (row,) = watcher_rows(watchers, triggerers, watchers_db["now"])
+    assert (row["asset"], row["watcher"], row["state_key"]) == ("orders", "orders_loaded", watchers_db["key"])
+    assert (row["last_event_seq"], row["last_event_value"]) == (3, "d3")  # the newest event
+    assert row["served_by"]["job_id"] == watchers_db["job"] and row["unserved_reason"] is None
+    if compat.ASSET_STATE_STORE_SUPPORTED:
+        assert (row["last_seq"], row["last_value"]) == (3, "d3") and row["watermark_updated_at"]
+    else:
+        assert row["last_seq"] is None
+    assert "***" in row["condition"] and MASKED not in json.dumps(row)
+
+
+def test_the_cli_lists_the_watchers(watchers_db: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    from airflow_smart_ext.waits import main
+
+    assert main([]) == 0
+    table = capsys.readouterr().out
+    (line,) = [line for line in table.splitlines() if line.startswith("orders ")]
+    assert "orders_loaded" in line and '"d3"' in line and f"job {watchers_db['job']}@watch-host" in line
+    assert main(["--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert [w["watcher"] for w in printed["watchers"]] == ["orders_loaded"]
+    assert printed["summary"]["watchers"] == 1 and printed["summary"]["unserved_watchers"] == 0
+    assert MASKED not in table and MASKED not in json.dumps(printed)
