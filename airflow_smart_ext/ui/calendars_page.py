@@ -17,8 +17,7 @@ from airflow_smart_ext.ui import look
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT, MAX_RUNS, URL_PREFIX, CalendarsQuery
 
 STYLE = (
-    look.STYLE
-    + """
+    look.scoped("""
 section.calendar{border-top:2px solid var(--line);padding-top:.5rem;margin-bottom:2rem}
 table{border-collapse:collapse;margin:.5rem 0 1rem}
 th,td{border:1px solid var(--line);padding:.25rem .5rem;text-align:left;vertical-align:top;font-size:.85rem}
@@ -27,9 +26,9 @@ th{background:var(--head)} .error{color:var(--bad);font-weight:bold} .notice{fon
 table.month td{width:2rem;text-align:center} table.month caption{font-weight:bold}
 .business{background:var(--bg)} .weekend{background:#e2e8f0} .holiday{background:#fed7d7}
 .closed{background:#fefcbf} .run{font-weight:bold;box-shadow:inset 0 -3px 0 #3182ce}
-:root.dark .weekend{background:#4a5568} :root.dark .holiday{background:#742a2a} :root.dark .closed{background:#744210}
 td.today{outline:2px solid var(--fg)} .legend span{display:inline-block;padding:0 .4rem;margin-right:.4rem}
-"""
+""")
+    + ":root.dark .smart-ext{.weekend{background:#4a5568} .holiday{background:#742a2a} .closed{background:#744210}}\n"
 )
 
 
@@ -160,20 +159,24 @@ def _form(asked: Mapping[str, Any]) -> str:
     )
 
 
-def _page(body: str) -> str:
-    return (
-        f'<!DOCTYPE html><html {look.html_attributes(None)}><head><meta charset="utf-8"><title>Calendars</title>'
-        f'<style>{STYLE}</style></head><body><main id="calendars"><h1>Calendars</h1>{body}</main>'
-        f"{FRAME_LINKS_SCRIPT}{look.LOOK_SCRIPT}</body></html>"
-    )
+def _page(body: str, layout: look.Layout) -> str:
+    main = f'<main id="calendars"><h1>Calendars</h1>{body}</main>'
+    return layout(look.Page("Calendars", STYLE, main, FRAME_LINKS_SCRIPT + look.LOOK_SCRIPT))
 
 
-def render_calendars_error(message: str, params: Mapping[str, str]) -> str:
+def render_calendars_error(
+    message: str, params: Mapping[str, str], layout: look.Layout = look.standalone
+) -> str:
     """The page for a refused filter: what was wrong, above the form that still holds what was typed."""
-    return _page(look.filter_error(message) + _form(look.asked_values(params, FORM_FIELDS)))
+    return _page(look.filter_error(message) + _form(look.asked_values(params, FORM_FIELDS)), layout)
 
 
-def render_calendars(reports: Sequence[Mapping[str, Any]], base_url: str, query: CalendarsQuery) -> str:
+def render_calendars(
+    reports: Sequence[Mapping[str, Any]],
+    base_url: str,
+    query: CalendarsQuery,
+    layout: look.Layout = look.standalone,
+) -> str:
     """The whole page; ``base_url`` is where Airflow is served (links to its DAG and run pages, our JSON);
     ``query`` what was asked (the form shows it, the JSON link asks the same)."""
     sections = "".join(_section(report, base_url) for report in reports) or (
@@ -184,5 +187,6 @@ def render_calendars(reports: Sequence[Mapping[str, Any]], base_url: str, query:
     return _page(
         f'<p class="muted">{len(reports)} DAG(s) with airflow-smart-ext timetables. '
         f'<a class="json" href="{api}" target="_blank" rel="noopener">JSON</a></p>'
-        f"{_form(query._asdict())}{LEGEND}{sections}"
+        f"{_form(query._asdict())}{LEGEND}{sections}",
+        layout,
     )

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from airflow_smart_ext.ui import calendars_page, waits_page
+from airflow_smart_ext.ui import calendars_page, look, waits_page
 
 
 def error_page(
-    path: str, message: str, params: Mapping[str, str], default_timezone: str | None = None
+    path: str,
+    message: str,
+    params: Mapping[str, str],
+    default_timezone: str | None = None,
+    layout: look.Layout = look.standalone,
 ) -> str | None:
     """The HTML page for a refused filter on ``path``; None for a JSON path (and anything else)."""
     if "/api/" in path:
         return None
     if path.endswith("/waits"):
-        return waits_page.render_waits_error(message, params, default_timezone)
+        return waits_page.render_waits_error(message, params, default_timezone, layout)
     if path.endswith("/calendars"):
-        return calendars_page.render_calendars_error(message, params)
+        return calendars_page.render_calendars_error(message, params, layout)
     return None

@@ -14,20 +14,55 @@ Without the script (or before it runs) every time stays in UTC as ISO 8601, whic
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-#: Light colours by default; the dark ones when the script puts ``dark`` on ``<html>``.
+#: Light colours by default; the dark ones when the script puts ``dark`` on ``<html>``. Every rule is inside
+#: ``.smart-ext`` (CSS nesting), so that inside 2.11's page layout ours and Airflow's do not meet.
 STYLE = """
 :root{--fg:#1a202c;--bg:#fff;--muted:#718096;--line:#cbd5e0;--head:#edf2f7;--bad:#c53030;--bad-bg:#fff5f5;
 --link:#2b6cb0;color-scheme:light}
 :root.dark{--fg:#e2e8f0;--bg:#1a202c;--muted:#a0aec0;--line:#4a5568;--head:#2d3748;--bad:#feb2b2;
 --bad-bg:#3b1d1d;--link:#90cdf4;color-scheme:dark}
-body{font-family:system-ui,sans-serif;margin:1rem;color:var(--fg);background:var(--bg)}
+body.smart-ext{margin:1rem}
+.smart-ext{font-family:system-ui,sans-serif;color:var(--fg);background:var(--bg)}
+"""
+
+#: The rules every page shares (nested in ``.smart-ext`` by :func:`scoped`).
+COMMON_RULES = """
 a{color:var(--link)} .muted{color:var(--muted)} .id{white-space:nowrap}
 .alert{border:1px solid var(--bad);background:var(--bad-bg);color:var(--bad);padding:.5rem;font-weight:bold}
 """
+
+
+def scoped(rules: str) -> str:
+    """A page's own rules, with the shared ones, applied inside ``.smart-ext`` only."""
+    return f"{STYLE}.smart-ext{{{COMMON_RULES}{rules}}}\n"
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page in parts, for a layout to put together: its own (:func:`standalone`) or Airflow 2.11's."""
+
+    title: str
+    style: str
+    body: str
+    scripts: str
+    default_timezone: str | None = None
+
+
+def standalone(page: Page) -> str:
+    """The page as its own document (Airflow 3.x shows it in the UI's frame)."""
+    return (
+        f'<!doctype html><html {html_attributes(page.default_timezone)}><head><meta charset="utf-8">'
+        f"<title>{escape(page.title)}</title><style>{page.style}</style></head>"
+        f'<body class="smart-ext">{page.body}{page.scripts}</body></html>'
+    )
+
+
+Layout = Callable[[Page], str]
 
 #: Applies Airflow's theme and the UI's timezone (see the module's docstring). Each ``<time datetime=ISO>``
 #: shows the moment in that zone; its title keeps the UTC value.
@@ -45,7 +80,8 @@ LOOK_SCRIPT = """<script>
     }
   } catch (e) {}
   root.classList.toggle("dark", dark);
-  var zone = stored("timezone"), fallback = root.dataset.defaultTimezone;
+  var zone = stored("timezone"), fallback = root.dataset.defaultTimezone ||
+    (document.querySelector(".smart-ext[data-default-timezone]") || {dataset: {}}).dataset.defaultTimezone;
   if (zone !== null) { try { zone = JSON.parse(zone); } catch (e) {} }
   else zone = stored("selected-timezone");
   if (!zone || zone === "local") zone = fallback && fallback !== "local" ? fallback : undefined;
@@ -76,7 +112,8 @@ def ui_time(iso: str | None) -> str:
     if iso is None:
         return ""
     value = escape(iso)
-    return f'<time class="ui-zone" datetime="{value}">{value}</time>'
+    # data-datetime-convert: 2.11's own script would rewrite it too (datetime_utils.js)
+    return f'<time class="ui-zone" datetime="{value}" data-datetime-convert="false">{value}</time>'
 
 
 def filter_error(message: str) -> str:

@@ -20,15 +20,12 @@ from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT
 
 TaskLink = Callable[[Mapping[str, Any]], str]
 
-STYLE = (
-    look.STYLE
-    + """
+STYLE = look.scoped("""
 table{border-collapse:collapse;margin:.5rem 0 1.5rem}
 th,td{border:1px solid var(--line);padding:.25rem .5rem;text-align:left;vertical-align:top;font-size:.85rem}
 th{background:var(--head)} td.num{text-align:right} code{white-space:pre-wrap;word-break:break-word}
 form label{margin-right:.75rem} .over{color:var(--bad);font-weight:bold} tr.unserved td{background:var(--bad-bg)}
-"""
-)
+""")
 
 
 def _text(value: Any) -> str:
@@ -261,26 +258,32 @@ def json_link(query: WaitsQuery) -> str:
     return f"api/waits?{urlencode(asked)}"
 
 
-def _page(body: str, default_timezone: str | None) -> str:
-    return (
-        f'<!doctype html><html {look.html_attributes(default_timezone)}><head><meta charset="utf-8">'
-        f"<title>Waits</title><style>{STYLE}</style></head><body><h1>Waits</h1>{body}"
-        f"{FRAME_LINKS_SCRIPT}{look.LOOK_SCRIPT}</body></html>"
-    )
+def _page(body: str, default_timezone: str | None, layout: look.Layout) -> str:
+    scripts = FRAME_LINKS_SCRIPT + look.LOOK_SCRIPT
+    return layout(look.Page("Waits", STYLE, f"<h1>Waits</h1>{body}", scripts, default_timezone))
 
 
-def render_waits_error(message: str, params: Mapping[str, str], default_timezone: str | None = None) -> str:
+def render_waits_error(
+    message: str,
+    params: Mapping[str, str],
+    default_timezone: str | None = None,
+    layout: look.Layout = look.standalone,
+) -> str:
     """The page for a refused filter: what was wrong, above the form that still holds what was typed."""
-    return _page(
-        look.filter_error(message) + _filter_form(look.asked_values(params, FORM_FIELDS)), default_timezone
-    )
+    form = _filter_form(look.asked_values(params, FORM_FIELDS))
+    return _page(look.filter_error(message) + form, default_timezone, layout)
 
 
 def render_waits(
-    report: Mapping[str, Any], query: WaitsQuery, links: TaskLink, default_timezone: str | None = None
+    report: Mapping[str, Any],
+    query: WaitsQuery,
+    links: TaskLink,
+    default_timezone: str | None = None,
+    layout: look.Layout = look.standalone,
 ) -> str:
     """The full page: summary, filters, the waits, the groups of shared checks and the connections' rates.
-    ``default_timezone``: the UI's timezone when the browser has none selected (2.11's setting)."""
+    ``default_timezone``: the UI's timezone when the browser has none selected (2.11's setting); ``layout``
+    puts the page together (its own document, or inside 2.11's webserver layout)."""
     summary = report["summary"]
     shown = len(report["waits"])
     more = f" (first {shown} shown; raise the limit)" if shown < report["total"] else ""
@@ -323,4 +326,5 @@ def render_waits(
         + "<h2>Connections</h2>"
         + _table("connections", ("Connection", "Checks/s", "Rate limit (checks/s)"), connections, "None."),
         default_timezone,
+        layout,
     )

@@ -15,7 +15,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from airflow_smart_ext import clock, compat
 from airflow_smart_ext.conditions.runtime import connection_rate_limit
-from airflow_smart_ext.ui import filter_errors, waits_page, waits_report, waits_source, watchers_report
+from airflow_smart_ext.ui import filter_errors, look, waits_page, waits_report, waits_source, watchers_report
 from airflow_smart_ext.ui.web_common import CalendarsQuery, calendars_query, single_params
 
 
@@ -29,22 +29,30 @@ def _root() -> str:
     return request.script_root.rstrip("/")
 
 
-def _waits_report(session: Any) -> tuple[dict[str, Any], waits_report.WaitsQuery]:
+def _waits_report() -> tuple[dict[str, Any], waits_report.WaitsQuery]:
+    from airflow.utils.session import create_session
+
+    # A refused filter is answered before any session: a rollback would expire the logged-in user, whom the
+    # page's navbar reads.
     query = waits_report.WaitsQuery.from_params(single_params(request.args.items(multi=True)))
-    waits, now = waits_source.load_live_waits(session, _readable_dag_ids()), clock.now()
-    triggerers = waits_source.load_triggerers(session, now)
+    with create_session() as session:
+        waits, now = waits_source.load_live_waits(session, _readable_dag_ids()), clock.now()
+        triggerers = waits_source.load_triggerers(session, now)
     report = waits_report.build_report(waits, query, now, connection_rate_limit(None), triggerers)
     return watchers_report.add_watchers(report, [], triggerers, now), query  # 2.11 has no asset watchers
 
 
-def _calendars(session: Any) -> tuple[list[dict[str, Any]], CalendarsQuery]:
-    query = calendars_query(single_params(request.args.items(multi=True)))
+def _calendars() -> tuple[list[dict[str, Any]], CalendarsQuery]:
+    from airflow.utils.session import create_session
+
     from airflow_smart_ext.ui import calendars_model
 
+    query = calendars_query(single_params(request.args.items(multi=True)))  # before any session (above)
     dag_ids = _readable_dag_ids()
     if query.dag_id is not None:
         dag_ids &= {query.dag_id}
-    return calendars_model.load_calendars(session, dag_ids, clock.now(), query.runs, query.past), query
+    with create_session() as session:
+        return calendars_model.load_calendars(session, dag_ids, clock.now(), query.runs, query.past), query
 
 
 def _require_login() -> Any:
@@ -61,6 +69,31 @@ def _require_login() -> Any:
     return has_access_view()(lambda: None)()
 
 
+#: Our page inside the webserver's own layout (its navbar, theme and footer), as its views render theirs.
+_LAYOUT = """{% extends base_template %}
+{% block page_title %}{{ page.title }} - {{ appbuilder.app_name }}{% endblock %}
+{% block head_css %}{{ super() }}<style>{{ page.style | safe }}</style>{% endblock %}
+{% block content %}<div class="smart-ext" data-default-timezone="{{ page.default_timezone or '' }}">
+{{ page.body | safe }}</div>{% endblock %}
+{% block tail_js %}{{ super() }}{{ page.scripts | safe }}{% endblock %}"""
+
+
+def _in_airflow_layout(page: look.Page) -> str:
+    """What ``AirflowBaseView.render_template`` passes a template: the app builder, its base template and
+    Airflow's extra arguments (macros, the docs' URL, warnings)."""
+    from airflow.www.views import AirflowBaseView
+    from flask import current_app, render_template_string
+
+    appbuilder = current_app.appbuilder  # type: ignore[attr-defined]
+    return render_template_string(
+        _LAYOUT,
+        page=page,
+        appbuilder=appbuilder,
+        base_template=appbuilder.base_template,
+        **AirflowBaseView.extra_args,
+    )
+
+
 def _default_timezone() -> str:
     """What 2.11's pages show times in when the browser has no timezone selected."""
     from airflow.configuration import conf
@@ -69,47 +102,39 @@ def _default_timezone() -> str:
 
 
 def _bad_query(error: waits_report.InvalidQuery) -> tuple[Response, int]:
-    page = filter_errors.error_page(request.path, str(error), request.args.to_dict(), _default_timezone())
+    page = filter_errors.error_page(
+        request.path, str(error), request.args.to_dict(), _default_timezone(), _in_airflow_layout
+    )
     if page is not None:
         return Response(page, mimetype="text/html"), 400
     return jsonify(detail=str(error)), 400
 
 
 def api_waits() -> Response:
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        return jsonify(_waits_report(session)[0])
+    return jsonify(_waits_report()[0])
 
 
 def waits() -> Response:
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        report, query = _waits_report(session)
+    report, query = _waits_report()
     root = _root()
 
     def link(row: Any) -> str:
         return compat.task_page_url(root, row["dag_id"], row["run_id"], row["task_id"], row["map_index"])
 
-    return Response(waits_page.render_waits(report, query, link, _default_timezone()), mimetype="text/html")
+    page = waits_page.render_waits(report, query, link, _default_timezone(), _in_airflow_layout)
+    return Response(page, mimetype="text/html")
 
 
 def api_calendars() -> Response:
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        return jsonify(_calendars(session)[0])
+    return jsonify(_calendars()[0])
 
 
 def calendars() -> Response:
-    from airflow.utils.session import create_session
-
     from airflow_smart_ext.ui import calendars_page
 
-    with create_session() as session:
-        reports, query = _calendars(session)
-    return Response(calendars_page.render_calendars(reports, _root(), query), mimetype="text/html")
+    reports, query = _calendars()
+    page = calendars_page.render_calendars(reports, _root(), query, _in_airflow_layout)
+    return Response(page, mimetype="text/html")
 
 
 _JSON_VIEWS = (api_waits, api_calendars)

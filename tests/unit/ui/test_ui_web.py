@@ -18,7 +18,7 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.plugin import SmartExtPlugin
-from airflow_smart_ext.ui import waits_source
+from airflow_smart_ext.ui import look, waits_source
 from airflow_smart_ext.ui.look import LOOK_SCRIPT
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.ui.waits_page import render_waits
@@ -96,7 +96,7 @@ def test_the_page_says_who_serves_each_wait_and_flags_the_unserved() -> None:
     assert (
         "triggerer job 7 on host-&lt;a&gt;" in held and "heartbeat 4s ago" in held and "queue default" in held
     )
-    assert f'<time class="ui-zone" datetime="{rows["held"]["next_check"]}">' in held
+    assert look.ui_time(rows["held"]["next_check"]) in held
     assert "when a triggerer picks it up" not in held
     for task_id in ("free", "dead"):
         row = page[page.index(f'data-task-id="{task_id}"') :].split("</tr>")[0]
@@ -387,6 +387,8 @@ def test_flask_views_need_a_login_and_filter_by_readable_dags(webserver: dict[st
     assert page.status_code == 200 and page.mimetype == "text/html"
     text = page.get_data(as_text=True)
     assert text.count("<tr data-dag-id=") == 2 and "hr_daily" not in text
+    # inside the webserver's own layout: its navbar, our page in a scoped block
+    assert 'class="navbar navbar-fixed-top"' in text and '<div class="smart-ext"' in text
     assert "2 waits no live triggerer serves" in text
     assert 'href="/dags/sales_daily/grid?dag_run_id=run&amp;task_id=wait"' in text
 
