@@ -5,7 +5,8 @@ Pure (no Airflow import). The UI keeps both choices in the browser, not on the s
 them where Airflow keeps them (same origin: the 3.x UI shows our pages in a same-origin frame):
 
 * theme: Airflow 3.x's UI sets ``class="dark"`` on its ``<html>`` (next-themes, ``attribute: "class"``,
-  stored under ``localStorage["theme"]``: light, dark or system). 2.11's webserver has no dark mode.
+  stored under ``localStorage["theme"]``: light, dark or system). On 2.11 the pages sit in the webserver's
+  layout, whose dark toggle inverts the whole page (``html[data-color-scheme=dark]``): ours with it.
 * timezone: 3.x keeps it as JSON under ``localStorage["timezone"]`` (default: the browser's own zone);
   2.11 under ``localStorage["selected-timezone"]`` (default: ``[webserver] default_ui_timezone``, passed in).
 
