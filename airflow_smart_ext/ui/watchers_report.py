@@ -83,10 +83,32 @@ def _our_event(payload: Mapping[str, Any] | None) -> bool:
     return isinstance(payload, Mapping) and isinstance(payload.get("seq"), int) and "value" in payload
 
 
+UNREADABLE = "unreadable trigger kwargs"
+
+
+def _condition(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """What the watcher checks and how often; a row whose kwargs cannot be read says so (the rest stays)."""
+    try:
+        check = kwargs["check"]
+        kind = check_type(check)
+        return {
+            "check_type": kind.name,
+            "conn_id": kind.conn_id(check),
+            "sensor_class": kind.sensor_class(check),
+            "condition": kind.describe(check),
+            "polls": polls(kwargs),
+        }
+    except (KeyError, TypeError, ValueError):
+        return {
+            "check_type": None,
+            "conn_id": None,
+            "sensor_class": None,
+            "condition": UNREADABLE,
+            "polls": "",
+        }
+
+
 def watcher_row(watcher: LiveWatcher, triggerers: Triggerers | None, now: float) -> dict[str, Any]:
-    kwargs = watcher.shown_kwargs
-    check = kwargs["check"]
-    kind = check_type(check)
     key = watcher.state_key
     mark = read_record(watcher.state.get(key))
     event = watcher.last_event
@@ -96,12 +118,8 @@ def watcher_row(watcher: LiveWatcher, triggerers: Triggerers | None, now: float)
         "asset_uri": watcher.asset_uri,
         "watcher": watcher.name,
         "trigger_id": watcher.trigger_id,
-        "check_type": kind.name,
-        "conn_id": kind.conn_id(check),
-        "sensor_class": kind.sensor_class(check),
-        "condition": kind.describe(check),
-        "polls": polls(kwargs),
-        "state_key": key,
+        **_condition(watcher.shown_kwargs),
+        "state_key": key or None,
         "last_value": None if mark is None else mark.value,
         "last_seq": None if mark is None else mark.seq,
         "handing_over": None if mark is None else mark.pending,

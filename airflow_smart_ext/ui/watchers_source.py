@@ -100,7 +100,11 @@ def load_watchers(session: Any) -> list[LiveWatcher]:
     events = _newest_events(session, asset_ids)
     watchers = []
     for row in rows:
-        kwargs = Trigger._decrypt_kwargs(row.encrypted_kwargs)
+        try:
+            kwargs = Trigger._decrypt_kwargs(row.encrypted_kwargs)
+            key = state_store_key(kwargs["check"], kwargs.get("value_key"), kwargs.get("state_key"))
+        except Exception:  # e.g. Fernet's InvalidToken (a rotated key): this row shows as unreadable
+            kwargs, key = {}, ""
         shown = {name: compat.redact_secrets(redact_sealed(value), name) for name, value in kwargs.items()}
         holder = (
             None
@@ -117,7 +121,7 @@ def load_watchers(session: Any) -> list[LiveWatcher]:
                 name=row.name,
                 trigger_id=row.trigger_id,
                 shown_kwargs=shown,
-                state_key=state_store_key(kwargs["check"], kwargs.get("value_key"), kwargs.get("state_key")),
+                state_key=key,
                 state={key: _decoded(value) for key, (value, _) in state.items()},
                 state_updated_at={key: _iso(updated) or "" for key, (_, updated) in state.items()},
                 last_event=events.get(row.asset_id),

@@ -12,7 +12,14 @@ from airflow_smart_ext.triggers.watermark import Watermark
 from airflow_smart_ext.ui import waits_page
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.ui.waits_report import WaitsQuery, build_report
-from airflow_smart_ext.ui.watchers_report import AssetEvent, LiveWatcher, add_watchers, polls, watcher_rows
+from airflow_smart_ext.ui.watchers_report import (
+    UNREADABLE,
+    AssetEvent,
+    LiveWatcher,
+    add_watchers,
+    polls,
+    watcher_rows,
+)
 from airflow_smart_ext.wait.watcher_state import state_store_key
 from airflow_smart_ext.watchers import sql_condition
 from tests.unit.ui.helpers import NOW
@@ -181,3 +188,12 @@ def test_a_secret_masked_in_the_shown_kwargs_stays_masked_and_the_key_is_the_rea
     )
     (row,) = watcher_rows([watcher], TRIGGERERS, NOW)
     assert "hunter2" not in repr(row) and row["last_seq"] == 2 and row["state_key"] == key
+
+
+def test_a_watcher_whose_kwargs_cannot_be_read_says_so_and_the_rest_stays() -> None:
+    broken = LiveWatcher("orders", "orders", "broken", 2, {}, "", {}, {}, None, LIVE.job_id, LIVE)
+    rows = watcher_rows([broken, _watcher("fine")], TRIGGERERS, NOW)
+    by_name = {row["watcher"]: row for row in rows}
+    assert by_name["broken"]["condition"] == UNREADABLE and by_name["broken"]["state_key"] is None
+    assert by_name["broken"]["served_by"]["job_id"] == LIVE.job_id
+    assert by_name["fine"]["condition"].startswith("SQL on warehouse")

@@ -61,10 +61,17 @@ def watchers_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
         session.add_all([ours, theirs])
         session.flush()
         ours.triggerer_id = job
+        broken = Trigger(
+            classpath=CONDITION_WATCHER, kwargs=kwargs
+        )  # its kwargs then unreadable: another key
+        session.add(broken)
+        session.flush()
+        broken.encrypted_kwargs, broken.triggerer_id = "gAAAAA-not-a-token", job
         session.add_all(
             [
                 AssetWatcherModel(name="orders_loaded", asset_id=orders.id, trigger_id=ours.id),
                 AssetWatcherModel(name="theirs", asset_id=other.id, trigger_id=theirs.id),
+                AssetWatcherModel(name="orders_broken", asset_id=orders.id, trigger_id=broken.id),
                 AssetEvent(
                     asset_id=orders.id, extra={"from_trigger": True, "payload": {"value": "d2", "seq": 2}}
                 ),
@@ -82,7 +89,7 @@ def watchers_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
 
             record = {"format": 1, "value": "d3", "seq": 3}
             session.add(AssetStateStoreModel(asset_id=orders.id, key=key, value=json.dumps(record)))
-        ids = {"job": job, "assets": [orders.id, other.id], "triggers": [ours.id, theirs.id]}
+        ids = {"job": job, "assets": [orders.id, other.id], "triggers": [ours.id, theirs.id, broken.id]}
     yield {"now": now, "key": key, **ids}
     with create_session() as session:
         session.execute(delete(AssetWatcherModel.__table__))
@@ -96,13 +103,16 @@ def test_the_source_reads_our_watchers_only(watchers_db: dict[str, Any]) -> None
     from airflow.utils.session import create_session
 
     from airflow_smart_ext.ui.waits_source import load_triggerers
-    from airflow_smart_ext.ui.watchers_report import watcher_rows
+    from airflow_smart_ext.ui.watchers_report import UNREADABLE, watcher_rows
     from airflow_smart_ext.ui.watchers_source import load_watchers
 
     with create_session() as session:
         watchers = load_watchers(session)
         triggerers = load_triggerers(session, watchers_db["now"])
-    (row,) = watcher_rows(watchers, triggerers, watchers_db["now"])
+    rows = {row["watcher"]: row for row in watcher_rows(watchers, triggerers, watchers_db["now"])}
+    assert set(rows) == {"orders_loaded", "orders_broken"}  # not the other class's watcher
+    assert rows["orders_broken"]["condition"] == UNREADABLE and rows["orders_broken"]["last_event_seq"] == 3
+    row = rows["orders_loaded"]
     assert (row["asset"], row["watcher"], row["state_key"]) == ("orders", "orders_loaded", watchers_db["key"])
     assert (row["last_event_seq"], row["last_event_value"]) == (3, "d3")  # the newest event
     assert row["served_by"]["job_id"] == watchers_db["job"] and row["unserved_reason"] is None
@@ -118,10 +128,10 @@ def test_the_cli_lists_the_watchers(watchers_db: dict[str, Any], capsys: pytest.
 
     assert main([]) == 0
     table = capsys.readouterr().out
-    (line,) = [line for line in table.splitlines() if line.startswith("orders ")]
+    (line,) = [line for line in table.splitlines() if line.startswith("orders ") and "orders_loaded" in line]
     assert "orders_loaded" in line and '"d3"' in line and f"job {watchers_db['job']}@watch-host" in line
     assert main(["--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert [w["watcher"] for w in printed["watchers"]] == ["orders_loaded"]
-    assert printed["summary"]["watchers"] == 1 and printed["summary"]["unserved_watchers"] == 0
+    assert [w["watcher"] for w in printed["watchers"]] == ["orders_broken", "orders_loaded"]
+    assert printed["summary"]["watchers"] == 2 and printed["summary"]["unserved_watchers"] == 0
     assert MASKED not in table and MASKED not in json.dumps(printed)
