@@ -65,6 +65,8 @@ def sql_condition(
     ``success(value)`` holds (default: the value is truthy; no row or NULL: no value yet).
 
     ``parameters`` are bound (never formatted into the SQL). Criteria: module-level callables or dotted paths.
+    Under ``ConditionWatcher(every_value=True)`` every row is a value, ``selector(row)``, and the watcher binds
+    its watermark as the parameter ``after`` (the last one when ``parameters`` is a list).
     """
     given = {
         "conn_id": conn_id,

@@ -140,12 +140,17 @@ def fetch_first_row(hook: DbApiHook, sql: str, parameters: Any = None) -> tuple[
     a driver may still transfer more (psycopg2 buffers the whole result), so end the query with
     ``LIMIT 1`` when it can match many rows. Blocking; the trigger runs it in a worker thread.
     """
+    quiet(hook)
+    row = hook.get_first(sql, parameters)
+    return None if row is None else tuple(row)
+
+
+def quiet(hook: DbApiHook) -> None:
+    """Keep the query and its bound values out of the hook's log lines."""
     # common-sql logs each statement (INFO, with its bound values) and the statements list (DEBUG): a rendered
     # secret in either would reach a component's stdout, which nothing masks. The hook's other lines stay.
     hook.log_sql = False
     hook._log = _WithoutStatements(hook.log)  # type: ignore[assignment]  # LoggingMixin's per-instance logger
-    row = hook.get_first(sql, parameters)
-    return None if row is None else tuple(row)
 
 
 def build_spec(
@@ -214,6 +219,8 @@ def _query_first_row(
 class SqlSharedCheck(SharedCheck):
     """Fetch the first row once per group; subscribers apply their own criteria to it."""
 
+    query = staticmethod(_query_first_row)  # blocking: (connection, sql, parameters, hook_params) -> raw
+
     def __init__(
         self, conn_id: str, sql: str, parameters: Any, hook_params: Mapping[str, Any] | None
     ) -> None:
@@ -223,11 +230,11 @@ class SqlSharedCheck(SharedCheck):
         self.hook_params = hook_params
         self.concurrency_key = f"conn_id:{conn_id}"
 
-    async def run(self, context: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    async def run(self, context: Mapping[str, Any]) -> Any:
         # Airflow 3 triggers have no metadata-DB access: the connection comes through the supervisor.
         connection = await compat.aget_connection(self.conn_id, within=runtime.CHECK_TIME_LIMIT.get())
         return await runtime.run_blocking(
-            _query_first_row,
+            self.query,
             connection,
             self.sql,
             self.parameters,

@@ -10,8 +10,13 @@ Two halves, so that 3.3's shared streams can run the first once per group of ide
 * the poll (:meth:`ConditionWatcher._observations`): one check per due time, each check's value yielded;
   the schedule restarts at the initial interval when the value changes;
 * the edge (:meth:`ConditionWatcher._events`): per watcher, one event per value that differs from the
-  watermark, the watermark kept in the asset state store (3.3+) in two steps around the event (intent before,
-  commit after), so a restart re-sends an event it may have lost and never one that was committed.
+  watermark (``every_value=True``: one per value after it, in order), the watermark kept in the asset state
+  store (3.3+) in two steps around each event (intent before, commit after), so a restart re-sends an event it
+  may have lost and never one that was committed.
+
+With ``every_value=True`` a SQL condition's query depends on the watermark (bound as its ``after`` parameter):
+its poll reads the edge's watermark before each check, so it is never a shared stream, and watchers share a
+query in-process only while their watermarks are equal.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from airflow_smart_ext.conditions import (
     validate_check_spec,
 )
 from airflow_smart_ext.conditions.spec import check_type
+from airflow_smart_ext.conditions.sql_values import SqlValuesCheck
 from airflow_smart_ext.errors import error_type_paths, resolve_error_types
 from airflow_smart_ext.triggers import log_lines, sharing
 from airflow_smart_ext.triggers.backoff import coalescing_window, sharing_window_config
@@ -43,6 +49,7 @@ from airflow_smart_ext.triggers.watermark import (
     Watermark,
     latest_watermark,
     reportable_value,
+    values_after,
 )
 from airflow_smart_ext.wait import paths
 from airflow_smart_ext.wait.parameters import (
@@ -145,9 +152,15 @@ class ConditionWatcher(compat.EventTriggerBase):
     :param backoff_factor: growth of the interval per check without a new value (1: fixed).
     :param jitter: ``none``, ``full``, ``equal`` or ``decorrelated`` (seeded by the condition).
     :param splay: at most this many seconds before the first check (seeded).
-    :param value_key: report ``value[value_key]`` of a sensor's XCom value dict instead of the whole value.
+    :param value_key: report ``value[value_key]`` of a sensor's XCom value dict instead of the whole value
+        (``every_value=True``: of each item of the list).
     :param report_first_value: with no watermark stored yet, report the first value seen (True) or take it
         as the baseline (False). On Airflow 3.0-3.2 (no state store) this applies at every triggerer start.
+    :param every_value: report every value after the watermark, one event each, in ascending order (a SQL
+        condition's query returns them, the watermark bound as its ``after`` parameter; a sensor returns them
+        as a list). False: only the latest value, intermediate values are not reported.
+    :param start_after: ``every_value=True``: the watermark before the first value (only values after it are
+        reported; a SQL condition needs one: it is bound as ``after`` until the first value is reported).
     :param check_timeout: seconds one check may run (None: ``[smart_ext] check_time_limit`` or derived).
     :param rate_limit: checks per second on the check's connection (None: ``[smart_ext]
         max_checks_per_second_per_connection``).
@@ -173,6 +186,8 @@ class ConditionWatcher(compat.EventTriggerBase):
         transient_errors: Any = None,
         state_key: str | None = None,
         share: bool = True,
+        every_value: bool = False,
+        start_after: Any = None,
     ) -> None:
         compat.require_asset_watchers(type(self).__name__)
         super().__init__()
@@ -193,6 +208,10 @@ class ConditionWatcher(compat.EventTriggerBase):
             rate_limit=rate_limit,
             state_key=state_key,
             share=share,
+            every_value=every_value,
+            start_after=start_after,
+            condition=check["type"],
+            success=check.get("success"),
         )
         try:
             # Imported here, in the triggerer too (DAGs-folder modules as on workers).
@@ -210,15 +229,22 @@ class ConditionWatcher(compat.EventTriggerBase):
         self.rate_limit: float | None = arguments["rate_limit"]
         self.state_key: str | None = arguments["state_key"]
         self.share: bool = arguments["share"]
+        self.every_value: bool = arguments["every_value"]
+        self.start_after: Any = arguments["start_after"]
+        # every_value on SQL: every row of the query, the watermark bound into its parameters at each check
+        self._values_check = _values_check(self.check) if self.every_value else None
+        self._edge: EdgeTracker | None = None  # the edge's watermark, which such a poll binds
         self.transient_errors = error_type_paths(self._transient_types)
         self._ride_out = ErrorRideOut(self._transient_types)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         # The constructor's own arguments: Airflow identifies a watcher by (classpath, kwargs), so they are
         # normalised (seconds as floats) and stable.
+        every_value = {"every_value": True, "start_after": self.start_after} if self.every_value else {}
         return (
             CLASSPATH,
             {
+                **every_value,  # only when set: a latest-value watcher keeps the identity it had
                 "check": self.check,
                 "poke_interval": self.policy.initial,
                 "max_wait": self.policy.cap,
@@ -246,14 +272,25 @@ class ConditionWatcher(compat.EventTriggerBase):
             time_limit=runtime.check_time_limit(self.check_timeout, self.policy.initial), rate_limit=rate
         )
 
+    def _poll_check(self) -> dict[str, Any]:
+        """The check the next poll runs: every_value on SQL binds the watermark as the query's ``after``."""
+        if self._values_check is None:
+            return self.check
+        after = self.start_after if self._edge is None else self._edge.mark.value
+        return {**self._values_check, "parameters": _bind_after(self._values_check["parameters"], after)}
+
+    def _join(self, check: dict[str, Any]) -> sharing.CheckGroup:
+        return sharing.join(sharing_key(check), lambda: make_shared_check(check), self.share)
+
     async def _observations(self, log: Any) -> AsyncGenerator[Observed, None]:
         """Check on the schedule forever; yield each check's value (None when it saw none)."""
         key = sharing_key(self.check)
-        interpret = LazyInterpreter(self.check, log)  # its import errors are check errors
+        check = self._poll_check()
+        interpret = LazyInterpreter(check, log)  # its import errors are check errors
         window_config = sharing_window_config()
         limits = self._limits()
         schedule = PollSchedule(self.policy, condition_seed(key), clock.now())
-        group = sharing.join(key, lambda: make_shared_check(self.check), self.share)
+        group = self._join(check)
         context = self.check.get("context", {})
         previous: Any = None
         valueless_logged = False
@@ -261,6 +298,11 @@ class ConditionWatcher(compat.EventTriggerBase):
             while True:
                 scheduled = schedule.next_check(clock.now())
                 await clock.asleep(scheduled.at - clock.now())
+                if self._values_check is not None:
+                    check = self._poll_check()
+                    if sharing_key(check) != group.key:  # the watermark moved: the group of the new query
+                        group.leave()
+                        group = self._join(check)
                 failure = await interpret.failure()
                 if failure is None:
                     window = coalescing_window(schedule.interval_before(scheduled), window_config)
@@ -309,7 +351,7 @@ class ConditionWatcher(compat.EventTriggerBase):
     # -- the edge (per watcher) --
 
     def _state_key(self) -> str:
-        return state_store_key(self.check, self.value_key, self.state_key)
+        return state_store_key(self.check, self.value_key, self.state_key, self.every_value)
 
     def _event(self, log: Any, report: Report, observed_at: float | None) -> Any:
         log_lines.emit(
@@ -323,16 +365,23 @@ class ConditionWatcher(compat.EventTriggerBase):
         )
         return compat.TriggerEvent(report.payload(None if observed_at is None else _iso(observed_at)))
 
-    def _reportable(self, log: Any, observed: Observed) -> Any:
+    def _new_values(self, log: Any, observed: Observed, watermark: Any) -> list[Any]:
+        """The values one check makes the edge observe, in order: its value (None: none), or with
+        ``every_value`` each value after the watermark."""
         try:
-            return reportable_value(observed.value, self.value_key)
+            if not self.every_value:
+                return [reportable_value(observed.value, self.value_key)]
+            return [] if observed.value is None else values_after(observed.value, watermark, self.value_key)
         except ValueNotReportable as err:
             log_lines.emit(log, "error", "the value cannot be reported: %s", err)
-            return None
+            return []
 
     async def _events(self, observations: AsyncIterator[Observed], log: Any) -> AsyncIterator[Any]:
         store = StoredWatermark(compat.asset_state_accessors(self), self._state_key(), log)
-        tracker = EdgeTracker(await store.load(), self.report_first_value)
+        stored = await store.load()
+        if stored is None and self.every_value:
+            stored = Watermark(self.start_after)  # the values after start_after are new
+        tracker = self._edge = EdgeTracker(stored, self.report_first_value)
         redelivery = tracker.redelivery()
         if redelivery is not None:
             yield self._event(log, redelivery, None)
@@ -340,20 +389,22 @@ class ConditionWatcher(compat.EventTriggerBase):
             tracker.commit()
             await store.save(tracker)
         async for observed in observations:
-            if tracker.unsaved and not await store.save(tracker):
-                continue  # an earlier commit still unwritten: nothing new until it is (no edge is lost)
-            checkpoint = tracker.checkpoint()
-            report = tracker.observe(self._reportable(log, observed))
-            if tracker.unsaved and not await store.save(tracker):
-                # the intent is not stored: no event now; the next check sees the value again
-                tracker.rollback(checkpoint)
-                continue
-            if report is None:
-                continue
-            yield self._event(log, report, observed.observed_at)
-            await clock.asleep(COMMIT_DELAY_SECONDS)
-            tracker.commit()
-            await store.save(tracker)
+            # each value its own intent, event and commit; a check without one still retries an unsaved commit
+            for value in self._new_values(log, observed, tracker.mark.value) or [None]:
+                if tracker.unsaved and not await store.save(tracker):
+                    break  # an earlier commit still unwritten: nothing new until it is (no edge is lost)
+                checkpoint = tracker.checkpoint()
+                report = tracker.observe(value)
+                if tracker.unsaved and not await store.save(tracker):
+                    # the intent is not stored: no event now; the next check sees the value again
+                    tracker.rollback(checkpoint)
+                    break
+                if report is None:
+                    continue
+                yield self._event(log, report, observed.observed_at)
+                await clock.asleep(COMMIT_DELAY_SECONDS)
+                tracker.commit()
+                await store.save(tracker)
 
     # -- Airflow's entry points --
 
@@ -370,14 +421,11 @@ class ConditionWatcher(compat.EventTriggerBase):
 
     def shared_stream_key(self) -> Any:
         """3.3+: identical polls share one stream (the key leaves out what only the edge uses)."""
-        if not (compat.SHARED_STREAMS_SUPPORTED and self.share):
-            return None
+        if not (compat.SHARED_STREAMS_SUPPORTED and self.share) or self._values_check is not None:
+            return None  # every_value on SQL: each poll binds its own watermark
         _, kwargs = self.serialize()
-        poll = {
-            name: kwargs[name]
-            for name in kwargs
-            if name not in ("value_key", "report_first_value", "state_key")
-        }
+        edge_only = ("value_key", "report_first_value", "state_key", "every_value", "start_after")
+        poll = {name: kwargs[name] for name in kwargs if name not in edge_only}
         return (CLASSPATH, json.dumps(poll, sort_keys=True, default=str))
 
     @classmethod
@@ -432,6 +480,23 @@ class ConditionWatcher(compat.EventTriggerBase):
     def _labelled_log(self) -> Any:
         label = self._label()  # at run time: the triggerer sets the trigger id and the assets after __init__
         return log_lines.Labelled(self.log, lambda: label)
+
+
+def _values_check(check: dict[str, Any]) -> dict[str, Any] | None:
+    """A SQL condition as every_value runs it (every row; the table refused its ``success``); None for a
+    sensor's (its XCom list is the values, the poll unchanged)."""
+    if check["type"] != "sql":
+        return None
+    keys = SqlValuesCheck.keys[1:]
+    return {"type": SqlValuesCheck.name, **{key: check[key] for key in keys}}
+
+
+def _bind_after(parameters: Any, after: Any) -> Any:
+    """The query's parameters with the watermark bound: as ``after`` (named styles: ``:after``,
+    ``%(after)s``) unless they are a list (positional styles: ``?``, ``%s``), then as the last one."""
+    if isinstance(parameters, list):
+        return [*parameters, after]
+    return {**(parameters or {}), "after": after}
 
 
 def _same(value: Any) -> Any:

@@ -3,7 +3,8 @@ observations and the watermark it keeps across restarts.
 
 * :func:`reportable_value`: an observation's value as JSON (a date as ISO text, a ``Decimal`` as text);
 * :class:`Watermark` / :class:`EdgeTracker`: one report per *new* value, and the two-step write (intent
-  before the event, commit after it) that a restart reads back.
+  before the event, commit after it) that a restart reads back;
+* :func:`values_after`: ``every_value=True``: the values of one check after the watermark, in order.
 
 Its arguments are the wait model's (``wait.parameters.watcher_arguments``), and so is when it checks next
 (``wait.timeline.PollSchedule``).
@@ -63,6 +64,40 @@ def reportable_value(value: Any, value_key: str | None = None) -> Any:
             )
         value = value[value_key]
     return _json_value(value, "the value")
+
+
+def _order_kind(value: Any) -> str | None:
+    """What ``every_value`` orders a value as: ``number`` or ``text`` (None: neither, it cannot be ordered)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "number"
+    return "text" if isinstance(value, str) else None
+
+
+def values_after(values: Any, after: Any, value_key: str | None = None) -> list[Any]:
+    """``every_value=True``: the values of one check (a list: a query's rows, a sensor's XCom list; each item
+    ``item[value_key]`` when a key is given) that come after the watermark ``after`` (None: all), ascending and
+    each once. A value at or below the watermark (a late arrival) is left out. ``ValueNotReportable`` when the
+    values cannot be ordered: they must all be numbers, or all text (dates as ISO text)."""
+    if not isinstance(values, (list, tuple)):
+        raise ValueNotReportable(
+            f"every_value=True needs a list of values from the check (one per row, or the sensor's XCom value "
+            f"as a list); got {type(values).__name__}"
+        )
+    picked = [item.get(value_key) if value_key and isinstance(item, Mapping) else item for item in values]
+    if any(isinstance(item, decimal.Decimal) for item in picked):
+        # sent as text, where "10" < "9": ordered wrongly
+        raise ValueNotReportable(
+            "every_value=True orders the values, and a Decimal travels as text (ordered as text): cast it to an "
+            "integer or a float in the query"
+        )
+    found = [value for value in (reportable_value(item, value_key) for item in values) if value is not None]
+    kinds = {_order_kind(value) for value in [*found, *([] if after is None else [after])]}
+    if len(kinds) > 1 or None in kinds:
+        raise ValueNotReportable(
+            "every_value=True orders the values after the watermark: they must all be numbers or all text (dates "
+            f"as ISO text); got {sorted(map(repr, found))[:5]} after {after!r}"
+        )
+    return sorted({value for value in found if after is None or value > after})
 
 
 # --- the watermark and the edge ------------------------------------------------------------------------

@@ -102,7 +102,12 @@ def load_watchers(session: Any) -> list[LiveWatcher]:
     for row in rows:
         try:
             kwargs = Trigger._decrypt_kwargs(row.encrypted_kwargs)
-            key = state_store_key(kwargs["check"], kwargs.get("value_key"), kwargs.get("state_key"))
+            key = state_store_key(
+                kwargs["check"],
+                kwargs.get("value_key"),
+                kwargs.get("state_key"),
+                bool(kwargs.get("every_value")),
+            )
         except Exception:  # e.g. Fernet's InvalidToken (a rotated key): this row shows as unreadable
             kwargs, key = {}, ""
         shown = {name: compat.redact_secrets(redact_sealed(value), name) for name, value in kwargs.items()}

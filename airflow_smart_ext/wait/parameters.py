@@ -411,7 +411,7 @@ def check_arguments(
             if problem is not None:
                 raise ValueError(problem)
     waiting = set(unknown) | {name for name, value in arguments.items() if is_runtime_value(value)}
-    effective = effective_values(static)
+    effective = {**static, **effective_values(static)}  # the schedule's defaults filled in, the rest as given
     for rule in rules:
         if waiting.intersection(rule.names):
             continue
@@ -462,6 +462,10 @@ def _optional_text(value: Any) -> bool:
     return value is None or _non_empty_text(value)
 
 
+def _start_after(value: Any) -> bool:
+    return value is None or isinstance(value, (str, datetime.date)) or _number(value)
+
+
 #: ``ConditionWatcher``'s parameters: the sensor's rows for what it shares with a sensor, then its own.
 WATCHER_PARAMETERS: tuple[Parameter, ...] = (
     *(row for row in PARAMETERS if row.name in WATCHER_SHARED),
@@ -469,9 +473,42 @@ WATCHER_PARAMETERS: tuple[Parameter, ...] = (
     Parameter("report_first_value", "True or False", _is_bool),
     Parameter("state_key", "None (derived from the check) or a non-empty string", _optional_text),
     Parameter("share", "True or False", _is_bool),
+    Parameter("every_value", "True or False", _is_bool),
+    Parameter(
+        "start_after",
+        "None, a number, text, or a date/datetime (sent as ISO text): the watermark before the first value",
+        _start_after,
+    ),
 )
 #: The rules among those parameters (a watcher has no timeout: it never ends).
 WATCHER_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if set(rule.names) <= set(WATCHER_SHARED))
+#: The watcher's own rules, of ``every_value``: ``condition`` is the check's type, ``success`` its SQL criterion.
+EVERY_VALUE_RULES: tuple[Rule, ...] = (
+    Rule(
+        ("start_after", "every_value"),
+        lambda after, every: after is None or every is True,
+        "start_after={start_after!r} is the watermark before the first value of every_value=True; set "
+        "every_value=True, or leave start_after out",
+    ),
+    Rule(
+        ("every_value", "report_first_value"),
+        lambda every, first: not (every is True and first is False),
+        "report_first_value=False cannot be combined with every_value=True (every value after the watermark is "
+        "reported); give start_after=<the last value not to report> instead",
+    ),
+    Rule(
+        ("every_value", "condition", "start_after"),
+        lambda every, condition, after: not (every is True and condition == "sql" and after is None),
+        "every_value=True on a SQL condition needs start_after= (bound as the query's after parameter until the "
+        "first value is reported; 'day > NULL' matches no row), e.g. start_after='2026-01-01' or 0",
+    ),
+    Rule(
+        ("every_value", "success"),
+        lambda every, success: not (every is True and success is not None),
+        "success={success!r} cannot be combined with every_value=True, where each row the query returns is a "
+        "value: put the condition in the query's WHERE clause",
+    ),
+)
 
 
 def untemplated_problem(arguments: Mapping[str, Any]) -> str | None:
@@ -503,9 +540,14 @@ def watcher_arguments(
     state_key: Any = None,
     share: Any = True,
     transient_errors: Any = None,
+    every_value: Any = False,
+    start_after: Any = None,
+    condition: str | None = None,
+    success: Any = None,
 ) -> dict[str, Any]:
     """The watcher's schedule and behaviour arguments as JSON kwargs; ``WatcherArgumentError`` naming the
-    first bad parameter and its accepted values (the wait model's table: the sensor's rows and messages)."""
+    first bad parameter and its accepted values (the wait model's table: the sensor's rows and messages).
+    ``condition`` (the check's type) and ``success`` (a SQL check's criterion) are the check's, for the rules."""
     given = {
         "poke_interval": poke_interval,
         "max_wait": max_wait,
@@ -519,9 +561,13 @@ def watcher_arguments(
         "state_key": state_key,
         "share": share,
         "transient_errors": transient_errors,  # checked here; the trigger imports them (DAGs folder too)
+        "every_value": every_value,
+        "start_after": start_after,
+        "condition": condition,
+        "success": success,
     }
     try:
-        check_arguments(WATCHER_PARAMETERS, given, rules=WATCHER_RULES)
+        check_arguments(WATCHER_PARAMETERS, given, rules=(*WATCHER_RULES, *EVERY_VALUE_RULES))
         policy = backoff_policy(effective_values(given))
     except ValueError as err:
         raise WatcherArgumentError(str(err)) from None
@@ -533,4 +579,7 @@ def watcher_arguments(
         "rate_limit": None if rate_limit is None else float(rate_limit),
         "state_key": state_key,
         "share": share,
+        "every_value": every_value,
+        # as it travels (JSON) and is compared with the values (dates as ISO text)
+        "start_after": start_after.isoformat() if isinstance(start_after, datetime.date) else start_after,
     }

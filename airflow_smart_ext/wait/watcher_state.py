@@ -13,16 +13,22 @@ STATE_KEY_PREFIX = "airflow_smart_ext.watcher"
 WATERMARK_FORMAT = 1
 
 
-def default_state_key(check: Mapping[str, Any], value_key: str | None) -> str:
+def default_state_key(check: Mapping[str, Any], value_key: str | None, every_value: bool = False) -> str:
     """Which watermark a watcher keeps when no ``state_key`` is given: a digest of what it watches (the check
-    spec and the value it reports), so a schedule change keeps the watermark and a query change starts anew."""
-    identity = json.dumps({"check": check, "value_key": value_key}, sort_keys=True, default=str)
+    spec, the value it reports and, when set, ``every_value``: its watermark is one value, not the latest list),
+    so a schedule change keeps the watermark and a query change starts anew."""
+    watched: dict[str, Any] = {"check": check, "value_key": value_key}
+    if every_value:  # only when set: the latest-value watchers' keys stay as they were
+        watched["every_value"] = True
+    identity = json.dumps(watched, sort_keys=True, default=str)
     return hashlib.sha256(identity.encode()).hexdigest()[:32]
 
 
-def state_store_key(check: Mapping[str, Any], value_key: str | None, state_key: str | None) -> str:
-    """The asset state store key of a watcher's watermark (its kwargs: ``check``, ``value_key``, ``state_key``)."""
-    return f"{STATE_KEY_PREFIX}:{state_key or default_state_key(check, value_key)}"
+def state_store_key(
+    check: Mapping[str, Any], value_key: str | None, state_key: str | None, every_value: bool = False
+) -> str:
+    """The asset state store key of a watcher's watermark (from its kwargs of those names)."""
+    return f"{STATE_KEY_PREFIX}:{state_key or default_state_key(check, value_key, every_value)}"
 
 
 class StoredMark(NamedTuple):

@@ -13,7 +13,8 @@ wt_watcher_dags.py. One story, in order (module fixture ``days_story``):
    twice or lost, day 5 is reported once the lock is released.
 
 Separately: ten watchers on one condition poll it once per cycle (counted at the database), and each of
-them reports a new value once. On Airflow 2.11 a watcher fails at parse, naming 3.0 and the alternative.
+them reports a new value once; with ``every_value=True`` a burst of three days in one insert is three events,
+in order. On Airflow 2.11 a watcher fails at parse, naming 3.0 and the alternative.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def condition_dsn(airflow_env: AirflowEnv) -> str:
     with _pg(dsn) as cur:
         cur.execute("CREATE TABLE days (day text)")
         cur.execute("CREATE TABLE shared_value (v text)")
+        cur.execute("CREATE TABLE burst_days (day text)")
         cur.execute("CREATE TABLE checks (cond text NOT NULL, at double precision NOT NULL)")
         cur.execute(
             "CREATE FUNCTION wt_check(c text) RETURNS text LANGUAGE sql VOLATILE AS $$ "
@@ -100,8 +102,8 @@ def condition_dsn(airflow_env: AirflowEnv) -> str:
         "is_extra_encrypted) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
         (CONN_ID, "postgres", host, int(port), login, CONDITION_DB, False, False),
     )
-    # Both consumers at once: each watcher starts after the next parse of the file (~15-60 s), in parallel.
-    for dag_id in ("wt_days_consumer", "wt_shared_consumer"):
+    # Every consumer at once: each watcher starts after the next parse of the file (~15-60 s), in parallel.
+    for dag_id in ("wt_days_consumer", "wt_shared_consumer", "wt_burst_consumer"):
         airflow_env.wait_for_dag(dag_id)
         airflow_env.unpause(dag_id)
     return dsn
@@ -294,6 +296,32 @@ def test_ten_watchers_on_one_condition_poll_it_once_per_cycle(
         assert [e["payload"].get("value") for e in seen] == ["v1"], (name, seen)
     time.sleep(3 * SHARED_PERIOD + COMMIT_DELAY_SECONDS)
     assert all(len(events(env, name)) == 1 for name in names)
+
+
+def test_every_value_reports_a_burst_of_3_in_one_insert_as_3_events_in_order(
+    airflow_env: AirflowEnv, condition_dsn: str
+) -> None:
+    env, dsn = airflow_env, condition_dsn
+    watchers_running(env, ["wt_burst"])
+    days = ["2026-01-02", "2026-01-03", "2026-01-04"]
+    with _pg(dsn) as cur:
+        cur.execute("INSERT INTO burst_days VALUES (%s), (%s), (%s)", days)
+    wait_events(env, "wt_burst", len(days), timeout=120)
+    time.sleep(2 * 4 + COMMIT_DELAY_SECONDS)  # a duplicate or a late event would show by now
+    reported = [
+        (
+            e["payload"].get("value"),
+            e["payload"].get("seq"),
+            e["payload"].get("previous"),
+            e["payload"].get("redelivered"),
+        )
+        for e in events(env, "wt_burst")
+    ]
+    assert reported == [
+        ("2026-01-02", 1, "2026-01-01", False),
+        ("2026-01-03", 2, "2026-01-02", False),
+        ("2026-01-04", 3, "2026-01-03", False),
+    ]
 
 
 def test_watcher_refused_at_parse_on_2_11(airflow_env: AirflowEnv, tmp_path: Path) -> None:

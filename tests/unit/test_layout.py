@@ -47,7 +47,7 @@ def test_importing_the_plugin_loads_no_view() -> None:
 def test_check_types_are_discovered_from_their_modules() -> None:
     from airflow_smart_ext.conditions import check_types
 
-    assert set(check_types()) == {"sensor", "sql"}
+    assert set(check_types()) == {"sensor", "sql", "sql_values"}
 
 
 def test_no_trigger_or_condition_source_imports_sensors_even_lazily() -> None:

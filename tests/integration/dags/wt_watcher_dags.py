@@ -6,6 +6,8 @@ checks at the database itself.
 
 * ``wt_days``: one watcher on ``SELECT wt_check('days')`` (``max(day)`` of the table ``days``); the consumer
   ``wt_days_consumer`` runs once per asset event (an EmptyOperator: the scheduler completes it, no worker).
+* ``wt_burst``: ``every_value=True`` on ``burst_days`` (the watermark bound as ``%(after)s``): one event per
+  day, in order; the consumer ``wt_burst_consumer``.
 * ``wt_shared_0`` .. ``wt_shared_9``: ten watchers on one condition (``wt_check('shared')``), each with its
   own watermark (``state_key``): ten trigger rows, one poll per cycle. ``wt_shared_consumer`` runs on any.
 
@@ -46,6 +48,25 @@ if compat.ASSET_WATCHERS_SUPPORTED:
         ],
     )
     with DAG(dag_id="wt_days_consumer", schedule=[days], start_date=START, catchup=False, tags=TAGS):
+        EmptyOperator(task_id="consume")
+
+    burst = Asset(
+        "wt_burst",
+        watchers=[
+            AssetWatcher(
+                name="wt_burst_loaded",
+                trigger=ConditionWatcher(
+                    sql_condition(CONN_ID, "SELECT day FROM burst_days WHERE day > %(after)s ORDER BY day"),
+                    every_value=True,
+                    start_after="2026-01-01",
+                    poke_interval=2,
+                    max_wait=4,
+                    state_key="wt_burst",
+                ),
+            )
+        ],
+    )
+    with DAG(dag_id="wt_burst_consumer", schedule=[burst], start_date=START, catchup=False, tags=TAGS):
         EmptyOperator(task_id="consume")
 
     shared = [

@@ -39,6 +39,9 @@ WATCHER_EXAMPLES: dict[str, tuple[list[Any], list[Any]]] = {
     "report_first_value": ([True, False], ["yes", None, 1]),
     "state_key": ([None, "orders"], ["", " ", 5]),
     "share": ([True, False], ["no", None]),
+    # True needs start_after on a SQL condition: EVERY_VALUE_RULES (tests/unit/triggers/test_every_value.py)
+    "every_value": ([False], ["yes", None, 1]),
+    "start_after": ([None], [True, [1], {"day": 1}, float("nan")]),
 }
 SQL_CONDITION_ROWS = ("conn_id", "sql", "parameters", "hook_params", "selector", "success")
 TRIGGER_ROWS = ("check_timeout", "rate_limit")

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from airflow_smart_ext import compat
 from airflow_smart_ext.triggers.watermark import Watermark
 from airflow_smart_ext.wait.watcher_state import STATE_KEY_PREFIX, read_record, state_store_key
 
@@ -54,3 +55,27 @@ def test_the_key_names_the_given_state_key_or_a_digest_of_what_is_watched() -> N
     assert state_store_key(dict(check), None, None) == digest  # stable
     assert state_store_key({**check, "sql": "SELECT 2"}, None, None) != digest  # a changed query: a new one
     assert state_store_key(check, "day", None) != digest
+
+
+WATCHER_CASES = [
+    {},
+    {"state_key": "orders"},
+    {"value_key": "day"},
+    {"every_value": True, "start_after": "2026-01-01"},
+    {"every_value": True, "start_after": 0, "state_key": "ids"},
+]
+
+
+@pytest.mark.skipif(not compat.ASSET_WATCHERS_SUPPORTED, reason="asset watchers: Airflow >= 3.0")
+@pytest.mark.parametrize("arguments", WATCHER_CASES, ids=repr)
+def test_the_view_finds_the_watermark_under_the_key_the_watcher_writes(arguments: dict[str, Any]) -> None:
+    """The view computes the key from the trigger row's kwargs (what ``serialize`` stores)."""
+    from airflow_smart_ext.watchers import ConditionWatcher, sql_condition
+
+    sql = "SELECT day FROM t WHERE day > :after ORDER BY day" if arguments.get("every_value") else "SELECT 1"
+    watcher = ConditionWatcher(sql_condition("warehouse", sql), **arguments)
+    _, kwargs = watcher.serialize()
+    view_key = state_store_key(
+        kwargs["check"], kwargs.get("value_key"), kwargs.get("state_key"), bool(kwargs.get("every_value"))
+    )
+    assert watcher._state_key() == view_key
