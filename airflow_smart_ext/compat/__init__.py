@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext.compat import (
+    asset_events,
     asset_watchers,
     connections,
     dag_access,
@@ -31,6 +32,7 @@ from airflow_smart_ext.compat import (
     versions,
     web_urls,
 )
+from airflow_smart_ext.compat.asset_events import *  # noqa: F403
 from airflow_smart_ext.compat.asset_watchers import *  # noqa: F403
 from airflow_smart_ext.compat.connections import *  # noqa: F403
 from airflow_smart_ext.compat.dag_access import *  # noqa: F403
@@ -52,6 +54,7 @@ if TYPE_CHECKING:  # at run time ``__getattr__`` below resolves them on first us
     from airflow_smart_ext.compat.locations import *  # noqa: F403
 
 __all__ = [
+    *asset_events.__all__,
     *asset_watchers.__all__,
     *connections.__all__,
     *dag_access.__all__,

@@ -41,6 +41,7 @@ from airflow_smart_ext.errors import error_type_paths, resolve_error_types
 from airflow_smart_ext.triggers import log_lines, sharing
 from airflow_smart_ext.triggers.backoff import coalescing_window, sharing_window_config
 from airflow_smart_ext.triggers.interpreters import LazyInterpreter
+from airflow_smart_ext.triggers.redelivery import stored_already
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.watermark import (
     EdgeTracker,
@@ -384,8 +385,9 @@ class ConditionWatcher(compat.EventTriggerBase):
         tracker = self._edge = EdgeTracker(stored, self.report_first_value)
         redelivery = tracker.redelivery()
         if redelivery is not None:
-            yield self._event(log, redelivery, None)
-            await clock.asleep(COMMIT_DELAY_SECONDS)
+            if not await stored_already(redelivery, compat.watched_assets(self), log):
+                yield self._event(log, redelivery, None)
+                await clock.asleep(COMMIT_DELAY_SECONDS)
             tracker.commit()
             await store.save(tracker)
         async for observed in observations:
