@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_smart_ext.compat import (
     asset_watchers,
     connections,
+    consumers,
     dag_access,
     dag_parsing,
     deferral,
@@ -33,6 +34,7 @@ from airflow_smart_ext.compat import (
 )
 from airflow_smart_ext.compat.asset_watchers import *  # noqa: F403
 from airflow_smart_ext.compat.connections import *  # noqa: F403
+from airflow_smart_ext.compat.consumers import *  # noqa: F403
 from airflow_smart_ext.compat.dag_access import *  # noqa: F403
 from airflow_smart_ext.compat.dag_parsing import *  # noqa: F403
 from airflow_smart_ext.compat.deferral import *  # noqa: F403
@@ -54,6 +56,7 @@ if TYPE_CHECKING:  # at run time ``__getattr__`` below resolves them on first us
 __all__ = [
     *asset_watchers.__all__,
     *connections.__all__,
+    *consumers.__all__,
     *dag_access.__all__,
     *dag_parsing.__all__,
     *deferral.__all__,
