@@ -71,7 +71,7 @@ if compat.ASSET_WATCHERS_SUPPORTED:
     ):
 
         @task(inlets=[values])
-        def consume(run_id: str = "") -> None:
+        def consume(run_id: str | None = None) -> None:
             news = every_new_value(values)
             while True:
                 started = time.monotonic()
@@ -96,14 +96,14 @@ if compat.ASSET_WATCHERS_SUPPORTED:
     ):
 
         @task
-        def consume_last(run_id: str = "", triggering_asset_events: Any = None) -> None:
+        def consume_last(run_id: str | None = None, triggering_asset_events: Any = None) -> None:
             last = triggering_asset_events[values][-1]
             record(
                 "last_event_only",
                 run_id,
                 last.extra["payload"]["value"],
                 last.extra["payload"]["seq"],
-                last.id,
+                0,  # a triggering event carries no id
                 None,
             )
             time.sleep(RUN_SECONDS)
