@@ -162,7 +162,8 @@ def test_every_value_exactly_once_with_max_active_runs_1(airflow_env: AirflowEnv
         if run == previous
     ]
     print(
-        f"\nlive: {live_seconds:.1f} s from v1 to settled; helper runs {helper_runs}; [-1] runs {last_runs} "
+        f"\nlive: {live_seconds:.1f} s from v1 to settled; helper runs {helper_runs} processed "
+        f"{[(run[-40:], value) for run, value, _, _ in helper]}; [-1] runs {last_runs} "
         f"(missed {missed}); mark seconds {sorted(round(m, 3) for m in marks)}"
     )
     assert marks and max(marks) < 5
