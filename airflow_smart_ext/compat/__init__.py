@@ -16,6 +16,7 @@ from airflow_smart_ext.compat import (
     asset_events,
     asset_watchers,
     connections,
+    consumers,
     dag_access,
     dag_parsing,
     deferral,
@@ -35,6 +36,7 @@ from airflow_smart_ext.compat import (
 from airflow_smart_ext.compat.asset_events import *  # noqa: F403
 from airflow_smart_ext.compat.asset_watchers import *  # noqa: F403
 from airflow_smart_ext.compat.connections import *  # noqa: F403
+from airflow_smart_ext.compat.consumers import *  # noqa: F403
 from airflow_smart_ext.compat.dag_access import *  # noqa: F403
 from airflow_smart_ext.compat.dag_parsing import *  # noqa: F403
 from airflow_smart_ext.compat.deferral import *  # noqa: F403
@@ -57,6 +59,7 @@ __all__ = [
     *asset_events.__all__,
     *asset_watchers.__all__,
     *connections.__all__,
+    *consumers.__all__,
     *dag_access.__all__,
     *dag_parsing.__all__,
     *deferral.__all__,

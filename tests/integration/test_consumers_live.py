@@ -1,0 +1,169 @@
+"""Consumers of a condition watcher in a real Airflow 3.3 (issue 34, part 4): every value, exactly once.
+
+DAGs: tests/integration/dags/cs_consumer_dags.py. Both consumers of the asset ``cs_values`` have
+``max_active_runs=1`` and a ~15 s run; three values land 5 s apart in the watched (SQLite) table, so later
+values land while a run is running or queued, and a run gets several events or none (Airflow 3.3's scheduler
+cuts a queued run's events at its queue row's first event). The consumer using ``every_new_value`` processes
+v1, v2, v3 exactly once, in order; the one taking ``triggering_asset_events[...][-1]`` misses a value, as
+Airflow's own records of which events each run consumed (``dagrun_asset_event``) show.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_harness.env import AirflowEnv
+from airflow_smart_ext import compat
+from tests.integration.live import sqlite_exec, wait_for
+
+pytestmark = [
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(
+        not compat.CONSUMERS_SUPPORTED,
+        reason="every_new_value needs Airflow >= 3.3 (tests/unit/test_consumers.py checks its refusal before)",
+    ),
+]
+
+CONN_ID = "cs_conditions"
+VALUES = ["v1", "v2", "v3"]
+SECONDS_APART = 5
+CONSUMERS = ("cs_every_new_value", "cs_last_event_only")
+
+
+def condition_db(env: AirflowEnv) -> Path:
+    path = env.home / "cs_conditions.db"
+    sqlite_exec(path, "CREATE TABLE IF NOT EXISTS cs_values (v TEXT)")
+    sqlite_exec(
+        path,
+        "CREATE TABLE IF NOT EXISTS processed (consumer TEXT, run_id TEXT, value TEXT, seq INTEGER, "
+        "event_id INTEGER, mark_seconds REAL, at REAL)",
+    )
+    # A row, not `airflow connections add` (a CLI call costs seconds on a loaded machine).
+    env.execute("DELETE FROM connection WHERE conn_id = %s", (CONN_ID,))
+    env.execute(
+        "INSERT INTO connection (conn_id, conn_type, host, is_encrypted, is_extra_encrypted) "
+        "VALUES (%s, %s, %s, %s, %s)",
+        (CONN_ID, "sqlite", str(path), False, False),
+    )
+    return path
+
+
+def payload(extra: Any) -> dict[str, Any]:
+    if isinstance(extra, (bytes, memoryview)):
+        extra = bytes(extra).decode()
+    if isinstance(extra, str):
+        extra = json.loads(extra)
+    return dict((extra or {}).get("payload") or {})
+
+
+def asset_events(env: AirflowEnv) -> list[dict[str, Any]]:
+    rows = env.query_dicts(
+        "SELECT e.id, e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = %s "
+        "ORDER BY e.id",
+        ("cs_values",),
+    )
+    return [{"id": row["id"], **payload(row["extra"])} for row in rows]
+
+
+def consumed(env: AirflowEnv, dag_id: str) -> list[list[str]]:
+    """Per asset-triggered run of ``dag_id`` (oldest first): the values of the events Airflow linked to it."""
+    runs = env.query(
+        "SELECT id FROM dag_run WHERE dag_id = %s AND run_type = 'asset_triggered' ORDER BY id", (dag_id,)
+    )
+    linked = []
+    for (run_id,) in runs:
+        rows = env.query(
+            "SELECT e.extra FROM dagrun_asset_event l JOIN asset_event e ON e.id = l.event_id "
+            "WHERE l.dag_run_id = %s ORDER BY e.id",
+            (run_id,),
+        )
+        linked.append([payload(extra)["value"] for (extra,) in rows])
+    return linked
+
+
+def settled(env: AirflowEnv, path: Path) -> bool:
+    """Both consumers idle (no run queued or running, no queued asset event) and v3 processed by the helper."""
+    busy = env.query(
+        "SELECT count(*) FROM dag_run WHERE dag_id IN (%s, %s) AND state IN ('queued', 'running')", CONSUMERS
+    )[0][0]
+    queued = env.query("SELECT count(*) FROM asset_dag_run_queue WHERE target_dag_id IN (%s, %s)", CONSUMERS)[
+        0
+    ][0]
+    done = sqlite_exec(
+        path, "SELECT count(*) FROM processed WHERE consumer = 'every_new_value' AND value = 'v3'"
+    )
+    return busy == 0 and queued == 0 and done[0][0] >= 1
+
+
+def test_every_value_exactly_once_with_max_active_runs_1(airflow_env: AirflowEnv) -> None:
+    env = airflow_env
+    path = condition_db(env)
+    for dag_id in CONSUMERS:
+        env.wait_for_dag(dag_id)
+        env.unpause(dag_id)
+    # Until the watcher has checked the empty table (its first check can take seconds after the trigger is
+    # assigned: the first connection lookup), so that each value lands after a check that can report it.
+    wait_for(
+        lambda: any(
+            "watcher 'cs_values'" in line and ": negative" in line
+            for line in env.component_log("triggerer").splitlines()
+        ),
+        240,
+        "a check of the cs_values watcher",
+        env,
+    )
+    started = time.monotonic()
+    for n, value in enumerate(VALUES):
+        if n:
+            time.sleep(SECONDS_APART)
+        sqlite_exec(path, "INSERT INTO cs_values VALUES (?)", (value,))
+    wait_for(lambda: settled(env, path), 240, "both consumers done with v1..v3", env)
+    time.sleep(5)  # a run the scheduler would still start for a late queue row shows up as not settled
+    assert settled(env, path)
+    live_seconds = time.monotonic() - started
+
+    events = asset_events(env)
+    assert [(e["value"], e["seq"]) for e in events] == [("v1", 1), ("v2", 2), ("v3", 3)]
+
+    def rows(consumer: str) -> list[tuple[Any, ...]]:
+        return sqlite_exec(
+            path,
+            "SELECT run_id, value, seq, mark_seconds FROM processed WHERE consumer = ? ORDER BY at",
+            (consumer,),
+        )
+
+    # The helper: each value once, in order, whatever runs the scheduler made and whichever events it linked.
+    helper = rows("every_new_value")
+    assert [(value, seq) for _, value, seq, _ in helper] == [("v1", 1), ("v2", 2), ("v3", 3)]
+    helper_runs = consumed(env, "cs_every_new_value")
+
+    # The [-1] consumer: what it took is the last event Airflow linked to each of its runs ...
+    last_runs = consumed(env, "cs_last_event_only")
+    last = [value for _, value, _, _ in rows("last_event_only")]
+    assert last == [values[-1] for values in last_runs if values]
+    # ... and Airflow's records show a value it never processed: linked to a run behind a later one, or cut.
+    missed = sorted(set(VALUES) - set(last))
+    assert missed, f"every run of the [-1] consumer got exactly one event: {last_runs}"
+    assert all(
+        any(value in values[:-1] for values in last_runs) or not any(value in values for values in last_runs)
+        for value in missed
+    )
+
+    # The window the helper leaves (a task killed between a value's end and its mark): the mark's duration (an
+    # upper bound: a run's last next() also covers reading the events when it had no value).
+    marks = [seconds for _, _, _, seconds in rows("mark")] + [
+        seconds
+        for (run, _, _, seconds), (previous, *_) in zip(helper[1:], helper, strict=False)
+        if run == previous
+    ]
+    print(
+        f"\nlive: {live_seconds:.1f} s from v1 to settled; helper runs {helper_runs} processed "
+        f"{[(run[-40:], value) for run, value, _, _ in helper]}; [-1] runs {last_runs} "
+        f"(missed {missed}); mark seconds {sorted(round(m, 3) for m in marks)}"
+    )
+    assert marks and max(marks) < 5
