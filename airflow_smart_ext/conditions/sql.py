@@ -11,7 +11,7 @@ Spec: ``{"type": "sql", "conn_id", "sql", "parameters", "hook_params", "selector
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -108,27 +108,58 @@ def evaluate_first_row(
     return FirstRowOutcome(False, f"First cell {value!r} is falsy", value)
 
 
-class _WithoutStatements:
-    """A hook's logger without the lines that quote the SQL it runs (stdlib or structlog alike)."""
+class _WithoutStatement:
+    """A hook's logger that drops every line quoting the statement or one of its bound values, at any level
+    (stdlib or structlog alike).
 
-    _QUOTING = ("Executing following statements", "Running statement")
+    Judged by what a line carries, not by its wording: common-sql's own lines (``DbApiHook.run``'s "Executing
+    following statements against DB: %s" at DEBUG, ``DbApiHook._run_command``'s "Running statement: %s,
+    parameters: %s" at INFO) and any line a hook subclass adds. The hook's other lines stay.
+    """
 
-    def __init__(self, logger: Any) -> None:
+    _LEVELS = frozenset(
+        {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "msg"}
+    )
+
+    def __init__(self, logger: Any, sql: str, parameters: Any) -> None:
         self._logger = logger
+        texts = [text for text in (sql, *_leaf_texts(parameters)) if text]
+        # Also as repr() prints them inside a list or a dict (quotes, backslashes, newlines escaped).
+        self._quoted = {form for text in texts for form in (text, repr(text)[1:-1]) if form}
 
-    def _quotes(self, message: Any) -> bool:
-        return isinstance(message, str) and message.startswith(self._QUOTING)
+    def _quotes(self, *parts: Any) -> bool:
+        return any(quoted in text for part in parts for text in _leaf_texts(part) for quoted in self._quoted)
 
-    def debug(self, message: Any, *args: Any, **kwargs: Any) -> None:
-        if not self._quotes(message):
-            self._logger.debug(message, *args, **kwargs)
-
-    def info(self, message: Any, *args: Any, **kwargs: Any) -> None:
-        if not self._quotes(message):
-            self._logger.info(message, *args, **kwargs)
+    def log(self, level: Any, message: Any, *args: Any, **kwargs: Any) -> None:
+        if not self._quotes(message, args, kwargs):
+            self._logger.log(level, message, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._logger, name)
+        write = getattr(self._logger, name)
+        if name not in self._LEVELS:
+            return write
+
+        def unless_quoting(message: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self._quotes(message, args, kwargs):
+                return write(message, *args, **kwargs)
+            return None
+
+        return unless_quoting
+
+
+def _leaf_texts(value: Any) -> Iterator[str]:
+    """The text of every leaf of ``value`` (containers walked; None and booleans are no value)."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _leaf_texts(key)
+            yield from _leaf_texts(item)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for item in value:
+            yield from _leaf_texts(item)
+    elif isinstance(value, bytes):
+        yield value.decode("utf-8", "replace")
+    elif value is not None and not isinstance(value, bool):
+        yield str(value)
 
 
 def fetch_first_row(hook: DbApiHook, sql: str, parameters: Any = None) -> tuple[Any, ...] | None:
@@ -140,17 +171,18 @@ def fetch_first_row(hook: DbApiHook, sql: str, parameters: Any = None) -> tuple[
     a driver may still transfer more (psycopg2 buffers the whole result), so end the query with
     ``LIMIT 1`` when it can match many rows. Blocking; the trigger runs it in a worker thread.
     """
-    quiet(hook)
+    quiet(hook, sql, parameters)
     row = hook.get_first(sql, parameters)
     return None if row is None else tuple(row)
 
 
-def quiet(hook: DbApiHook) -> None:
+def quiet(hook: DbApiHook, sql: str, parameters: Any) -> None:
     """Keep the query and its bound values out of the hook's log lines."""
-    # common-sql logs each statement (INFO, with its bound values) and the statements list (DEBUG): a rendered
-    # secret in either would reach a component's stdout, which nothing masks. The hook's other lines stay.
+    # common-sql logs each statement with its bound values (INFO) and the statement list (DEBUG): a rendered
+    # secret in either would reach a component's stdout, which nothing masks (a task log is masked). log_sql
+    # off skips the first where it is written; the per-instance logger drops any line quoting either.
     hook.log_sql = False
-    hook._log = _WithoutStatements(hook.log)  # type: ignore[assignment]  # LoggingMixin's per-instance logger
+    hook._log = _WithoutStatement(hook.log, sql, parameters)  # type: ignore[assignment]  # LoggingMixin's logger
 
 
 def build_spec(

@@ -28,7 +28,7 @@ MAX_ROWS_PER_CHECK = 1000
 def _query_rows(connection: Any, sql: str, parameters: Any, hook_params: Mapping[str, Any] | None) -> Any:
     """Blocking (worker thread): at most ``MAX_ROWS_PER_CHECK`` rows, through the hook's own ``run``."""
     hook = db_hook(connection, hook_params)
-    quiet(hook)
+    quiet(hook, sql, parameters)
     rows = hook.run(sql, parameters=parameters, handler=lambda cursor: cursor.fetchmany(MAX_ROWS_PER_CHECK))
     return [tuple(row) for row in rows or ()]
 

@@ -124,6 +124,9 @@ class BackoffStartTrigger(compat.BaseTrigger):
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return CLASSPATH, {"start": self.start, **{name: getattr(self, name) for name in self.field_names}}
 
+    def __repr__(self) -> str:  # field names only: Airflow's default prints them rendered (secrets too)
+        return f"<{CLASSPATH} {self.start.get('sensor', '')} fields={list(self.field_names)}>"
+
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         """Called by the 3.3+ triggerer before ``run``: render with the DAG's own Jinja environment (native
         types when the DAG asks for them) and keep the context until ``run`` has taken the run's dates."""
