@@ -59,7 +59,7 @@ from airflow_smart_ext.wait.parameters import (
     watcher_arguments,
 )
 from airflow_smart_ext.wait.timeline import PollSchedule
-from airflow_smart_ext.wait.watcher_state import state_store_key
+from airflow_smart_ext.wait.watcher_state import state_store_key, watcher_name
 
 CLASSPATH = paths.CONDITION_WATCHER
 
@@ -364,7 +364,10 @@ class ConditionWatcher(compat.EventTriggerBase):
             report.previous,
             "; sent again: the run before a restart may not have delivered it" if report.redelivered else "",
         )
-        return compat.TriggerEvent(report.payload(None if observed_at is None else _iso(observed_at)))
+        payload = report.payload(None if observed_at is None else _iso(observed_at))
+        # which watcher's seq it is: consumers keep one numbering per watcher (consumers.every_new_value)
+        payload["watcher"] = watcher_name(self.check, self.value_key, self.state_key, self.every_value)
+        return compat.TriggerEvent(payload)
 
     def _new_values(self, log: Any, observed: Observed, watermark: Any) -> list[Any]:
         """The values one check makes the edge observe, in order: its value (None: none), or with

@@ -24,11 +24,19 @@ def default_state_key(check: Mapping[str, Any], value_key: str | None, every_val
     return hashlib.sha256(identity.encode()).hexdigest()[:32]
 
 
+def watcher_name(
+    check: Mapping[str, Any], value_key: str | None, state_key: str | None, every_value: bool = False
+) -> str:
+    """The name a watcher's events and watermark carry: its ``state_key``, else the digest of what it watches
+    (from its kwargs of those names). Consumers tell watchers apart by it (``payload["watcher"]``)."""
+    return state_key or default_state_key(check, value_key, every_value)
+
+
 def state_store_key(
     check: Mapping[str, Any], value_key: str | None, state_key: str | None, every_value: bool = False
 ) -> str:
-    """The asset state store key of a watcher's watermark (from its kwargs of those names)."""
-    return f"{STATE_KEY_PREFIX}:{state_key or default_state_key(check, value_key, every_value)}"
+    """The asset state store key of a watcher's watermark."""
+    return f"{STATE_KEY_PREFIX}:{watcher_name(check, value_key, state_key, every_value)}"
 
 
 class StoredMark(NamedTuple):

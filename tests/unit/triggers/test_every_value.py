@@ -154,8 +154,11 @@ async def test_every_value_of_a_burst_is_one_event_in_order(
     clock: FakeClock, landed: list[tuple[float, str]], expected: list[tuple[Any, ...]], times: list[float]
 ) -> None:
     LANDED["a"] = landed
-    events = await collect(clock, days_watcher("a").run(), until=300)
+    watcher = days_watcher("a")
+    events = await collect(clock, watcher.run(), until=300)
     assert values(events) == expected
+    # each event names its watcher (consumers number values per watcher): the watermark's name, no prefix
+    assert {payload["watcher"] for _, payload in events} == {watcher._state_key().split(":", 1)[1]}
     # the values of one check one after the other: each event waits for the commit of the one before it
     assert [at for at, _ in events] == times
     assert COMMIT_DELAY_SECONDS == 5
