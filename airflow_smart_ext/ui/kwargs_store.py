@@ -92,7 +92,9 @@ class KwargsStore:
             self._dirty = False
             index: dict[str, int] = {}
             tokens = {
-                digest.hex(): index.setdefault(text, len(index)) for digest, text in self._texts.items()
+                digest.hex(): index.setdefault(text, len(index))
+                # a copy: another request's thread may add to it meanwhile
+                for digest, text in list(self._texts.items())
             }
             body = json.dumps({"format": _FORMAT, "texts": list(index), "tokens": tokens}).encode("utf-8")
             sealed = fernet.encrypt(body)
