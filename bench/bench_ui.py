@@ -18,13 +18,19 @@ request on loopback (the client's share is a read of the body):
 * ``Airflow REST list``: ``GET /api/v2/dags/~/dagRuns/~/taskInstances?state=deferred&limit=N``
   (``[api] maximum_page_limit`` raised to N) — Airflow's own list of the same deferred task instances.
 
-The goal (issue 26): the Waits page and its JSON for 10,000 live waits in under 1 s of server time, and no
-slower than Airflow's own REST list in the same run.
+Each is first requested once right after the clone (rows no server has decrypted), then in the rounds, then
+once more right after the api-server is restarted (what a deploy does: the trigger kwargs it decrypted before
+are kept encrypted in ``$AIRFLOW_HOME``, ``airflow_smart_ext/ui/kwargs_store.py``). ``SMART_EXT_BENCH_UI_N``
+sets another ``N`` (a multiple of ``TASKS``).
+
+The goals (issues 26 and 35): the Waits page and its JSON for 10,000 live waits in under 1 s of server time,
+and no slower than Airflow's own REST list in the same run; the first request after a start under 1 s too.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -97,7 +103,12 @@ def _columns(env: Any, table: str) -> list[str]:
 
 
 def clone_waits(env: Any, copies: int) -> None:
-    """Copy the one run of ``bench_ui`` (its run, deferred task instances and trigger rows) ``copies`` times."""
+    """Copy the one run of ``bench_ui`` (its run, deferred task instances and trigger rows) ``copies`` times.
+    Each trigger row's kwargs are encrypted anew, as the scheduler writes every row (a Fernet token holds a
+    random IV): a copied token would let a reader decrypt each distinct token once."""
+    from cryptography.fernet import Fernet
+
+    fernet = Fernet(env.env["AIRFLOW__CORE__FERNET_KEY"].encode())
     run_cols = _columns(env, "dag_run")
     ti_cols = _columns(env, "task_instance")
     trig_cols = _columns(env, "trigger")
@@ -122,7 +133,8 @@ def clone_waits(env: Any, copies: int) -> None:
         for ti in tis:
             ti_values = dict(zip(ti_cols, ti, strict=True))
             trig_values = dict(zip(trig_cols, triggers[ti_values["trigger_id"]], strict=True))
-            trig_values.update(id=next_trigger, triggerer_id=None)
+            plaintext = fernet.decrypt(trig_values["kwargs"].encode())
+            trig_values.update(id=next_trigger, triggerer_id=None, kwargs=fernet.encrypt(plaintext).decode())
             trig_rows.append([trig_values[c] for c in trig_cols])
             ti_values.update(run_id=run_id, trigger_id=next_trigger)
             if "id" in ti_values:  # 3.x: a UUID primary key
@@ -141,6 +153,7 @@ def measure(tiny: bool) -> dict[str, Any]:
     from airflow_harness.env import AirflowEnv
 
     tasks, n, rounds = SIZES[tiny]
+    n = int(os.environ.get("SMART_EXT_BENCH_UI_N", n))
     server = pg_server()
     with tempfile.TemporaryDirectory(prefix="bench-ui-") as tmp:
         work = Path(tmp)
@@ -186,6 +199,9 @@ def measure(tiny: bool) -> dict[str, Any]:
                 for name, url in urls.items():
                     seconds, bodies[name] = _get(url)
                     times[name].append(seconds)
+            env.stop_component("api-server")
+            env.start_component("api-server")
+            restarted = {name: _get(url)[0] for name, url in urls.items()}
             version = env.airflow_version
             metadata = "PostgreSQL" if env.uses_postgres else "SQLite"
     ours = json.loads(bodies["waits JSON (all)"])
@@ -196,6 +212,7 @@ def measure(tiny: bool) -> dict[str, Any]:
         "rounds": rounds,
         "times": times,
         "first": first,
+        "restarted": restarted,
         "sizes": {name: len(body) for name, body in bodies.items()},
         "ours_rows": len(ours["waits"]),
         "ours_groups": len(ours["groups"]),
@@ -209,10 +226,19 @@ def run(tiny: bool) -> Result:
     m = measure(tiny)
     med = {name: statistics.median(values) for name, values in m["times"].items()}
     table = Table(
-        ["request", "first request", "median after it", "min / max", "body", "rows"],
+        [
+            "request",
+            "first request (rows new to it)",
+            "median after it",
+            "min / max",
+            "first after a restart",
+            "body",
+            "rows",
+        ],
         caption=(
             f"Airflow {m['version']} api-server, {m['metadata']} metadata DB; {m['live']} live deferred waits "
-            f"({K} conditions); the first request of each, then {m['rounds']} interleaved rounds."
+            f"({K} conditions); the first request of each, then {m['rounds']} interleaved rounds, then the "
+            "first of each after an api-server restart."
         ),
     )
     rows = {
@@ -227,6 +253,7 @@ def run(tiny: bool) -> Result:
             f"{m['first'][name] * 1000:.0f} ms",
             f"{med[name] * 1000:.0f} ms",
             f"{min(values) * 1000:.0f} / {max(values) * 1000:.0f} ms",
+            f"{m['restarted'][name] * 1000:.0f} ms",
             f"{m['sizes'][name] / 2**20:.2f} MiB",
             rows[name],
         )
@@ -242,14 +269,19 @@ def run(tiny: bool) -> Result:
                 None if tiny else (complete and med[name] < 1.0 and med[name] <= rest),
             )
         )
-    first = m["first"]["waits JSON (all)"]
-    goals.append(
-        Goal(
-            "waits JSON (all), first request after the api-server started (every trigger row decrypted): < 1 s",
-            f"{first * 1000:.0f} ms (the REST list's first: {m['first']['Airflow REST list'] * 1000:.0f} ms)",
-            None if tiny else first < 1.0,
+    for key, when in (
+        ("first", "first request, no row decrypted before (every trigger row decrypted)"),
+        ("restarted", "first request after an api-server restart (rows decrypted before it)"),
+    ):
+        first, theirs = m[key]["waits JSON (all)"], m[key]["Airflow REST list"]
+        goals.append(
+            Goal(
+                f"waits JSON (all), {m['live']} waits, {when}: < 1 s",
+                f"{first * 1000:.0f} ms; {fmt_num(ratio(first, theirs), 2)}× the REST list's first "
+                f"({theirs * 1000:.0f} ms)",
+                None if tiny else first < 1.0,
+            )
         )
-    )
     return Result(
         key="ui",
         title="Waits view at scale",

@@ -4,8 +4,9 @@ One query: deferred task instances joined to their trigger rows (of our two clas
 triggerer jobs holding the rows (who serves each wait: ``serving``; :func:`load_triggerers` the live ones). The
 kwargs are decrypted as ``Trigger.kwargs`` does and sealed values opened (the sharing key is computed on
 opened values); the copy that may be shown has every secret masked. Both are cached per trigger row (its
-kwargs never change: a page refresh decrypts only new trigger rows), each kwarg shared by
-equal values (the redaction is the costly part).
+kwargs never change: a page refresh decrypts only new trigger rows) and per decrypted text, each kwarg shared
+by equal values (the redaction is the costly part); the decrypted texts outlive a restart encrypted
+(``kwargs_store``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from airflow_smart_ext import compat, secret_kwargs
 from airflow_smart_ext.conditions import sensor as sensor_check
+from airflow_smart_ext.ui import kwargs_store
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.ui.waits_report import LiveWait, redact_sealed, trigger_paths
 from airflow_smart_ext.wait import timeline
@@ -34,6 +36,8 @@ Opened = tuple[Any, Any]  # (a value with its sealed values opened, the value as
 # SQLite reuses the id of a deleted last row); an int key also spares hashing kilobytes of Fernet text per row.
 _BY_TRIGGER: dict[tuple[int, Any], tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
 _BY_VALUE: dict[tuple[str, Any], Opened] = {}  # (kwarg name, its value or JSON) -> one Opened per value
+# decrypted kwargs JSON -> opened, shown: the rows of one task over many runs hold equal plaintext
+_BY_PLAINTEXT: dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
 
 
 def _epoch(value: datetime.datetime | None) -> float | None:
@@ -72,21 +76,27 @@ def _open_value(name: str, value: Any) -> Opened:
     return cached  # type: ignore[no-any-return]
 
 
-def _decrypt_kwargs(stored: str) -> dict[str, Any]:
-    """A trigger row's stored kwargs column, decrypted and deserialized as ``Trigger.kwargs`` does (the same
-    static method on 2.11 and 3.x; called on the column so no ORM object is built per row)."""
+def _deserialize(plaintext: str) -> dict[str, Any]:
+    """Decrypted kwargs JSON, deserialized as ``Trigger.kwargs`` does: its static method takes text starting
+    with "{" as unencrypted (the same on 2.11 and 3.x; called on the text so no ORM object is built per row)."""
     from airflow.models.trigger import Trigger
 
-    return Trigger._decrypt_kwargs(stored)  # type: ignore[no-any-return]
+    return Trigger._decrypt_kwargs(plaintext)  # type: ignore[no-any-return]
 
 
 def _opened(trigger: tuple[int, Any], stored: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
-    """A trigger row's kwargs with sealed values opened, and as they may be shown."""
+    """A trigger row's kwargs with sealed values opened, and as they may be shown (the same objects for rows
+    of equal plaintext: one task's waits over many runs are deserialized and opened once)."""
     cached = _BY_TRIGGER.get(trigger)
     if cached is None:
-        parts = {name: _open_value(name, value) for name, value in _decrypt_kwargs(stored).items()}
-        opened = {name: part[0] for name, part in parts.items()}
-        cached = _remember(_BY_TRIGGER, trigger, (opened, {name: part[1] for name, part in parts.items()}))
+        plaintext = kwargs_store.default_store().plaintext(stored)
+        cached = _BY_PLAINTEXT.get(plaintext)
+        if cached is None:
+            parts = {name: _open_value(name, value) for name, value in _deserialize(plaintext).items()}
+            opened = {name: part[0] for name, part in parts.items()}
+            shown = {name: part[1] for name, part in parts.items()}
+            cached = _remember(_BY_PLAINTEXT, plaintext, (opened, shown))
+        _remember(_BY_TRIGGER, trigger, cached)
     return cached  # type: ignore[no-any-return]
 
 
@@ -233,4 +243,5 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
                 run_deadline=timeline.run_deadline(_epoch(row.run_start), timeouts.get(row.dag_id)),
             )
         )
+    kwargs_store.default_store().save()  # what this request decrypted, for the next start
     return waits
