@@ -86,8 +86,9 @@ def is_sealed(value: Any) -> bool:
     return False
 
 
-def unseal(value: Any) -> Any:
-    """``value`` with every envelope opened; each opened value is registered with this process's masker."""
+def unseal(value: Any, opened: list[Any] | None = None) -> Any:
+    """``value`` with every envelope opened; each opened value is registered with this process's masker (and
+    appended to ``opened``: a trigger registers them with its supervisor's too, ``compat.amask_secret``)."""
     fernet: Any = None
 
     def open_(token: str) -> Any:
@@ -102,6 +103,8 @@ def unseal(value: Any) -> Any:
                 f"be the one the worker used ({type(err).__name__})"
             ) from None
         compat.mask_secret(leaf)
+        if opened is not None:
+            opened.append(leaf)
         return leaf
 
     def walk(node: Any) -> Any:

@@ -25,6 +25,7 @@ from airflow_smart_ext.compat import (
     partitions,
     rescheduling,
     retry_policies,
+    secret_masking,
     sensor_timeouts,
     serialization,
     start_in_triggerer,
@@ -44,6 +45,7 @@ from airflow_smart_ext.compat.metadata_db import *  # noqa: F403
 from airflow_smart_ext.compat.partitions import *  # noqa: F403
 from airflow_smart_ext.compat.rescheduling import *  # noqa: F403
 from airflow_smart_ext.compat.retry_policies import *  # noqa: F403
+from airflow_smart_ext.compat.secret_masking import *  # noqa: F403
 from airflow_smart_ext.compat.sensor_timeouts import *  # noqa: F403
 from airflow_smart_ext.compat.serialization import *  # noqa: F403
 from airflow_smart_ext.compat.start_in_triggerer import *  # noqa: F403
@@ -68,6 +70,7 @@ __all__ = [
     *partitions.__all__,
     *rescheduling.__all__,
     *retry_policies.__all__,
+    *secret_masking.__all__,
     *sensor_timeouts.__all__,
     *serialization.__all__,
     *start_in_triggerer.__all__,

@@ -101,9 +101,10 @@ class BackoffTrigger(compat.BaseTrigger):
         #: fails only a TypeError from a trigger's constructor as one trigger; any other error stops the
         #: whole triggerer process (and every wait in it), again each time the row is picked up.
         self._unreadable: str | None = None
+        self._opened: list[Any] = []  # the opened secrets: run() has the supervisor's masker hide them too
         if self._shipped_check is not None:
             try:
-                check = secret_kwargs.unseal(check)
+                check = secret_kwargs.unseal(check, self._opened)
             except secret_kwargs.SealedValueUnreadable as err:
                 self._unreadable = str(err)
         parameters.check_trigger_arguments(
@@ -185,6 +186,8 @@ class BackoffTrigger(compat.BaseTrigger):
 
     async def run(self) -> AsyncIterator[Any]:
         run_started = clock.now()
+        for secret in self._opened:  # 3.x: the log files are written by the triggerer's supervisor
+            await compat.amask_secret(secret)
         if self._unreadable is not None:
             self.log.error("BackoffTrigger: %s", self._unreadable)
             await before_yield(run_started)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -121,6 +123,38 @@ def test_an_opened_secret_is_masked_in_the_triggerers_logs(fernet: KeyedFernet) 
     _, shipped = trigger(sensor_check(name="x", token=late)).serialize()
     BackoffTrigger(**shipped)  # opening registers the value with this process's masker
     assert late not in str(compat.redact_secrets(f"poke failed: auth {late} rejected"))
+
+
+@pytest.mark.skipif(not compat.AIRFLOW_V_3_0_PLUS, reason="2.11: one process writes the triggerer's logs")
+async def test_an_opened_secret_is_sent_to_the_supervisor_that_writes_the_log_files(
+    fernet: KeyedFernet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """3.x: the trigger log files are written by the triggerer's supervisor with its own masker; ``run`` sends it
+    every opened value as Airflow's ``MaskSecret`` (from the event loop: ``asend``), before its first check."""
+    from airflow.sdk.execution_time import task_runner
+    from airflow.sdk.execution_time.comms import MaskSecret
+
+    sent: list[Any] = []
+
+    class Comms:
+        async def asend(self, message: Any) -> None:
+            sent.append(message)
+
+        def send(self, message: Any) -> None:  # what the SDK's sync mask_secret tries (and fails in the loop)
+            raise RuntimeError("no synchronous send from the triggerer's event loop")
+
+    late = "pw-opened-only-in-the-triggerer-2"
+    _, shipped = trigger(sensor_check(name="x", token=late, path=SECRET)).serialize()
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", Comms(), raising=False)
+    monkeypatch.setattr(compat, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
+    rebuilt = BackoffTrigger(**shipped)
+    assert sent == []  # the constructor cannot tell the supervisor (it runs in the loop, synchronously)
+    run = rebuilt.run()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(run.__anext__(), timeout=0.5)  # the first check; the masks come before it
+    await run.aclose()
+    masked = [message.value for message in sent if isinstance(message, MaskSecret)]
+    assert sorted(masked) == sorted([late, SECRET]), sent
 
 
 def test_the_real_fernet_of_this_airflow_seals_and_opens(monkeypatch: pytest.MonkeyPatch) -> None:
