@@ -150,12 +150,20 @@ def unprocessed(events: Iterable[tuple[int, Any]], state: ConsumerState) -> list
     processed, each ``(watcher, seq)`` once, in ``seq`` order per watcher (watchers in name order).
 
     Of two events with one ``(watcher, seq)`` the first stored is kept (a redelivered copy was sent only
-    because its first copy's fate was unknown; both carry the same value).
+    because its first copy's fate was unknown; both carry the same value). A redelivered copy naming its
+    watcher whose first copy, from the release before events named their watcher, named none is that copy.
     """
     first: dict[tuple[str, int], NewValue] = {}
+    unnamed: dict[int, Any] = {}  # seq -> value of events that name no watcher (the previous release's)
     for event_id, extra in sorted(events, key=lambda event: event[0]):
         value = watcher_value(event_id, extra)
         if value is None or state.processed(value.watcher, value.seq):
             continue
+        if value.watcher == "":
+            unnamed.setdefault(value.seq, value.value)
+        elif value.redelivered and (
+            state.processed("", value.seq) or (value.seq in unnamed and unnamed[value.seq] == value.value)
+        ):
+            continue  # sent again after an upgrade: its first copy (stored before it) named no watcher
         first.setdefault((value.watcher, value.seq), value)
     return [first[key] for key in sorted(first)]

@@ -9,12 +9,16 @@ writes the logs, its masker is the one ``mask_secret`` fills.
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import suppress
 from typing import Any
 
 from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS
 
 __all__ = ["amask_secret"]
+
+#: How long 3.0-3.2 wait for the supervisor to acknowledge a secret before the wait goes on without it.
+MASK_REPLY_SECONDS = 5.0
 
 
 async def amask_secret(value: Any) -> None:
@@ -37,5 +41,5 @@ async def amask_secret(value: Any) -> None:
         from airflow.sdk.execution_time.comms import MaskSecret
 
         comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
-        if comms is not None:
-            await comms.asend(MaskSecret(value=value, name=None))
+        if comms is not None:  # bounded: a supervisor that never answers must not hold the wait up
+            await asyncio.wait_for(comms.asend(MaskSecret(value=value, name=None)), MASK_REPLY_SECONDS)

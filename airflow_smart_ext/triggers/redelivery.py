@@ -27,19 +27,21 @@ API_CONN_OPTION = "watcher_api_conn_id"
 LOOKUP_TIMEOUT_SECONDS = 10.0
 
 
-def is_this_event(event: Mapping[str, Any], report: Report) -> bool:
-    """Whether a stored asset event (the REST API's shape) is the watcher's ``report``."""
+def is_this_event(event: Mapping[str, Any], report: Report, watcher: str) -> bool:
+    """Whether a stored asset event (the REST API's shape) is ``watcher``'s ``report`` (another watcher of the
+    asset may have sent the same seq and value; an event of the previous release names no watcher)."""
     extra = event.get("extra")
     payload = extra.get("payload") if isinstance(extra, Mapping) else None
     return (
         isinstance(payload, Mapping)
+        and payload.get("watcher") in (None, watcher)
         and payload.get("seq") == report.seq
         and payload.get("value") == report.value
         and payload.get("previous") == report.previous
     )
 
 
-async def stored_already(report: Report, assets: Sequence[str], log: Any) -> bool:
+async def stored_already(report: Report, watcher: str, assets: Sequence[str], log: Any) -> bool:
     """True when each of ``assets`` holds the event of ``report`` (then it must not be sent again); False
     when one does not, or when Airflow cannot be asked (then it is sent again, flagged)."""
     conn_id = runtime.config_text(API_CONN_OPTION).strip()
@@ -51,7 +53,7 @@ async def stored_already(report: Report, assets: Sequence[str], log: Any) -> boo
             asset
             for asset in assets
             if not any(
-                is_this_event(event, report)
+                is_this_event(event, report, watcher)
                 for event in await compat.recent_asset_events(
                     connection, asset, timeout=LOOKUP_TIMEOUT_SECONDS
                 )

@@ -366,8 +366,12 @@ class ConditionWatcher(compat.EventTriggerBase):
         )
         payload = report.payload(None if observed_at is None else _iso(observed_at))
         # which watcher's seq it is: consumers keep one numbering per watcher (consumers.every_new_value)
-        payload["watcher"] = watcher_name(self.check, self.value_key, self.state_key, self.every_value)
+        payload["watcher"] = self._name()
         return compat.TriggerEvent(payload)
+
+    def _name(self) -> str:
+        """The name its events carry and its watermark is kept under."""
+        return watcher_name(self.check, self.value_key, self.state_key, self.every_value)
 
     def _new_values(self, log: Any, observed: Observed, watermark: Any) -> list[Any]:
         """The values one check makes the edge observe, in order: its value (None: none), or with
@@ -388,7 +392,7 @@ class ConditionWatcher(compat.EventTriggerBase):
         tracker = self._edge = EdgeTracker(stored, self.report_first_value)
         redelivery = tracker.redelivery()
         if redelivery is not None:
-            if not await stored_already(redelivery, compat.watched_assets(self), log):
+            if not await stored_already(redelivery, self._name(), compat.watched_assets(self), log):
                 yield self._event(log, redelivery, None)
                 await clock.asleep(COMMIT_DELAY_SECONDS)
             tracker.commit()

@@ -84,12 +84,32 @@ def _our_event(payload: Mapping[str, Any] | None) -> bool:
 
 
 UNREADABLE = "unreadable trigger kwargs"
+HIDDEN = "***"
+
+
+def _stars(node: Any) -> Any:
+    if isinstance(node, Mapping):
+        return {key: _stars(value) for key, value in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_stars(value) for value in node]
+    return HIDDEN
+
+
+def without_values(check: Mapping[str, Any]) -> dict[str, Any]:
+    """A watcher's check as the view shows it: its SQL parameters and sensor arguments by name, every value
+    "***". A watcher's arguments are not sealed (it renders no template), and the server's masker knows only
+    the secrets it loaded itself: a value the DAG read at parse (a Variable, a password) would show."""
+    shown = dict(check)
+    for name in ("parameters", "kwargs"):
+        if shown.get(name) is not None:
+            shown[name] = _stars(shown[name])
+    return shown
 
 
 def _condition(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """What the watcher checks and how often; a row whose kwargs cannot be read says so (the rest stays)."""
     try:
-        check = kwargs["check"]
+        check = without_values(kwargs["check"])
         kind = check_type(check)
         return {
             "check_type": kind.name,

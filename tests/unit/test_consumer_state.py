@@ -30,6 +30,18 @@ def state_of(**done: list[int]) -> ConsumerState:
 CASES: list[tuple[str, list[Any], ConsumerState, list[tuple[str, int, Any]]]] = [
     ("all new", [event(1, 1, "d1"), event(2, 2, "d2")], state_of(), [("", 1, "d1"), ("", 2, "d2")]),
     (
+        "an upgrade: the first copy names no watcher, the redelivered copy does: once, the first",
+        [event(1, 1, "d1"), event(2, 1, "d1", watcher="w", redelivered=True), event(3, 2, "d2", watcher="w")],
+        state_of(),
+        [("", 1, "d1"), ("w", 2, "d2")],
+    ),
+    (
+        "an upgrade: the unnamed first copy was processed before: its named redelivered copy is not",
+        [event(1, 1, "d1"), event(2, 1, "d1", watcher="w", redelivered=True)],
+        state_of(_=[1]),
+        [],
+    ),
+    (
         "the run's events and older ones: only the unprocessed",
         [event(1, 1, "d1"), event(2, 2, "d2"), event(3, 3, "d3")],
         state_of(_=[1]),

@@ -201,7 +201,9 @@ async def test_without_a_connection_the_restart_sends_again_flagged(clock: FakeC
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
-        ({"payload": {"seq": 3, "value": "d3", "previous": "d2"}}, True),
+        ({"payload": {"seq": 3, "value": "d3", "previous": "d2"}}, True),  # the previous release's: no name
+        ({"payload": {"seq": 3, "value": "d3", "previous": "d2", "watcher": "orders"}}, True),
+        ({"payload": {"seq": 3, "value": "d3", "previous": "d2", "watcher": "other"}}, False),  # another's
         ({"payload": {"seq": 3, "value": "d3", "previous": "d1"}}, False),
         ({"payload": {"seq": 4, "value": "d3", "previous": "d2"}}, False),
         ({"payload": "d3"}, False),
@@ -209,4 +211,4 @@ async def test_without_a_connection_the_restart_sends_again_flagged(clock: FakeC
     ],
 )
 def test_which_stored_event_is_the_report(extra: Any, expected: bool) -> None:
-    assert is_this_event({"extra": extra}, Report("d3", 3, "d2")) is expected
+    assert is_this_event({"extra": extra}, Report("d3", 3, "d2"), "orders") is expected

@@ -1,5 +1,5 @@
 """The Waits view's watchers from a real migrated metadata DB (ui/watchers_source.py), and in the CLI: our
-watcher rows only, their asset, holder, newest event and (3.3+) watermark; a masked secret stays masked."""
+watcher rows only, their asset, holder, newest event and (3.3+) watermark; a bound value never shows."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from tests.unit.helpers import KeyedFernet
 
 pytestmark = pytest.mark.skipif(not compat.ASSET_WATCHERS_SUPPORTED, reason="asset watchers: Airflow >= 3.0")
 
-MASKED = "wsrc-51e0-never-shown"  # registered with the masker (as a connection password is)
+#: A value the DAG read at parse (a Variable): the api-server's masker never saw it.
+SECRET = "wsrc-51e0-never-shown"
 
 
 def _utc(epoch: float) -> datetime.datetime:
@@ -39,9 +40,10 @@ def watchers_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
     from airflow_smart_ext.watchers import ConditionWatcher, sql_condition
 
     monkeypatch.setattr(compat, "get_fernet", lambda: KeyedFernet(Fernet.generate_key()))
-    compat.mask_secret(MASKED)
     now = time.time()
-    watcher = ConditionWatcher(sql_condition("warehouse", f"SELECT max(day) FROM t WHERE k = '{MASKED}'"))
+    watcher = ConditionWatcher(
+        sql_condition("warehouse", "SELECT max(day) FROM t WHERE k = :k", parameters={"k": SECRET})
+    )
     _, kwargs = watcher.serialize()
     key = state_store_key(kwargs["check"], None, None)
     with create_session() as session:
@@ -120,7 +122,7 @@ def test_the_source_reads_our_watchers_only(watchers_db: dict[str, Any]) -> None
         assert (row["last_seq"], row["last_value"]) == (3, "d3") and row["watermark_updated_at"]
     else:
         assert row["last_seq"] is None
-    assert "***" in row["condition"] and MASKED not in json.dumps(row)
+    assert "{'k': '***'}" in row["condition"] and SECRET not in json.dumps(row)
 
 
 def test_the_cli_lists_the_watchers(watchers_db: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
@@ -134,4 +136,4 @@ def test_the_cli_lists_the_watchers(watchers_db: dict[str, Any], capsys: pytest.
     printed = json.loads(capsys.readouterr().out)
     assert [w["watcher"] for w in printed["watchers"]] == ["orders_broken", "orders_loaded"]
     assert printed["summary"]["watchers"] == 2 and printed["summary"]["unserved_watchers"] == 0
-    assert MASKED not in table and MASKED not in json.dumps(printed)
+    assert SECRET not in table and SECRET not in json.dumps(printed)
