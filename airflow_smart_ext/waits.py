@@ -133,7 +133,7 @@ def render_text(report: Mapping[str, Any]) -> str:
     watchers = [
         [
             watcher["asset"],
-            watcher["watcher"],
+            _cell(watcher["watcher"]),
             _short(watcher["condition"], CONDITION_WIDTH),
             _cell(watcher["last_seq"] if watcher["last_seq"] is not None else watcher["last_event_seq"]),
             _short(

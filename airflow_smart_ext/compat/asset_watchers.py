@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_3_PLUS, AIRFLOW_VERSION_STRING
+from airflow_smart_ext.compat.versions import (
+    AIRFLOW_V_3_0_PLUS,
+    AIRFLOW_V_3_2_PLUS,
+    AIRFLOW_V_3_3_PLUS,
+    AIRFLOW_VERSION_STRING,
+)
 
 __all__ = [
     "ASSET_STATE_STORE_SUPPORTED",
@@ -23,6 +28,7 @@ __all__ = [
     "SHARED_STREAMS_SUPPORTED",
     "asset_state_accessors",
     "asset_state_records",
+    "asset_watcher_links",
     "watched_assets",
     "require_asset_watchers",
 ]
@@ -99,3 +105,17 @@ def asset_state_records(session: Any, asset_ids: Any, prefix: str) -> dict[int, 
     for row in rows:
         found.setdefault(row.asset_id, {})[row.key] = (row.value, row.updated_at)
     return found
+
+
+def asset_watcher_links() -> tuple[Any, Any]:
+    """What links an asset to its watchers' trigger rows: (the table, its column of the ``AssetWatcher``'s name,
+    or None). 3.2+: ``asset_watcher`` (asset_id, trigger_id, name); 3.0-3.1: ``asset_trigger`` (asset_id,
+    trigger_id: the watcher's name is not kept)."""
+    if AIRFLOW_V_3_2_PLUS:
+        from airflow.models.asset import AssetWatcherModel
+
+        table = AssetWatcherModel.__table__
+        return table, table.c.name
+    from airflow.models import asset
+
+    return asset.asset_trigger_association_table, None  # type: ignore[attr-defined,unused-ignore]

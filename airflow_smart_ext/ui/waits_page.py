@@ -195,7 +195,9 @@ def _watcher_row(row: Mapping[str, Any]) -> str:
             event += '<br><span class="muted">not from this watcher</span>'
     cells = (
         f'{_text(row["asset"])}<br><span class="muted id">{_text(row["asset_uri"])}</span>',
-        f'<span class="id">{_text(row["watcher"])}</span>',
+        f'<span class="id">{_text(row["watcher"])}</span>'
+        if row["watcher"] is not None
+        else '<span class="muted">(Airflow &lt; 3.2 keeps no name)</span>',
         f"<code>{_text(row['condition'])}</code>",
         _text(row["polls"]),
         last,

@@ -44,7 +44,7 @@ class LiveWatcher:
 
     asset: str
     asset_uri: str
-    name: str
+    name: str | None  # None: Airflow < 3.2 keeps no watcher name
     trigger_id: int
     shown_kwargs: Mapping[str, Any]
     state_key: str  # its watermark's key (``state_store_key`` of its real kwargs: a masked secret changes it)
@@ -164,7 +164,7 @@ def watcher_rows(
 ) -> list[dict[str, Any]]:
     """Every watcher's row, by asset then watcher name."""
     rows = [watcher_row(watcher, triggerers, now) for watcher in watchers]
-    return sorted(rows, key=lambda row: (row["asset"], row["watcher"], row["trigger_id"]))
+    return sorted(rows, key=lambda row: (row["asset"], row["watcher"] or "", row["trigger_id"]))
 
 
 def add_watchers(

@@ -70,14 +70,15 @@ def load_watchers(session: Any) -> list[LiveWatcher]:
     if not compat.ASSET_WATCHERS_SUPPORTED:
         return []
     from airflow.jobs.job import Job
-    from airflow.models.asset import AssetModel, AssetWatcherModel
+    from airflow.models.asset import AssetModel
     from airflow.models.trigger import Trigger
-    from sqlalchemy import select
+    from sqlalchemy import literal, select
 
     placement = compat.trigger_placement_columns()
+    link, name = compat.asset_watcher_links()
     rows = session.execute(
         select(
-            AssetWatcherModel.name,
+            (literal(None) if name is None else name).label("name"),
             AssetModel.id.label("asset_id"),
             AssetModel.name.label("asset"),
             AssetModel.uri,
@@ -90,8 +91,9 @@ def load_watchers(session: Any) -> list[LiveWatcher]:
             Job.end_date,
             *(column.label(f"trigger_{name}") for name, column in placement.items()),
         )
-        .join(AssetModel, AssetModel.id == AssetWatcherModel.asset_id)
-        .join(Trigger, Trigger.id == AssetWatcherModel.trigger_id)
+        .select_from(link)
+        .join(AssetModel, AssetModel.id == link.c.asset_id)
+        .join(Trigger, Trigger.id == link.c.trigger_id)
         .outerjoin(Job, Job.id == Trigger.triggerer_id)
         .where(Trigger.classpath == paths.CONDITION_WATCHER)
     ).all()

@@ -27,7 +27,7 @@ import pytest
 
 from airflow_harness.env import AirflowEnv
 from airflow_smart_ext import compat
-from airflow_smart_ext.triggers.watermark import STATE_KEY_PREFIX
+from airflow_smart_ext.wait.watcher_state import STATE_KEY_PREFIX
 
 pytestmark = pytest.mark.timeout(600)
 

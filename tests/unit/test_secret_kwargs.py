@@ -140,8 +140,8 @@ async def test_an_opened_secret_is_sent_to_the_supervisor_that_writes_the_log_fi
         async def asend(self, message: Any) -> None:
             sent.append(message)
 
-        def send(self, message: Any) -> None:  # what the SDK's sync mask_secret tries (and fails in the loop)
-            raise RuntimeError("no synchronous send from the triggerer's event loop")
+        def send(self, message: Any) -> None:  # the SDK's sync mask_secret (3.0 sends, 3.1+ try and give up)
+            pass
 
     late = "pw-opened-only-in-the-triggerer-2"
     _, shipped = trigger(sensor_check(name="x", token=late, path=SECRET)).serialize()

@@ -32,7 +32,7 @@ def watchers_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
     """Two assets: ``orders`` watched by one of our watchers (held by a live triggerer job; its newest event
     ours, seq 3) and ``other`` watched by another trigger class (not ours: not shown)."""
     from airflow.jobs.job import Job
-    from airflow.models.asset import AssetEvent, AssetModel, AssetWatcherModel
+    from airflow.models.asset import AssetEvent, AssetModel
     from airflow.models.trigger import Trigger
     from airflow.utils.session import create_session
     from sqlalchemy import delete, insert
@@ -69,15 +69,20 @@ def watchers_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
         session.add(broken)
         session.flush()
         broken.encrypted_kwargs, broken.triggerer_id = "gAAAAA-not-a-token", job
-        session.add_all(
-            [
-                AssetWatcherModel(name="orders_loaded", asset_id=orders.id, trigger_id=ours.id),
-                AssetWatcherModel(name="theirs", asset_id=other.id, trigger_id=theirs.id),
-                AssetWatcherModel(name="orders_broken", asset_id=orders.id, trigger_id=broken.id),
-                AssetEvent(
-                    asset_id=orders.id, extra={"from_trigger": True, "payload": {"value": "d2", "seq": 2}}
-                ),
-            ]
+        link, named = compat.asset_watcher_links()  # 3.0-3.1: asset_trigger, no watcher name
+        for name, asset_id, trigger_id in (
+            ("orders_loaded", orders.id, ours.id),
+            ("theirs", other.id, theirs.id),
+            ("orders_broken", orders.id, broken.id),
+        ):
+            row = {
+                "asset_id": asset_id,
+                "trigger_id": trigger_id,
+                **({"name": name} if named is not None else {}),
+            }
+            session.execute(insert(link).values(**row))
+        session.add(
+            AssetEvent(asset_id=orders.id, extra={"from_trigger": True, "payload": {"value": "d2", "seq": 2}})
         )
         session.flush()
         session.add(
@@ -92,9 +97,9 @@ def watchers_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
             record = {"format": 1, "value": "d3", "seq": 3}
             session.add(AssetStateStoreModel(asset_id=orders.id, key=key, value=json.dumps(record)))
         ids = {"job": job, "assets": [orders.id, other.id], "triggers": [ours.id, theirs.id, broken.id]}
-    yield {"now": now, "key": key, **ids}
+    yield {"now": now, "key": key, "ours": ours.id, "broken": broken.id, **ids}
     with create_session() as session:
-        session.execute(delete(AssetWatcherModel.__table__))
+        session.execute(delete(compat.asset_watcher_links()[0]))
         session.execute(delete(AssetEvent.__table__).where(AssetEvent.asset_id.in_(ids["assets"])))
         session.execute(delete(AssetModel.__table__).where(AssetModel.id.in_(ids["assets"])))
         session.execute(delete(Trigger.__table__).where(Trigger.id.in_(ids["triggers"])))
@@ -111,11 +116,14 @@ def test_the_source_reads_our_watchers_only(watchers_db: dict[str, Any]) -> None
     with create_session() as session:
         watchers = load_watchers(session)
         triggerers = load_triggerers(session, watchers_db["now"])
-    rows = {row["watcher"]: row for row in watcher_rows(watchers, triggerers, watchers_db["now"])}
-    assert set(rows) == {"orders_loaded", "orders_broken"}  # not the other class's watcher
-    assert rows["orders_broken"]["condition"] == UNREADABLE and rows["orders_broken"]["last_event_seq"] == 3
-    row = rows["orders_loaded"]
-    assert (row["asset"], row["watcher"], row["state_key"]) == ("orders", "orders_loaded", watchers_db["key"])
+    rows = {row["trigger_id"]: row for row in watcher_rows(watchers, triggerers, watchers_db["now"])}
+    ours, broken = watchers_db["ours"], watchers_db["broken"]
+    assert set(rows) == {ours, broken}  # not the other class's watcher
+    assert rows[broken]["condition"] == UNREADABLE and rows[broken]["last_event_seq"] == 3
+    row = rows[ours]
+    # 3.2+ keeps the AssetWatcher's name; 3.0-3.1 link an asset to a trigger only
+    name = "orders_loaded" if compat.asset_watcher_links()[1] is not None else None
+    assert (row["asset"], row["watcher"], row["state_key"]) == ("orders", name, watchers_db["key"])
     assert (row["last_event_seq"], row["last_event_value"]) == (3, "d3")  # the newest event
     assert row["served_by"]["job_id"] == watchers_db["job"] and row["unserved_reason"] is None
     if compat.ASSET_STATE_STORE_SUPPORTED:
@@ -130,10 +138,12 @@ def test_the_cli_lists_the_watchers(watchers_db: dict[str, Any], capsys: pytest.
 
     assert main([]) == 0
     table = capsys.readouterr().out
-    (line,) = [line for line in table.splitlines() if line.startswith("orders ") and "orders_loaded" in line]
-    assert "orders_loaded" in line and '"d3"' in line and f"job {watchers_db['job']}@watch-host" in line
+    lines = [line for line in table.splitlines() if line.startswith("orders ") and "unreadable" not in line]
+    (line,) = lines
+    assert '"d3"' in line and f"job {watchers_db['job']}@watch-host" in line
     assert main(["--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert [w["watcher"] for w in printed["watchers"]] == ["orders_broken", "orders_loaded"]
+    trigger_ids = sorted(w["trigger_id"] for w in printed["watchers"])
+    assert trigger_ids == sorted([watchers_db["ours"], watchers_db["broken"]])
     assert printed["summary"]["watchers"] == 2 and printed["summary"]["unserved_watchers"] == 0
     assert SECRET not in table and SECRET not in json.dumps(printed)
