@@ -293,6 +293,24 @@ class SqlInterpreter:
         return outcome_from_result(result)
 
 
+def validate_query_spec(
+    check: Mapping[str, Any], criteria: Sequence[str], *, refuse_blank: bool = False
+) -> None:
+    """A SQL check spec's connection, statement and criteria (dotted paths). ``refuse_blank``: a statement of
+    spaces too (the SQL check keeps accepting one: rows of earlier releases must still build in the triggerer,
+    where any error but a TypeError stops it; the sensors' parameter table refuses it at parse)."""
+    for key in ("conn_id", "sql"):
+        value = check[key]
+        if not isinstance(value, str) or not (value.strip() if refuse_blank else value):
+            raise ValueError(f"check[{key!r}] must be a non-empty string, got {value!r}")
+    for key in criteria:
+        if check[key] is not None and (not isinstance(check[key], str) or "." not in check[key]):
+            raise ValueError(
+                f"check[{key!r}] must be None or the dotted import path of a module-level callable, "
+                f"got {check[key]!r}"
+            )
+
+
 class SqlCheck(CheckType):
     name: ClassVar[str] = "sql"
     keys: ClassVar[tuple[str, ...]] = (
@@ -306,15 +324,7 @@ class SqlCheck(CheckType):
     )
 
     def validate(self, check: Mapping[str, Any]) -> None:
-        for key in ("conn_id", "sql"):
-            if not isinstance(check[key], str) or not check[key]:
-                raise ValueError(f"check[{key!r}] must be a non-empty string, got {check[key]!r}")
-        for key in CRITERIA:
-            if check[key] is not None and (not isinstance(check[key], str) or "." not in check[key]):
-                raise ValueError(
-                    f"check[{key!r}] must be None or the dotted import path of a module-level callable, "
-                    f"got {check[key]!r}"
-                )
+        validate_query_spec(check, CRITERIA)
 
     def shared_identity(self, check: Mapping[str, Any]) -> dict[str, Any]:
         return {key: check[key] for key in ("conn_id", "sql", "parameters", "hook_params")}

@@ -18,7 +18,7 @@ from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.conditions.outcomes import NEGATIVE, Outcome, outcome_from_exception
 from airflow_smart_ext.conditions.runtime import import_object
 from airflow_smart_ext.conditions.spec import CheckType, Interpreter, SharedCheck
-from airflow_smart_ext.conditions.sql import SqlSharedCheck, db_hook, quiet
+from airflow_smart_ext.conditions.sql import SqlSharedCheck, db_hook, quiet, validate_query_spec
 
 #: Rows fetched per check: a backlog larger than this is read over several checks (the query must then
 #: ``ORDER BY`` the value, so that each check reads the oldest ones).
@@ -61,15 +61,7 @@ class SqlValuesCheck(CheckType):
     keys: ClassVar[tuple[str, ...]] = ("type", "conn_id", "sql", "parameters", "hook_params", "selector")
 
     def validate(self, check: Mapping[str, Any]) -> None:
-        for key in ("conn_id", "sql"):
-            if not isinstance(check[key], str) or not check[key].strip():
-                raise ValueError(f"check[{key!r}] must be a non-empty string, got {check[key]!r}")
-        selector = check["selector"]
-        if selector is not None and (not isinstance(selector, str) or "." not in selector):
-            raise ValueError(
-                "check['selector'] must be None or the dotted import path of a module-level callable, "
-                f"got {selector!r}"
-            )
+        validate_query_spec(check, ("selector",), refuse_blank=True)
 
     def shared_identity(self, check: Mapping[str, Any]) -> dict[str, Any]:
         # the parameters hold the bound watermark: watchers at different watermarks never share a query
