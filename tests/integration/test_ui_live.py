@@ -304,9 +304,15 @@ def check_the_watcher(env: AirflowEnv, driver: WebDriver, report: dict[str, Any]
     def reported() -> dict[str, Any] | None:
         status, body = fetch(driver, base_url(env) + "/smart-ext/api/waits")
         rows = [w for w in json.loads(body)["watchers"] if w["watcher"] == WATCHER] if status == 200 else []
-        return rows[0] if rows and rows[0]["last_event_seq"] == 1 else None
+        if not rows or rows[0]["last_event_seq"] != 1:
+            return None
+        # 3.3+: the watermark is committed COMMIT_DELAY_SECONDS after the event is stored (its intent before)
+        committed = not compat.ASSET_STATE_STORE_SUPPORTED or rows[0]["last_seq"] == 1
+        return rows[0] if committed else None
 
-    watcher = wait_for("the watcher's first event in the JSON", reported, timeout=120, driver=driver)
+    watcher = wait_for(
+        "the watcher's first event (and 3.3+ its commit) in the JSON", reported, timeout=120, driver=driver
+    )
     trigger = watcher_trigger(env)
     assert watcher["asset"] == WATCHED_ASSET and watcher["trigger_id"] == trigger["id"], watcher
     assert watcher["last_event_value"] == "day-1" and watcher["last_event_redelivered"] is False, watcher
