@@ -2,7 +2,8 @@
 
 Pure: computed from the trigger rows alone (no Airflow import here; ``waits_source`` reads the rows). The
 schedule is a pure function of (seed, start, now, deadline) and the sharing key a pure function of the check
-spec, so the server computes what the triggerer will do without asking it.
+spec, so the server computes what the triggerer will do without asking it. Only the last check's outcome is
+the triggerer's word: the record it keeps per check group as one member's XCom (``wait.last_check``).
 
 Estimates, said plainly: ``checks_made`` counts the *scheduled* checks due so far (a lower bound when a
 shared check served a wait early; checks missed while no triggerer ran are counted as due). Checks per hour

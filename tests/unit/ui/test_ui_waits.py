@@ -723,19 +723,23 @@ async def test_a_member_shows_its_groups_newest_last_check(
     from airflow_smart_ext.wait.last_check import XCOM_KEY, LastCheck
 
     supervisor = _Supervisor()
-    if compat.AIRFLOW_V_3_0_PLUS:
-        from airflow.sdk.execution_time import task_runner
-
-        monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", supervisor, raising=False)
     now = deferred_db["now"]
 
     def ti(task_id: str) -> Any:
         return SimpleNamespace(dag_id="waits_db", run_id="run_1", task_id=task_id, map_index=-1)
 
+    async def write(task_id: str, record: dict[str, Any]) -> None:
+        with monkeypatch.context() as patch:  # only while writing: the view's own process has no supervisor
+            if compat.AIRFLOW_V_3_0_PLUS:
+                from airflow.sdk.execution_time import task_runner
+
+                patch.setattr(task_runner, "SUPERVISOR_COMMS", supervisor, raising=False)
+            await compat.aset_task_xcom(ti(task_id), XCOM_KEY, record)
+
     older = LastCheck("not met", now - 120, now - 300).to_record()
     newer = LastCheck("transient error", now - 30, now - 90, 4, "OperationalError", "OperationalError (x)")
-    await compat.aset_task_xcom(ti("sealed_a"), XCOM_KEY, older)
-    await compat.aset_task_xcom(ti("sealed_b"), XCOM_KEY, newer.to_record())
+    await write("sealed_a", older)
+    await write("sealed_b", newer.to_record())
     assert len(supervisor.sent) == (2 if compat.AIRFLOW_V_3_0_PLUS else 0)
     with create_session() as session:
         waits = load_live_waits(session, None)
@@ -755,7 +759,7 @@ async def test_a_member_shows_its_groups_newest_last_check(
         )
     assert rows["masked"]["last_check"] is None and rows["masked"]["last_outcome"] == "none recorded yet"
     # rewritten in place (one XCom per task), and the page says it in the UI's timezone
-    await compat.aset_task_xcom(ti("sealed_b"), XCOM_KEY, LastCheck("not met", now, now).to_record())
+    await write("sealed_b", LastCheck("not met", now, now).to_record())
     with create_session() as session:
         rows = {
             row["task_id"]: row
