@@ -143,16 +143,23 @@ def render_text(report: Mapping[str, Any]) -> str:
                 30,
             ),
             _cell(watcher["last_event_at"]),
+            watcher["last_outcome"],
             _served_by(watcher),
         ]
         for watcher in report["watchers"]
     ]
     if watchers:
-        parts.append(
-            _table(
-                ["ASSET", "WATCHER", "CONDITION", "SEQ", "LAST VALUE", "LAST EVENT", "SERVED BY"], watchers
-            )
-        )
+        headers = [
+            "ASSET",
+            "WATCHER",
+            "CONDITION",
+            "SEQ",
+            "LAST VALUE",
+            "LAST EVENT",
+            "LAST OUTCOME",
+            "SERVED BY",
+        ]
+        parts.append(_table(headers, watchers))
     parts += [
         f"NOT SERVED: watcher {watcher['watcher']} on {watcher['asset']}: {watcher['unserved_reason']}"
         for watcher in report["watchers"]

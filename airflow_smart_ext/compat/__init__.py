@@ -29,6 +29,7 @@ from airflow_smart_ext.compat import (
     sensor_timeouts,
     serialization,
     start_in_triggerer,
+    task_xcoms,
     timetables,
     trigger_placement,
     versions,
@@ -49,6 +50,7 @@ from airflow_smart_ext.compat.secret_masking import *  # noqa: F403
 from airflow_smart_ext.compat.sensor_timeouts import *  # noqa: F403
 from airflow_smart_ext.compat.serialization import *  # noqa: F403
 from airflow_smart_ext.compat.start_in_triggerer import *  # noqa: F403
+from airflow_smart_ext.compat.task_xcoms import *  # noqa: F403
 from airflow_smart_ext.compat.timetables import *  # noqa: F403
 from airflow_smart_ext.compat.trigger_placement import *  # noqa: F403
 from airflow_smart_ext.compat.versions import *  # noqa: F403
@@ -74,6 +76,7 @@ __all__ = [
     *sensor_timeouts.__all__,
     *serialization.__all__,
     *start_in_triggerer.__all__,
+    *task_xcoms.__all__,
     *timetables.__all__,
     *trigger_placement.__all__,
     *versions.__all__,

@@ -27,9 +27,11 @@ from airflow_smart_ext.errors import resolve_error_types
 from airflow_smart_ext.triggers import gc_tuning, log_lines, sharing
 from airflow_smart_ext.triggers.events import WaitEvents, before_yield, iso
 from airflow_smart_ext.triggers.interpreters import LazyInterpreter
+from airflow_smart_ext.triggers.last_check import Write, last_check
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.wait_schedule import WaitSchedule
 from airflow_smart_ext.wait import parameters, paths
+from airflow_smart_ext.wait.last_check import XCOM_KEY
 
 CLASSPATH = paths.BACKOFF_TRIGGER
 
@@ -265,6 +267,10 @@ class BackoffTrigger(compat.BaseTrigger):
                     return
                 events.count(result.outcome)
                 outcome = self._ride_out(self.log, scheduled.index, result.outcome)
+                group.last_check.record(
+                    last_check(result.outcome, outcome, self._ride_out, result.checked_at),
+                    self._last_check_writer(),
+                )
                 following = None
                 if not (outcome.is_terminal or scheduled.final):
                     following = await self._next(scheduled.index)
@@ -296,6 +302,13 @@ class BackoffTrigger(compat.BaseTrigger):
         if self.after < 0 and self.try_started_at is None and scheduled is not None and scheduled.index == 0:
             self._check_zero_since = self.started_at
         return scheduled
+
+    def _last_check_writer(self) -> Write | None:
+        """Writes the group's last-check record as this wait's XCom (None: no task instance, e.g. dag.test())."""
+        ti = getattr(self, "task_instance", None)
+        if ti is None:
+            return None
+        return lambda record: compat.aset_task_xcom(ti, XCOM_KEY, record)
 
     def _limits(self) -> sharing.CheckLimits:
         rate = runtime.connection_rate_limit(self.rate_limit)

@@ -34,6 +34,7 @@ from airflow_smart_ext.conditions.runtime import (
     CheckTimeLimitExceeded,
     loop_entries,
 )
+from airflow_smart_ext.triggers.last_check import LastCheckRecorder
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +235,7 @@ class CheckGroup:
         self._inflight: dict[asyncio.Future[Observation], float] = {}
         self._subscriptions: set[Subscription] = set()
         self._schedules: dict[Hashable, tuple[str, float]] = {}  # policy -> (seed, anchor) of its schedule
+        self.last_check = LastCheckRecorder()  # one record per group, not per member (its write throttle)
 
     def schedule_for(self, policy: Hashable, own: tuple[str, float]) -> tuple[str, float]:
         """The (seed, anchor) this group's waits of ``policy`` follow: the first one's, for the group's life."""

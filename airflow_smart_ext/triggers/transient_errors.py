@@ -24,6 +24,8 @@ class ErrorRideOut:
         self.transient_types = transient_types
         self.silent_fail = silent_fail
         self.consecutive_errors = 0
+        #: why the last error ridden out was (``errors.classify``'s words, or ``silent_fail=True``)
+        self.last_reason: str | None = None
 
     def __call__(self, logger: Any, index: int, outcome: Outcome) -> Outcome:
         """``outcome`` unchanged unless it is an error to ride out; that one is logged with its count in a
@@ -38,6 +40,7 @@ class ErrorRideOut:
         self.consecutive_errors += 1
         compat.Stats.incr(METRIC_TRANSIENT_ERRORS)
         reason = error_class.reason if transient and error_class is not None else "silent_fail=True"
+        self.last_reason = reason
         log_lines.emit(
             logger,
             "warning",

@@ -41,6 +41,7 @@ from airflow_smart_ext.errors import error_type_paths, resolve_error_types
 from airflow_smart_ext.triggers import log_lines, sharing
 from airflow_smart_ext.triggers.backoff import coalescing_window, sharing_window_config
 from airflow_smart_ext.triggers.interpreters import LazyInterpreter
+from airflow_smart_ext.triggers.last_check import LastCheckRecorder, Write, last_check
 from airflow_smart_ext.triggers.redelivery import stored_already
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.watermark import (
@@ -53,6 +54,7 @@ from airflow_smart_ext.triggers.watermark import (
     values_after,
 )
 from airflow_smart_ext.wait import paths
+from airflow_smart_ext.wait.last_check import STATE_KEY_SUFFIX, LastCheck
 from airflow_smart_ext.wait.parameters import (
     WatcherArgumentError,
     transient_errors_problem,
@@ -82,10 +84,12 @@ def _iso(epoch: float) -> str:
 
 @dataclass(frozen=True)
 class Observed:
-    """One check of the poll: the value a positive check saw (None: no value), and when the check started."""
+    """One check of the poll: the value a positive check saw (None: no value), when the check started, and its
+    outcome as the last-check record says it (``wait.last_check``)."""
 
     value: Any
     observed_at: float
+    check: LastCheck | None = None
 
 
 class StoredWatermark:
@@ -312,7 +316,7 @@ class ConditionWatcher(compat.EventTriggerBase):
                 else:
                     observed_at, outcome, shared = clock.now(), failure, False
                 schedule.done(scheduled)
-                outcome = self._ride_out(log, scheduled.index, outcome)
+                original, outcome = outcome, self._ride_out(log, scheduled.index, outcome)
                 value = outcome.value if outcome.status == "positive" else None
                 if outcome.status == "positive" and value is None and not valueless_logged:
                     valueless_logged = True  # once per poll: it says the same every check
@@ -345,7 +349,7 @@ class ConditionWatcher(compat.EventTriggerBase):
                     f"{outcome.status}{f' ({outcome.message})' if outcome.message else ''}"
                     f"{'; new value, the schedule restarts' if changed else ''}; group of {group.subscribers}",
                 )
-                yield Observed(value, observed_at)
+                yield Observed(value, observed_at, last_check(original, outcome, self._ride_out, observed_at))
         finally:
             group.leave()
 
@@ -384,8 +388,23 @@ class ConditionWatcher(compat.EventTriggerBase):
             log_lines.emit(log, "error", "the value cannot be reported: %s", err)
             return []
 
+    def _last_check_writer(self) -> Write | None:
+        """Writes this watcher's last-check record to the asset state store of each asset it watches (3.3+;
+        None before: nowhere to keep it)."""
+        accessors = compat.asset_state_accessors(self)
+        if not accessors:
+            return None
+        key = self._state_key() + STATE_KEY_SUFFIX  # beside the watermark, a record of its own
+
+        async def write(record: dict[str, Any]) -> None:
+            for accessor in accessors:
+                await accessor.aset(key, record)
+
+        return write
+
     async def _events(self, observations: AsyncIterator[Observed], log: Any) -> AsyncIterator[Any]:
         store = StoredWatermark(compat.asset_state_accessors(self), self._state_key(), log)
+        recorder, write = LastCheckRecorder(), self._last_check_writer()  # per watcher: its own record
         stored = await store.load()
         if stored is None and self.every_value:
             stored = Watermark(self.start_after)  # the values after start_after are new
@@ -398,6 +417,8 @@ class ConditionWatcher(compat.EventTriggerBase):
             tracker.commit()
             await store.save(tracker)
         async for observed in observations:
+            if observed.check is not None:
+                recorder.record(observed.check, write)
             # each value its own intent, event and commit; a check without one still retries an unsaved commit
             for value in self._new_values(log, observed, tracker.mark.value) or [None]:
                 if tracker.unsaved and not await store.save(tracker):

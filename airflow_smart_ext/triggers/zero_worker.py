@@ -205,6 +205,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
             rate_limit=start.get("rate_limit"),
         )
         schedule.try_started_at = started_at
+        schedule.task_instance = self.task_instance  # its last-check record is this task's XCom
         log_lines.emit(
             self.log,
             "info",

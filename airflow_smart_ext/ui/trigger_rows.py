@@ -80,6 +80,8 @@ class LiveWait:
     #: the row's trigger queue (3.2+) and team (3.3+ multi-team): which triggerers may take it
     trigger_queue: str | None = None
     trigger_team: str | None = None
+    #: its last-check record (``wait.last_check.read_record``: an XCom the triggerer writes; None: none)
+    last_check: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 from airflow_smart_ext.ui import look
 from airflow_smart_ext.ui.waits_report import DEFAULT_LIMIT, SORTS, WaitsQuery
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT
+from airflow_smart_ext.wait import last_check
 
 TaskLink = Callable[[Mapping[str, Any]], str]
 
@@ -115,6 +116,21 @@ def _next_check(row: Mapping[str, Any]) -> str:
     )
 
 
+def _last_outcome(row: Mapping[str, Any]) -> str:
+    """The last check's outcome as the triggerer recorded it (kind, error class, errors in a row, since when
+    and when checked, in the UI's timezone), or the row's words when none is recorded."""
+    record = row.get("last_check")
+    if record is None:
+        return f'<span class="muted">{_text(row["last_outcome"])}</span>'
+    bad = record["outcome"] in ("transient error", "error")
+    reason = f' title="{_text(record["reason"])}"' if record.get("reason") else ""
+    return (
+        f'<span class="last-outcome{" over" if bad else ""}"{reason}>{_text(last_check.words(record))}</span>'
+        f"<br>since {look.ui_time(record['since'])}"
+        f'<br><span class="muted">checked {look.ui_time(record["at"])}</span>'
+    )
+
+
 def _wait_row(row: Mapping[str, Any], links: TaskLink) -> str:
     attributes = {
         "data-dag-id": row["dag_id"],
@@ -129,6 +145,7 @@ def _wait_row(row: Mapping[str, Any], links: TaskLink) -> str:
         "data-shared-with": row["shared_with"],
         "data-served-by": (row["served_by"] or {}).get("job_id", ""),
         "data-unserved-reason": row["unserved_reason"] or "",
+        "data-last-outcome": (row["last_check"] or {}).get("outcome", ""),
     }
     attrs = " ".join(f'{name}="{_text(value)}"' for name, value in attributes.items())
     attrs += ' class="unserved"' if row["unserved_reason"] is not None else ""
@@ -148,13 +165,22 @@ def _wait_row(row: Mapping[str, Any], links: TaskLink) -> str:
         _next_check(row),
         _when(row["deadline"], row["deadline_in"])
         + (f'<br><span class="muted">({_text(row["deadline_by"])})</span>' if row.get("deadline_by") else ""),
-        _text(row["last_outcome"]),
+        _last_outcome(row),
     )
     tds = "".join(cell if cell.startswith("<td") else f"<td>{cell}" for cell in cells)
     return f"<tr {attrs}>{tds}</tr>"
 
 
-WATCHER_HEADERS = ("Asset", "Watcher", "Condition", "Polls", "Last value", "Last event", "Served by")
+WATCHER_HEADERS = (
+    "Asset",
+    "Watcher",
+    "Condition",
+    "Polls",
+    "Last value",
+    "Last event",
+    "Last outcome",
+    "Served by",
+)
 
 
 def _json_text(value: Any) -> str:
@@ -169,6 +195,7 @@ def _watcher_row(row: Mapping[str, Any]) -> str:
         "data-last-event-seq": "" if row["last_event_seq"] is None else row["last_event_seq"],
         "data-served-by": (row["served_by"] or {}).get("job_id", ""),
         "data-unserved-reason": row["unserved_reason"] or "",
+        "data-last-outcome": (row["last_check"] or {}).get("outcome", ""),
     }
     attrs = " ".join(f'{name}="{_text(value)}"' for name, value in attributes.items())
     attrs += ' class="unserved"' if row["unserved_reason"] is not None else ""
@@ -202,6 +229,7 @@ def _watcher_row(row: Mapping[str, Any]) -> str:
         _text(row["polls"]),
         last,
         event,
+        _last_outcome(row),
         _served_by(row),
     )
     return f"<tr {attrs}>{''.join(f'<td>{cell}' for cell in cells)}</tr>"

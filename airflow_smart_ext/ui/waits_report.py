@@ -2,7 +2,8 @@
 
 Pure: computed from the trigger rows alone (no Airflow import here; ``waits_source`` reads the rows). The
 schedule is a pure function of (seed, start, now, deadline) and the sharing key a pure function of the check
-spec, so the server computes what the triggerer will do without asking it.
+spec, so the server computes what the triggerer will do without asking it. Only the last check's outcome is
+the triggerer's word: the record it keeps per check group as one member's XCom (``wait.last_check``).
 
 Estimates, said plainly: ``checks_made`` counts the *scheduled* checks due so far (a lower bound when a
 shared check served a wait early; checks missed while no triggerer ran are counted as due). Checks per hour
@@ -29,7 +30,7 @@ from airflow_smart_ext.ui.trigger_rows import (
     redact_sealed,
     trigger_paths,
 )
-from airflow_smart_ext.wait import timeline
+from airflow_smart_ext.wait import last_check, timeline
 
 __all__ = [
     "SORTS",
@@ -96,6 +97,7 @@ class _Member:
     share: bool  # shares its check with identical waits (``share=True``)
     rate: float  # checks per hour at its current interval (0: no check ahead)
     rate_limit: float | None  # its explicit checks per second on the connection (None: the config's)
+    last_check: Mapping[str, Any] | None = None  # the record its task's XCom holds (None: none)
 
 
 def _base(wait: LiveWait, triggerers: Triggerers | None, now: float) -> dict[str, Any]:
@@ -136,6 +138,7 @@ def _unreadable(wait: LiveWait, base: dict[str, Any], err: BaseException) -> tup
         "shared_with": 1,
         "checks_made": 0,
         "last_outcome": "unknown",
+        "last_check": None,
     }
     return f"unreadable|{wait.dag_id}|{wait.run_id}|{wait.task_id}|{wait.map_index}", _Member(
         row, False, 0.0, None
@@ -183,13 +186,10 @@ def _row(one: _Read, schedules: Schedules, group: tuple[str, float] | None) -> t
         deadline=schedules.iso(ends),
         deadline_in=None if ends is None else round(ends - now, 3),
         deadline_by=ends_by,
-        # The server cannot see the triggerer's memory: a wait still deferred has only been answered
-        # "not yet" (or by errors it rides out, which the trigger does not persist): all it may say.
-        last_outcome="not yet",
         started_at=schedules.iso(facts.started_at),
     )
     rate_limit = None if facts.rate_limit is None else float(facts.rate_limit)
-    return condition.key, _Member(base, facts.share, rate, rate_limit)
+    return condition.key, _Member(base, facts.share, rate, rate_limit, one.wait.last_check)
 
 
 def _matches(row: Mapping[str, Any], query: WaitsQuery) -> bool:
@@ -251,8 +251,12 @@ def build_report(
     groups: list[dict[str, Any]] = []
     connections: dict[str, dict[str, Any]] = {}
     for group in members.values():
+        # the triggerer writes one record per check group, as one member's XCom: each shows the newest
+        record = last_check.newest(member.last_check for member in group)
         for member in group:
             member.row["shared_with"] = len(group)
+            if "last_outcome" not in member.row:
+                member.row.update(last_check=record, last_outcome=last_check.summary(record))
         shown = [member.row for member in group if _matches(member.row, query)]
         if not shown:
             continue

@@ -23,7 +23,7 @@ from airflow_smart_ext.conditions import sensor as sensor_check
 from airflow_smart_ext.ui import kwargs_store
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.ui.waits_report import LiveWait, redact_sealed, trigger_paths
-from airflow_smart_ext.wait import timeline
+from airflow_smart_ext.wait import last_check, timeline
 
 __all__ = ["load_live_waits", "load_triggerers"]
 
@@ -175,6 +175,7 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
     from sqlalchemy import and_, select
 
     placement = compat.trigger_placement_columns()
+    xcom = compat.xcom_table()
     query = (
         select(
             TaskInstance.dag_id,
@@ -196,11 +197,21 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
             Job.hostname.label("triggerer_host"),
             Job.latest_heartbeat.label("triggerer_heartbeat"),
             Job.end_date.label("triggerer_ended"),
+            xcom.value.label("last_check"),
             *(column.label(f"trigger_{name}") for name, column in placement.items()),
         )
         .join(Trigger, TaskInstance.trigger_id == Trigger.id)
         .join(DagRun, and_(DagRun.dag_id == TaskInstance.dag_id, DagRun.run_id == TaskInstance.run_id))
         .outerjoin(Job, Job.id == Trigger.triggerer_id)
+        .outerjoin(  # the last-check record the triggerer keeps as the task's XCom (its primary key)
+            xcom,
+            and_(
+                xcom.dag_run_id == DagRun.id,
+                xcom.task_id == TaskInstance.task_id,
+                xcom.map_index == TaskInstance.map_index,
+                xcom.key == last_check.XCOM_KEY,
+            ),
+        )
         .where(TaskInstance.state == TaskInstanceState.DEFERRED, Trigger.classpath.in_(list(trigger_paths())))
     )
     readable = None if dag_ids is None else set(dag_ids)
@@ -241,6 +252,7 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
                 trigger_queue=getattr(row, "trigger_queue", None),
                 trigger_team=getattr(row, "trigger_team", None),
                 run_deadline=timeline.run_deadline(_epoch(row.run_start), timeouts.get(row.dag_id)),
+                last_check=last_check.read_record(row.last_check),
             )
         )
     kwargs_store.default_store().save()  # what this request decrypted, for the next start

@@ -24,6 +24,7 @@ from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.conditions.spec import check_type
 from airflow_smart_ext.ui import serving
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
+from airflow_smart_ext.wait import last_check
 from airflow_smart_ext.wait.watcher_state import read_record
 
 __all__ = ["AssetEvent", "LiveWatcher", "watcher_rows"]
@@ -56,6 +57,8 @@ class LiveWatcher:
     holder: Triggerer | None
     trigger_queue: str | None = None
     trigger_team: str | None = None
+    #: whether this Airflow lets a watcher record its last check (the asset state store: 3.3+)
+    outcome_recorded: bool = True
 
 
 def _seconds(value: float) -> str:
@@ -131,6 +134,11 @@ def _condition(kwargs: Mapping[str, Any]) -> dict[str, Any]:
 def watcher_row(watcher: LiveWatcher, triggerers: Triggerers | None, now: float) -> dict[str, Any]:
     key = watcher.state_key
     mark = read_record(watcher.state.get(key))
+    check = last_check.read_record(watcher.state.get(key + last_check.STATE_KEY_SUFFIX)) if key else None
+    if check is not None:
+        outcome = last_check.summary(check)
+    else:
+        outcome = last_check.NONE_RECORDED if watcher.outcome_recorded else last_check.NOT_RECORDED_BEFORE_3_3
     event = watcher.last_event
     payload = event.payload if event is not None and _our_event(event.payload) else None
     return {
@@ -148,6 +156,8 @@ def watcher_row(watcher: LiveWatcher, triggerers: Triggerers | None, now: float)
         "last_event_seq": None if payload is None else payload["seq"],
         "last_event_value": None if payload is None else payload["value"],
         "last_event_redelivered": None if payload is None else bool(payload.get("redelivered")),
+        "last_check": check,
+        "last_outcome": outcome,
         **serving.serving(
             watcher.triggerer_id,
             watcher.holder,

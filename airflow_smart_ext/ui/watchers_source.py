@@ -136,6 +136,7 @@ def load_watchers(session: Any) -> list[LiveWatcher]:
                 holder=holder,
                 trigger_queue=getattr(row, "trigger_queue", None),
                 trigger_team=getattr(row, "trigger_team", None),
+                outcome_recorded=compat.ASSET_STATE_STORE_SUPPORTED,
             )
         )
     return watchers

@@ -330,6 +330,69 @@ def check_the_watcher(env: AirflowEnv, driver: WebDriver, report: dict[str, Any]
     assert row["servedBy"] == str(trigger["triggerer_id"]) and '"day-1"' in row["text"], row
 
 
+def test_the_last_check_outcome_is_what_the_triggerer_recorded(ui_env: AirflowEnv, admin: WebDriver) -> None:
+    """Issue 35 part 2: each wait's last check, written by the triggerer as an XCom of its task (3.x through
+    its supervisor channel, 2.11 with the ORM), one record per check group; ``SELECT 0`` is never true, so
+    every wait says "not met". 3.3+: the watcher's, in the asset state store ("met": it saw its value)."""
+    recorded_watcher = compat.ASSET_STATE_STORE_SUPPORTED
+
+    def recorded() -> dict[str, Any] | None:
+        status, body = fetch(admin, base_url(ui_env) + "/smart-ext/api/waits")
+        if status != 200:
+            return None
+        report = json.loads(body)
+        ours = [w for w in report["waits"] if w["dag_id"] == OPEN]
+        watchers = [w for w in report.get("watchers", []) if w["watcher"] == WATCHER]
+        if len(ours) != len(OPEN_TASKS) or any(w["last_check"] is None for w in ours):
+            return None
+        if recorded_watcher and not (watchers and watchers[0]["last_check"]):
+            return None
+        return report
+
+    report = wait_for("every wait's (3.3+: the watcher's) last check in the JSON", recorded, 150, admin)
+    assert SECRET not in json.dumps(report)
+    ours = {w["task_id"]: w for w in report["waits"] if w["dag_id"] == OPEN}
+    for wait in ours.values():
+        check = wait["last_check"]
+        assert (check["outcome"], check["errors"], check["error_class"]) == ("not met", 0, None), wait
+        assert check["since"] <= check["at"] and wait["last_outcome"] == f"not met since {check['since']}"
+    # in the metadata DB: the XCom of each wait alone in its group; one record serves the three shared waits
+    stored: dict[str, Any] = {}
+    for task_id, value in ui_env.query(
+        "SELECT task_id, value FROM xcom WHERE dag_id = %s AND key = %s", (OPEN, "smart_ext_last_check")
+    ):
+        stored[task_id] = json.loads(value) if isinstance(value, (str, bytes)) else value
+    assert set(stored) >= OPEN_TASKS - SHARED, stored
+    assert 1 <= len(set(stored) & SHARED) <= len(SHARED), stored
+    newest_shared = max((stored[t] for t in SHARED if t in stored), key=lambda record: record["at"])
+    assert {ours[t]["last_check"]["at"] for t in SHARED} == {newest_shared["at"]}
+    assert all(
+        record["outcome"] == "not met" and SECRET not in json.dumps(record) for record in stored.values()
+    )
+    if ui_env.is_airflow3:
+        (watcher,) = [w for w in report["watchers"] if w["watcher"] == WATCHER]
+        if recorded_watcher:
+            assert watcher["last_check"]["outcome"] == "met" and watcher["last_check"]["errors"] == 0, watcher
+        else:
+            assert watcher["last_outcome"] == "not recorded on Airflow 3.x<3.3", watcher
+    # the page: the kind on every row, its times in the UI's timezone
+    open_from_nav(admin, ui_env, "Waits")
+    shown = {r["taskId"]: r for r in wait_rows(admin) if r["dagId"] == OPEN}
+    assert {r["lastOutcome"] for r in shown.values()} == {"not met"}, shown
+    since = ours["zero_worker"]["last_check"]["since"]
+    zoned = admin.execute_script(
+        "const tr = document.querySelector('table#waits tr[data-task-id=zero_worker]');"
+        "return Array.from(tr.querySelectorAll('span.last-outcome ~ time')).map(t => t.getAttribute('datetime'));"
+    )
+    assert since in zoned, zoned
+    if recorded_watcher:
+        watcher_kinds = admin.execute_script(
+            "return Array.from(document.querySelectorAll('table#watchers tr[data-watcher]'))"
+            ".map(tr => tr.dataset.lastOutcome);"
+        )
+        assert watcher_kinds == ["met"], watcher_kinds
+
+
 def test_bad_query_parameter_is_a_4xx_with_a_message(ui_env: AirflowEnv, admin: WebDriver) -> None:
     base = base_url(ui_env)
     for path in (

@@ -210,7 +210,7 @@ async def test_a_restart_resumes_from_the_stored_watermark(
     assert values(before) == [("d1", 1, None, False)]
     events = await collect(clock, rebuilt(first, store).run(), until=300)
     assert values(events) == after
-    (record,) = store.rows.values()
+    (record,) = store.watermarks().values()
     assert record == {"format": 1, "value": "d2", "seq": 2}
 
 
@@ -219,10 +219,16 @@ async def test_every_watched_asset_keeps_the_watermark(clock: FakeClock) -> None
     TIMELINE["a"] = [(START + 5, "d1")]
     store = StateStore("orders_daily", "orders_copy")  # identical watchers of two assets: one trigger
     await collect(clock, partition_watcher("a", store, state_key="orders").run(), until=60)
-    assert store.rows == {
+    assert store.watermarks() == {
         (asset, f"{STATE_KEY_PREFIX}:orders"): {"format": 1, "value": "d1", "seq": 1}
         for asset in ("orders_daily", "orders_copy")
     }
+    # its last check, beside the watermark of each asset (issue 35: what the Waits view shows)
+    checks = store.last_checks()
+    assert set(checks) == {
+        (asset, f"{STATE_KEY_PREFIX}:orders#last-check") for asset in ("orders_daily", "orders_copy")
+    }
+    assert {record["outcome"] for record in checks.values()} == {"met"}
 
 
 @needs_state_store

@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from airflow_smart_ext.wait.last_check import STATE_KEY_SUFFIX
 from tests.unit.clock import START, FakeClock
 
 
@@ -32,6 +33,13 @@ class StateStore:
         self.rows: dict[tuple[str, str], Any] = {}
         self._by_name = {name: StoredAsset(self.rows, name) for name in assets}
         self._by_uri: dict[str, Any] = {}
+
+    def watermarks(self) -> dict[tuple[str, str], Any]:
+        """The rows but the watchers' last-check records (kept beside each watermark)."""
+        return {key: value for key, value in self.rows.items() if not key[1].endswith(STATE_KEY_SUFFIX)}
+
+    def last_checks(self) -> dict[tuple[str, str], Any]:
+        return {key: value for key, value in self.rows.items() if key[1].endswith(STATE_KEY_SUFFIX)}
 
 
 async def collect(

@@ -215,7 +215,7 @@ async def test_a_restart_in_a_burst_loses_nothing_and_repeats_only_the_uncommitt
     assert [event[0] for event in everything if event[3]] == (
         [] if stop_after is None else [DAYS[stop_after - 1]]
     )
-    (record,) = store.rows.values()
+    (record,) = store.watermarks().values()
     assert record == {"format": 1, "value": "d3", "seq": 3}
 
 

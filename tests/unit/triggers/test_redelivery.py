@@ -143,7 +143,7 @@ async def test_a_stop_in_the_commit_sleep_commits_nothing(clock: FakeClock) -> N
     # Airflow may drop an event it has not synced yet: only the restart can tell, so the intent stays.
     store = StateStore(ASSET)
     await stopped_between_event_and_commit(clock, store)
-    (record,) = store.rows.values()
+    (record,) = store.watermarks().values()
     assert record == UNCOMMITTED
 
 
@@ -178,7 +178,7 @@ async def test_the_restart_sends_again_only_what_airflow_does_not_hold(
     api.login = login
     events = await collect(clock, rebuilt(first, store).run(), until=300)
     assert values(events) == after
-    (record,) = store.rows.values()
+    (record,) = store.watermarks().values()
     assert record == {"format": 1, "value": "d2", "seq": 2}
     assert api.queries[0] == {"name_prefix_pattern": [ASSET], "order_by": ["-timestamp"], "limit": ["100"]}
 

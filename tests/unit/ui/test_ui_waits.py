@@ -132,7 +132,11 @@ def test_the_next_check_is_the_pure_schedule(jitter: str, elapsed: float) -> Non
         assert row["next_check"] == datetime.datetime.fromtimestamp(
             expected.at, datetime.timezone.utc
         ).isoformat(timespec="milliseconds")
-        assert row["checks_made"] >= 1 and row["last_outcome"] == "not yet"
+        assert (
+            row["checks_made"] >= 1
+            and row["last_outcome"] == "none recorded yet"
+            and row["last_check"] is None
+        )
 
 
 def test_checks_made_counts_the_scheduled_checks_due() -> None:
@@ -670,3 +674,100 @@ def test_python_m_waits_runs_against_the_metadata_db(deferred_db: dict[str, Any]
     assert rows["sealed_a"]["served_by"]["job_id"] == deferred_db["jobs"]["live"]
     assert rows["sealed_b"]["unserved_reason"] is not None and rows["masked"]["unserved_reason"] is not None
     assert SECRET not in done.stdout + done.stderr
+
+
+# ---- the last check's outcome (issue 35 part 2) ---------------------------------------------------------------
+
+
+class _Supervisor:
+    """3.x's ``SUPERVISOR_COMMS`` in the triggerer's runner: a ``SetXCom`` stored as the execution API's route
+    stores it (the JSON value as sent, in the task's run)."""
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    async def asend(self, msg: Any) -> None:
+        from airflow.models.dagrun import DagRun
+        from airflow.models.xcom import XComModel
+        from airflow.utils.session import create_session
+
+        self.sent.append(msg)
+        with create_session() as session:
+            run = session.query(DagRun.id).filter_by(dag_id=msg.dag_id, run_id=msg.run_id).scalar()
+            session.query(XComModel).filter_by(
+                dag_run_id=run, task_id=msg.task_id, map_index=msg.map_index, key=msg.key
+            ).delete()
+            session.add(
+                XComModel(
+                    dag_run_id=run,
+                    key=msg.key,
+                    value=msg.value,
+                    run_id=msg.run_id,
+                    task_id=msg.task_id,
+                    dag_id=msg.dag_id,
+                    map_index=msg.map_index,
+                )
+            )
+
+
+async def test_a_member_shows_its_groups_newest_last_check(
+    deferred_db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The triggerer writes one record per check group, as one member's XCom (2.11: the ORM; 3.x: through the
+    supervisor channel); the view reads them in its one query and shows every member its group's newest."""
+    from types import SimpleNamespace
+
+    from airflow.utils.session import create_session
+
+    from airflow_smart_ext.ui.waits_source import load_live_waits
+    from airflow_smart_ext.wait.last_check import XCOM_KEY, LastCheck
+
+    supervisor = _Supervisor()
+    now = deferred_db["now"]
+
+    def ti(task_id: str) -> Any:
+        return SimpleNamespace(dag_id="waits_db", run_id="run_1", task_id=task_id, map_index=-1)
+
+    async def write(task_id: str, record: dict[str, Any]) -> None:
+        with monkeypatch.context() as patch:  # only while writing: the view's own process has no supervisor
+            if compat.AIRFLOW_V_3_0_PLUS:
+                from airflow.sdk.execution_time import task_runner
+
+                patch.setattr(task_runner, "SUPERVISOR_COMMS", supervisor, raising=False)
+            await compat.aset_task_xcom(ti(task_id), XCOM_KEY, record)
+
+    older = LastCheck("not met", now - 120, now - 300).to_record()
+    newer = LastCheck("transient error", now - 30, now - 90, 4, "OperationalError", "OperationalError (x)")
+    await write("sealed_a", older)
+    await write("sealed_b", newer.to_record())
+    assert len(supervisor.sent) == (2 if compat.AIRFLOW_V_3_0_PLUS else 0)
+    with create_session() as session:
+        waits = load_live_waits(session, None)
+    result = build_report(waits, WaitsQuery(), now)
+    rows = {row["task_id"]: row for row in result["waits"]}
+    for task_id in ("sealed_a", "sealed_b"):  # one group: both show its newest record
+        assert rows[task_id]["last_check"] == {
+            "outcome": "transient error",
+            "error_class": "OperationalError",
+            "reason": "OperationalError (x)",
+            "errors": 4,
+            "since": _utc(now - 90).isoformat(timespec="seconds"),
+            "at": _utc(now - 30).isoformat(timespec="seconds"),
+        }
+        assert rows[task_id]["last_outcome"] == (
+            f"transient error (OperationalError) x4 since {_utc(now - 90).isoformat(timespec='seconds')}"
+        )
+    assert rows["masked"]["last_check"] is None and rows["masked"]["last_outcome"] == "none recorded yet"
+    # rewritten in place (one XCom per task), and the page says it in the UI's timezone
+    await write("sealed_b", LastCheck("not met", now, now).to_record())
+    with create_session() as session:
+        rows = {
+            row["task_id"]: row
+            for row in build_report(load_live_waits(session, None), WaitsQuery(), now)["waits"]
+        }
+    assert rows["sealed_a"]["last_check"]["outcome"] == "not met"
+    from airflow_smart_ext.ui.waits_page import render_waits
+
+    page = render_waits(build_report(waits, WaitsQuery(), now), WaitsQuery(), lambda row: "#")
+    assert "transient error (OperationalError) x4" in page
+    assert f'<time class="ui-zone" datetime="{_utc(now - 90).isoformat(timespec="seconds")}"' in page

@@ -204,3 +204,25 @@ def test_a_watcher_whose_kwargs_cannot_be_read_says_so_and_the_rest_stays() -> N
     assert by_name["broken"]["condition"] == UNREADABLE and by_name["broken"]["state_key"] is None
     assert by_name["broken"]["served_by"]["job_id"] == LIVE.job_id
     assert by_name["fine"]["condition"].startswith("SQL on warehouse")
+
+
+def test_a_watchers_last_check_is_read_beside_its_watermark() -> None:
+    """3.3+: the record the watcher keeps beside its watermark; 3.0-3.2: nowhere to keep one, said plainly."""
+    from dataclasses import replace
+
+    from airflow_smart_ext.wait.last_check import STATE_KEY_SUFFIX, LastCheck
+
+    plain = _watcher(mark=Watermark("d1", 1))
+    record = LastCheck("transient error", NOW, NOW - 600, 7, "ConnectionRefusedError").to_record()
+    recorded = replace(plain, state={**plain.state, plain.state_key + STATE_KEY_SUFFIX: record})
+    (row,) = watcher_rows([recorded], TRIGGERERS, NOW)
+    assert row["last_check"]["errors"] == 7 and row["last_check"]["error_class"] == "ConnectionRefusedError"
+    assert row["last_outcome"].startswith("transient error (ConnectionRefusedError) x7 since ")
+    assert row["last_value"] == "d1"  # the watermark still reads
+    (row,) = watcher_rows([plain], TRIGGERERS, NOW)
+    assert (row["last_check"], row["last_outcome"]) == (None, "none recorded yet")
+    (row,) = watcher_rows([replace(plain, outcome_recorded=False)], TRIGGERERS, NOW)
+    assert row["last_outcome"] == "not recorded on Airflow 3.x<3.3"
+    report = add_watchers(build_report([], WaitsQuery(), NOW), [recorded], TRIGGERERS, NOW)
+    page = waits_page.render_waits(report, WaitsQuery(), lambda r: "/x")
+    assert "transient error (ConnectionRefusedError) x7" in page and "Last outcome" in page

@@ -1,0 +1,97 @@
+"""When the triggerer writes a last-check record (``wait.last_check``): the write throttle.
+
+One :class:`LastCheckRecorder` per check group (``sharing.CheckGroup.last_check``: thousands of identical
+waits share it) or per watcher. A check whose outcome kind (or error class) differs from the last written
+record is written at once; the same kind is written again at most once every :data:`REWRITE_SECONDS`, so
+its count and check time shown may lag by that much. 10,000 identical waits failing together make one write
+per kind change and per minute, not one per wait per check.
+
+A write never fails or slows a check: it runs in its own task, and a failure is logged once per recorder
+(the error's class name only) and otherwise ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from airflow_smart_ext import clock
+from airflow_smart_ext.conditions import Outcome
+from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
+from airflow_smart_ext.wait.last_check import LastCheck, outcome_kind
+
+log = logging.getLogger(__name__)
+
+REWRITE_SECONDS = 60.0
+
+Write = Callable[[dict[str, Any]], Awaitable[None]]
+
+_writes: set[asyncio.Future[None]] = set()  # writes in flight (a task nobody holds may be collected)
+
+
+def last_check(original: Outcome, ridden: Outcome, ride_out: ErrorRideOut, at: float) -> LastCheck:
+    """The record of one check: its outcome before (``original``) and after riding out errors (``ridden``)."""
+    ridden_out = original.status == "error" and ridden.status == "negative"
+    kind = outcome_kind(original.status, ridden_out)
+    error = original.error
+    return LastCheck(
+        kind,
+        at,
+        at,
+        errors=ride_out.consecutive_errors if ridden_out else 0,
+        error_class=None if error is None else type(error).__name__,
+        reason=ride_out.last_reason if ridden_out else None,
+    )
+
+
+class LastCheckRecorder:
+    """The throttle of one group's (or watcher's) record; :meth:`record` is called after every check."""
+
+    def __init__(self, rewrite_after: float = REWRITE_SECONDS) -> None:
+        self.rewrite_after = rewrite_after
+        self.current: LastCheck | None = None
+        self._written: LastCheck | None = None
+        self._written_at: float | None = None
+        self._failure_logged = False
+
+    def due(self, check: LastCheck) -> LastCheck | None:
+        """Take one check in; the record to write now, or None (throttled)."""
+        self.current = check.after(self.current)
+        now = clock.now()
+        written_at = self._written_at
+        if (
+            check.same_kind(self._written)
+            and written_at is not None
+            and now - written_at < self.rewrite_after
+        ):
+            return None
+        # taken before the write runs: the group's other members, served by the same check, write nothing
+        self._written, self._written_at = self.current, now
+        return self.current
+
+    def record(self, check: LastCheck, write: Write | None) -> None:
+        """Write ``check`` (merged into the recorder's state) when due, in the background; ``write`` None: the
+        trigger has nowhere to write (no task instance: ``dag.test()``)."""
+        if write is None:
+            return
+        due = self.due(check)
+        if due is None:
+            return
+        task = asyncio.ensure_future(self._write(write, due.to_record()))
+        _writes.add(task)
+        task.add_done_callback(_writes.discard)
+
+    async def _write(self, write: Write, record: dict[str, Any]) -> None:
+        try:
+            await write(record)
+        except Exception as err:  # never the check's concern; the text may quote what the write carried
+            # not retried now: the throttle's next rewrite (a minute on) writes the state again
+            if not self._failure_logged:
+                self._failure_logged = True
+                log.warning(
+                    "could not record the last check outcome (%s); the checks go on, later failures of this "
+                    "record are not logged",
+                    type(err).__name__,
+                )
