@@ -1,7 +1,7 @@
 """A watcher stopped between its event and the event's commit (issue 34): the stop commits nothing, and the
 restart asks Airflow's REST API (a real HTTP server here, in Airflow's response shape) whether the event is
 stored before it sends it again: stored -> committed, not sent; not stored, or no answer -> sent again, flagged
-(nothing lost). The real triggerer: tests/integration/test_watcher_restarts_live.py."""
+(nothing lost). The real triggerer: tests/integration/test_watcher_exactly_once_live.py."""
 
 from __future__ import annotations
 
