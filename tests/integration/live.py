@@ -157,3 +157,12 @@ def counter_lines(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def event_payload(extra: Any) -> dict[str, Any]:
+    """An asset event's ``payload`` from its ``extra`` column (JSON text, bytes or already parsed)."""
+    if isinstance(extra, (bytes, memoryview)):
+        extra = bytes(extra).decode()
+    if isinstance(extra, str):
+        extra = json.loads(extra)
+    return dict((extra or {}).get("payload") or {})

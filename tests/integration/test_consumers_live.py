@@ -10,7 +10,6 @@ Airflow's own records of which events each run consumed (``dagrun_asset_event``)
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import pytest
 
 from airflow_harness.env import AirflowEnv
 from airflow_smart_ext import compat
-from tests.integration.live import sqlite_exec, wait_for
+from tests.integration.live import event_payload, sqlite_exec, wait_for
 
 pytestmark = [
     pytest.mark.timeout(600),
@@ -53,21 +52,13 @@ def condition_db(env: AirflowEnv) -> Path:
     return path
 
 
-def payload(extra: Any) -> dict[str, Any]:
-    if isinstance(extra, (bytes, memoryview)):
-        extra = bytes(extra).decode()
-    if isinstance(extra, str):
-        extra = json.loads(extra)
-    return dict((extra or {}).get("payload") or {})
-
-
 def asset_events(env: AirflowEnv) -> list[dict[str, Any]]:
     rows = env.query_dicts(
         "SELECT e.id, e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = %s "
         "ORDER BY e.id",
         ("cs_values",),
     )
-    return [{"id": row["id"], **payload(row["extra"])} for row in rows]
+    return [{"id": row["id"], **event_payload(row["extra"])} for row in rows]
 
 
 def consumed(env: AirflowEnv, dag_id: str) -> list[list[str]]:
@@ -82,7 +73,7 @@ def consumed(env: AirflowEnv, dag_id: str) -> list[list[str]]:
             "WHERE l.dag_run_id = %s ORDER BY e.id",
             (run_id,),
         )
-        linked.append([payload(extra)["value"] for (extra,) in rows])
+        linked.append([event_payload(extra)["value"] for (extra,) in rows])
     return linked
 
 

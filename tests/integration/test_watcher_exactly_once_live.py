@@ -41,6 +41,7 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.triggers.watcher import COMMIT_DELAY_SECONDS
 from airflow_smart_ext.wait.watcher_state import STATE_KEY_PREFIX
+from tests.integration.live import event_payload
 
 pytestmark = [
     pytest.mark.skipif(
@@ -146,14 +147,6 @@ def most_checks(policy: BackoffPolicy, seconds: float) -> int:
     return count
 
 
-def payload(extra: Any) -> dict[str, Any]:
-    if isinstance(extra, (bytes, memoryview)):
-        extra = bytes(extra).decode()
-    if isinstance(extra, str):
-        extra = json.loads(extra)
-    return dict((extra or {}).get("payload") or {})
-
-
 @dataclass
 class Segment:
     """One triggerer process of the story: its log bytes and its lifetime (wall clock)."""
@@ -196,7 +189,7 @@ class Story:
             "ORDER BY e.id",
             (ASSET,),
         )
-        return [{"id": row["id"], **payload(row["extra"])} for row in rows]
+        return [{"id": row["id"], **event_payload(row["extra"])} for row in rows]
 
     def stored(self, value: int) -> bool:
         return any(event.get("value") == value for event in self.events())
