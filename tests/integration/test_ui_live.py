@@ -55,6 +55,7 @@ OPEN, HIDDEN, CALENDAR = "ui_open_waits", "ui_hidden_waits", "ui_open_calendar"
 CONSUMER, WATCHED_ASSET, WATCHER = "ui_open_consumer", "ui_orders", "ui_orders_loaded"  # 3.x: a watcher
 SHARED = {"shared_1", "shared_2", "shared_3"}
 OPEN_TASKS = SHARED | {"zero_worker", "worker_first", "templated"}
+HIDDEN_TASKS = {"hidden", "erroring"}  # "erroring": every check fails with an OperationalError (ridden out)
 SCREENSHOTS_ENV = "SMART_EXT_UI_SCREENSHOTS"
 
 
@@ -111,7 +112,7 @@ def ui_env() -> Iterator[AirflowEnv]:
         for dag_id in (OPEN, HIDDEN):
             start_run(env, dag_id)
         env.grant_ui_dag_access()
-        wait_deferred(env, len(OPEN_TASKS) + 1)
+        wait_deferred(env, len(OPEN_TASKS) + len(HIDDEN_TASKS))
         wait_held(env)
         yield env
     finally:
@@ -345,6 +346,9 @@ def test_the_last_check_outcome_is_what_the_triggerer_recorded(ui_env: AirflowEn
         watchers = [w for w in report.get("watchers", []) if w["watcher"] == WATCHER]
         if len(ours) != len(OPEN_TASKS) or any(w["last_check"] is None for w in ours):
             return None
+        erroring = [w for w in report["waits"] if (w["dag_id"], w["task_id"]) == (HIDDEN, "erroring")]
+        if not (erroring and erroring[0]["last_check"]):
+            return None
         if recorded_watcher and not (watchers and watchers[0]["last_check"]):
             return None
         return report
@@ -369,6 +373,16 @@ def test_the_last_check_outcome_is_what_the_triggerer_recorded(ui_env: AirflowEn
     assert all(
         record["outcome"] == "not met" and SECRET not in json.dumps(record) for record in stored.values()
     )
+    # a wait whose every check fails: a transient error, its class and count, never the driver's text
+    (erroring,) = [w for w in report["waits"] if (w["dag_id"], w["task_id"]) == (HIDDEN, "erroring")]
+    check = erroring["last_check"]
+    assert (check["outcome"], check["error_class"]) == ("transient error", "OperationalError"), erroring
+    assert check["errors"] >= 1 and "transient" in check["reason"], erroring
+    assert (
+        erroring["last_outcome"]
+        == f"transient error (OperationalError) x{check['errors']} since {check['since']}"
+    )
+    assert "no such table" not in json.dumps(check), check  # the driver's words are not ours to keep
     if ui_env.is_airflow3:
         (watcher,) = [w for w in report["watchers"] if w["watcher"] == WATCHER]
         if recorded_watcher:
@@ -379,6 +393,13 @@ def test_the_last_check_outcome_is_what_the_triggerer_recorded(ui_env: AirflowEn
     open_from_nav(admin, ui_env, "Waits")
     shown = {r["taskId"]: r for r in wait_rows(admin) if r["dagId"] == OPEN}
     assert {r["lastOutcome"] for r in shown.values()} == {"not met"}, shown
+    (erroring_row,) = [r for r in wait_rows(admin) if (r["dagId"], r["taskId"]) == (HIDDEN, "erroring")]
+    assert erroring_row["lastOutcome"] == "transient error", erroring_row
+    words = admin.execute_script(
+        f'return document.querySelector(\'table#waits tr[data-dag-id="{HIDDEN}"][data-task-id="erroring"] '
+        "span.last-outcome').textContent;"
+    )
+    assert words.startswith("transient error (OperationalError) x"), words  # its count may have grown since
     since = ours["zero_worker"]["last_check"]["since"]
     zoned = admin.execute_script(
         "const tr = document.querySelector('table#waits tr[data-task-id=zero_worker]');"

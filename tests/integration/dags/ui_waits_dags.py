@@ -63,6 +63,8 @@ with _dag("ui_hidden_waits", schedule=None):
     BackoffSqlSensor(
         task_id="hidden", conn_id=CONN_ID, sql="SELECT 0 AS hidden", start_from_trigger=False, **WAIT
     )
+    # every check an OperationalError ("no such table"), ridden out as transient: its last outcome says so
+    BackoffSqlSensor(task_id="erroring", conn_id=CONN_ID, sql="SELECT ok FROM ui_no_such_table", **WAIT)
 
 
 def _next_weekday(days_ahead: int) -> dt.date:
