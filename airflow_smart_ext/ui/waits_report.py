@@ -98,6 +98,7 @@ class _Member:
     rate: float  # checks per hour at its current interval (0: no check ahead)
     rate_limit: float | None  # its explicit checks per second on the connection (None: the config's)
     last_check: Mapping[str, Any] | None = None  # the record its task's XCom holds (None: none)
+    holder: int | None = None  # the triggerer job holding its trigger row (a check group lives in one)
 
 
 def _base(wait: LiveWait, triggerers: Triggerers | None, now: float) -> dict[str, Any]:
@@ -189,7 +190,9 @@ def _row(one: _Read, schedules: Schedules, group: tuple[str, float] | None) -> t
         started_at=schedules.iso(facts.started_at),
     )
     rate_limit = None if facts.rate_limit is None else float(facts.rate_limit)
-    return condition.key, _Member(base, facts.share, rate, rate_limit, one.wait.last_check)
+    return condition.key, _Member(
+        base, facts.share, rate, rate_limit, one.wait.last_check, one.wait.triggerer_id
+    )
 
 
 def _matches(row: Mapping[str, Any], query: WaitsQuery) -> bool:
@@ -251,11 +254,16 @@ def build_report(
     groups: list[dict[str, Any]] = []
     connections: dict[str, dict[str, Any]] = {}
     for group in members.values():
-        # the triggerer writes one record per check group, as one member's XCom: each shows the newest
-        record = last_check.newest(member.last_check for member in group)
+        # The triggerer writes one record per check group, as one member's XCom: a sharing member shows the
+        # newest of those sharing its check (the same triggerer); a share=False wait checks alone: its own.
+        newest = {
+            holder: last_check.newest(m.last_check for m in group if m.share and m.holder == holder)
+            for holder in {m.holder for m in group if m.share}
+        }
         for member in group:
             member.row["shared_with"] = len(group)
             if "last_outcome" not in member.row:
+                record = newest[member.holder] if member.share else member.last_check
                 member.row.update(last_check=record, last_outcome=last_check.summary(record))
         shown = [member.row for member in group if _matches(member.row, query)]
         if not shown:

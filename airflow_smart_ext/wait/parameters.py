@@ -462,6 +462,11 @@ def _optional_text(value: Any) -> bool:
     return value is None or _non_empty_text(value)
 
 
+def _state_key(value: Any) -> bool:
+    # "#" marks the watcher's other records beside its watermark ("<key>#last-check"): no key may end in one
+    return value is None or (_non_empty_text(value) and "#" not in value)
+
+
 def _start_after(value: Any) -> bool:
     return value is None or isinstance(value, (str, datetime.date)) or _number(value)
 
@@ -471,7 +476,7 @@ WATCHER_PARAMETERS: tuple[Parameter, ...] = (
     *(row for row in PARAMETERS if row.name in WATCHER_SHARED),
     Parameter("value_key", "None or a non-empty key of the sensor's XCom value dict (str)", _optional_text),
     Parameter("report_first_value", "True or False", _is_bool),
-    Parameter("state_key", "None (derived from the check) or a non-empty string", _optional_text),
+    Parameter("state_key", "None (derived from the check) or a non-empty string without '#'", _state_key),
     Parameter("share", "True or False", _is_bool),
     Parameter("every_value", "True or False", _is_bool),
     Parameter(

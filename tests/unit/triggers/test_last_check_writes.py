@@ -165,3 +165,45 @@ async def test_identical_waits_write_one_record_per_group_through_their_task_xco
     assert errors[0]["errors"] == 1 and errors[-1]["errors"] == 3
     assert {record["since"] for record in errors} == {errors[0]["since"]}
     assert errors[0]["error_class"] == "OperationalError"
+
+
+async def test_a_steady_outcome_is_refreshed_every_ten_minutes_not_every_minute(clock: Any) -> None:
+    written: list[dict[str, Any]] = []
+
+    async def write(record: dict[str, Any]) -> None:
+        written.append(record)
+
+    recorder = LastCheckRecorder()
+    for _ in range(20):  # a check every 30 s for 10 min, all "not met": nothing new to say
+        recorder.record(check(clock, "not met"), write)
+        await settle()
+        clock.now += 30
+    assert len(written) == 1
+    recorder.record(check(clock, "not met"), write)  # 600 s after the first: its check time refreshed
+    await settle()
+    assert len(written) == 2 and written[1]["since"] == written[0]["since"] != written[1]["at"]
+
+
+async def test_a_slow_store_never_piles_writes_up(clock: Any) -> None:
+    """A flapping condition (error, not met, error, ...) while one write hangs: one write in flight, the
+    newest record waiting for it, written once it returns."""
+    release = asyncio.Event()
+    written: list[dict[str, Any]] = []
+
+    async def write(record: dict[str, Any]) -> None:
+        await release.wait()
+        written.append(record)
+
+    recorder = LastCheckRecorder()
+    for n in range(200):
+        recorder.record(check(clock, "not met" if n % 2 else "transient error"), write)
+        clock.now += 1
+        await settle()
+        assert len(writes._writes) == 1
+    release.set()
+    await settle()
+    assert [record["outcome"] for record in written] == [
+        "transient error",
+        "not met",
+    ]  # the first, the newest
+    assert not writes._writes

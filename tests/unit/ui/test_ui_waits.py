@@ -714,7 +714,8 @@ async def test_a_member_shows_its_groups_newest_last_check(
     deferred_db: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The triggerer writes one record per check group, as one member's XCom (2.11: the ORM; 3.x: through the
-    supervisor channel); the view reads them in its one query and shows every member its group's newest."""
+    supervisor channel); the view reads them in its one query. sealed_a and sealed_b share a condition but
+    are held by two triggerers (two check groups): each shows its own record."""
     from types import SimpleNamespace
 
     from airflow.utils.session import create_session
@@ -745,18 +746,20 @@ async def test_a_member_shows_its_groups_newest_last_check(
         waits = load_live_waits(session, None)
     result = build_report(waits, WaitsQuery(), now)
     rows = {row["task_id"]: row for row in result["waits"]}
-    for task_id in ("sealed_a", "sealed_b"):  # one group: both show its newest record
-        assert rows[task_id]["last_check"] == {
-            "outcome": "transient error",
-            "error_class": "OperationalError",
-            "reason": "OperationalError (x)",
-            "errors": 4,
-            "since": _utc(now - 90).isoformat(timespec="seconds"),
-            "at": _utc(now - 30).isoformat(timespec="seconds"),
-        }
-        assert rows[task_id]["last_outcome"] == (
-            f"transient error (OperationalError) x4 since {_utc(now - 90).isoformat(timespec='seconds')}"
-        )
+    assert rows["sealed_b"]["last_check"] == {
+        "outcome": "transient error",
+        "error_class": "OperationalError",
+        "reason": "OperationalError (x)",
+        "errors": 4,
+        "since": _utc(now - 90).isoformat(timespec="seconds"),
+        "at": _utc(now - 30).isoformat(timespec="seconds"),
+    }
+    assert rows["sealed_b"]["last_outcome"] == (
+        f"transient error (OperationalError) x4 since {_utc(now - 90).isoformat(timespec='seconds')}"
+    )
+    # held by the other triggerer (another check group): its own record
+    assert rows["sealed_a"]["last_check"]["outcome"] == "not met"
+    assert rows["sealed_a"]["last_check"]["at"] == _utc(now - 120).isoformat(timespec="seconds")
     assert rows["masked"]["last_check"] is None and rows["masked"]["last_outcome"] == "none recorded yet"
     # rewritten in place (one XCom per task), and the page says it in the UI's timezone
     await write("sealed_b", LastCheck("not met", now, now).to_record())
@@ -765,9 +768,36 @@ async def test_a_member_shows_its_groups_newest_last_check(
             row["task_id"]: row
             for row in build_report(load_live_waits(session, None), WaitsQuery(), now)["waits"]
         }
-    assert rows["sealed_a"]["last_check"]["outcome"] == "not met"
+    assert rows["sealed_b"]["last_check"]["outcome"] == "not met"
     from airflow_smart_ext.ui.waits_page import render_waits
 
     page = render_waits(build_report(waits, WaitsQuery(), now), WaitsQuery(), lambda row: "#")
     assert "transient error (OperationalError) x4" in page
     assert f'<time class="ui-zone" datetime="{_utc(now - 90).isoformat(timespec="seconds")}"' in page
+
+
+@pytest.mark.parametrize(
+    ("holders", "shares", "expected"),
+    [
+        ((1, 1), (True, True), ("newer", "newer")),  # one check group: both show its newest record
+        ((1, 2), (True, True), ("older", "newer")),  # two triggerers, two groups: each its own
+        ((1, 1), (True, False), ("older", "newer")),  # share=False checks alone: its own record
+        ((1, 1), (False, False), ("older", "newer")),
+    ],
+)
+def test_a_member_shows_the_newest_record_of_those_sharing_its_check(
+    holders: tuple[int, int], shares: tuple[bool, bool], expected: tuple[str, str]
+) -> None:
+    from airflow_smart_ext.wait.last_check import LastCheck
+
+    records = {
+        "older": LastCheck("not met", NOW - 120, NOW - 300).to_record(),
+        "newer": LastCheck("transient error", NOW - 30, NOW - 90, 2, "OperationalError", "x").to_record(),
+    }
+    waits = []
+    for task_id, holder, share, record in zip(("a", "b"), holders, shares, ("older", "newer"), strict=True):
+        wait = worker_first(sql_check(), task_id=task_id, triggerer_id=holder, last_check=records[record])
+        wait.kwargs["share"] = share
+        waits.append(wait)
+    rows = {row["task_id"]: row for row in build_report(waits, WaitsQuery(), NOW)["waits"]}
+    assert (rows["a"]["last_check"], rows["b"]["last_check"]) == tuple(records[name] for name in expected)

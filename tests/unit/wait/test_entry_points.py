@@ -37,7 +37,7 @@ from tests.unit.wait.examples import EXAMPLES, REQUIRED, RULE_EXAMPLES
 WATCHER_EXAMPLES: dict[str, tuple[list[Any], list[Any]]] = {
     "value_key": ([None, "day"], ["", "  ", 5]),
     "report_first_value": ([True, False], ["yes", None, 1]),
-    "state_key": ([None, "orders"], ["", " ", 5]),
+    "state_key": ([None, "orders"], ["", " ", 5, "orders#last-check"]),
     "share": ([True, False], ["no", None]),
     # True needs start_after on a SQL condition: EVERY_VALUE_RULES (tests/unit/triggers/test_every_value.py)
     "every_value": ([False], ["yes", None, 1]),
