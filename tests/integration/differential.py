@@ -75,13 +75,20 @@ _INFRA_RE = (
 
 
 def infra_failures(env: AirflowEnv, mode: str, scenario: Any, run_id: str) -> int:
-    """How many of this cell's task processes (in this DAG run) the executor lost before they ran."""
+    """How many of this cell's task processes (in this DAG run) the executor lost before they ran, plus its
+    task instances an ended DAG run left ``up_for_reschedule``: a poke was running when the run timed out and
+    its reschedule was written after Airflow 2.11 skipped the task (seen once in CI on 2.11.2, PostgreSQL)."""
+    dag_id = f"df_{scenario.group}_{mode}"
     pattern = _INFRA_RE.format(
-        dag_id=re.escape(f"df_{scenario.group}_{mode}"),
-        task_id=re.escape(scenario.name),
-        run_id=re.escape(run_id),
+        dag_id=re.escape(dag_id), task_id=re.escape(scenario.name), run_id=re.escape(run_id)
     )
-    return len(re.findall(pattern, env.component_log("scheduler")))
+    stranded = env.query(
+        "SELECT count(*) FROM task_instance ti JOIN dag_run dr ON dr.dag_id = ti.dag_id AND dr.run_id = ti.run_id "
+        "WHERE ti.dag_id = %s AND ti.run_id = %s AND ti.task_id = %s AND ti.state = 'up_for_reschedule' "
+        "AND dr.state IN ('success', 'failed')",
+        (dag_id, run_id, scenario.name),
+    )[0][0]
+    return len(re.findall(pattern, env.component_log("scheduler"))) + int(stranded)
 
 
 @dataclass(frozen=True)

@@ -365,6 +365,8 @@ def test_the_last_check_outcome_is_what_the_triggerer_recorded(ui_env: AirflowEn
     for task_id, value in ui_env.query(
         "SELECT task_id, value FROM xcom WHERE dag_id = %s AND key = %s", (OPEN, "smart_ext_last_check")
     ):
+        if isinstance(value, memoryview):  # 2.11 on PostgreSQL: the JSON bytes of a bytea column
+            value = bytes(value)
         stored[task_id] = json.loads(value) if isinstance(value, (str, bytes)) else value
     assert set(stored) >= OPEN_TASKS - SHARED, stored
     assert 1 <= len(set(stored) & SHARED) <= len(SHARED), stored
