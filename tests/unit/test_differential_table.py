@@ -44,12 +44,19 @@ def test_a_bounded_allowed_difference_allows_only_a_bounded_excess() -> None:
 
 
 class _Log:
-    def __init__(self, text: str) -> None:
+    """The scheduler's log, and the task instances an ended DAG run left ``up_for_reschedule`` (per DAG id)."""
+
+    def __init__(self, text: str, stranded: dict[str, int] | None = None) -> None:
         self.text = text
+        self.stranded = stranded or {}
 
     def component_log(self, name: str) -> str:
         assert name == "scheduler"
         return self.text
+
+    def query(self, sql: str, params: tuple[str, str, str]) -> list[tuple[int]]:
+        assert "up_for_reschedule" in sql and "dr.state IN ('success', 'failed')" in sql
+        return [(self.stranded.get(params[0], 0),)]
 
 
 @pytest.mark.parametrize("state", ["queued", "scheduled", "running"])
@@ -67,3 +74,13 @@ def test_a_late_executor_event_is_recognised_whatever_state_it_met(state: str) -
     text += line.format(task="true_after_3", run=run.replace("05:11", "06:11"))
     assert df.infra_failures(_Log(text), "reschedule", scenario, run) == 1  # type: ignore[arg-type]
     assert df.infra_failures(_Log(text), "poke", scenario, run) == 0  # type: ignore[arg-type]
+
+
+def test_a_task_left_up_for_reschedule_by_an_ended_run_counts_as_an_infrastructure_loss() -> None:
+    """A poke running when its run timed out wrote its reschedule after Airflow 2.11 skipped the task: the
+    cell proves nothing either way and is run again (counted with the late executor events)."""
+    scenario = next(s for s in df.SCENARIOS if s.name == "true_after_3")
+    run = "manual__2026-11-28T01:07:47+00:00"
+    log = _Log("", {"df_main_reschedule": 1})
+    assert df.infra_failures(log, "reschedule", scenario, run) == 1  # type: ignore[arg-type]
+    assert df.infra_failures(log, "poke", scenario, run) == 0  # type: ignore[arg-type]
