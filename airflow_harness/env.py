@@ -20,6 +20,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -36,7 +37,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_harness.sqlite_connect import BUSY_TIMEOUT_SECONDS
+from airflow_harness.redis_broker import RedisBroker
+from airflow_harness.sqlite_connect import BUSY_TIMEOUT_SECONDS, HOSTNAME_ENV
 from airflow_smart_ext.compat import AIRFLOW_V_3_0_PLUS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -196,6 +198,13 @@ class AirflowEnv:
             ``trigger_owners()`` says which of them holds which trigger.
         triggerer_args: extra command-line arguments per triggerer name (e.g. ``{"triggerer-2":
             ["--queues=q1"]}``).
+        schedulers: how many schedulers (HA): ``scheduler``, ``scheduler-2``, ...; more than one needs PostgreSQL.
+        celery_workers: 0 (default): the LocalExecutor (SequentialExecutor on 2.11 with SQLite). N > 0: the
+            CeleryExecutor (Airflow 3, PostgreSQL) with N workers ``celery-worker``, ``celery-worker-2``, ...,
+            each running ``celery_concurrency`` tasks, on a private Redis broker (``broker``,
+            airflow_harness/redis_broker.py) and a PostgreSQL result backend. Each worker records its own
+            name as the task instance's ``hostname`` (``[core] hostname_callable``), so a test sees which
+            worker ran a try.
     """
 
     def __init__(
@@ -215,6 +224,9 @@ class AirflowEnv:
         ui_menu_items: Sequence[str] = (),
         triggerers: int = 1,
         triggerer_args: Mapping[str, Sequence[str]] | None = None,
+        schedulers: int = 1,
+        celery_workers: int = 0,
+        celery_concurrency: int = 8,
         state_sample_interval: float | None = STATE_SAMPLE_INTERVAL,
     ) -> None:
         import airflow
@@ -224,6 +236,15 @@ class AirflowEnv:
             raise AirflowEnvError(
                 f"triggerers={triggerers}: HA triggerers need PostgreSQL (set {PG_DSN_ENV} or pg_dsn); "
                 "SQLite runs exactly one"
+            )
+        if schedulers < 1 or (schedulers > 1 and not server_pg_dsn):
+            raise AirflowEnvError(
+                f"schedulers={schedulers}: HA schedulers need PostgreSQL (set {PG_DSN_ENV})"
+            )
+        if celery_workers and not (server_pg_dsn and AIRFLOW_V_3_0_PLUS):
+            raise AirflowEnvError(
+                f"celery_workers={celery_workers}: the CeleryExecutor topology needs Airflow 3 and PostgreSQL "
+                f"(set {PG_DSN_ENV})"
             )
         self.airflow_version: str = airflow.__version__
         self.is_airflow3: bool = AIRFLOW_V_3_0_PLUS
@@ -251,7 +272,16 @@ class AirflowEnv:
         self.extra_env = dict(extra_env or {})
         self.triggerers = triggerers
         self.triggerer_args = {name: list(args) for name, args in (triggerer_args or {}).items()}
+        self.schedulers = schedulers
+        self.celery_workers = celery_workers
+        self.celery_concurrency = celery_concurrency
+        self.broker: RedisBroker | None = (
+            RedisBroker(self.home / "redis", free_port()) if celery_workers else None
+        )
         self.components: dict[str, _Component] = {}
+        # Component -> the python that runs it (default: sys.executable). A rolling upgrade restarts one
+        # component at a time with another venv's python (tests/integration/test_distributed_upgrade_live.py).
+        self.interpreters: dict[str, str] = {}
         self.env: dict[str, str] = {}
         self._started = False
         self._stopped = False
@@ -286,6 +316,8 @@ class AirflowEnv:
 
     @property
     def executor(self) -> str:
+        if self.celery_workers:
+            return "CeleryExecutor"
         if self.uses_postgres or self.is_airflow3:
             return "LocalExecutor"
         return "SequentialExecutor"  # 2.11 refuses LocalExecutor on SQLite
@@ -297,7 +329,7 @@ class AirflowEnv:
 
     @property
     def component_names(self) -> list[str]:
-        names = ["scheduler", *self.triggerer_names]
+        names = [*self.scheduler_names, *self.triggerer_names, *self.worker_names]
         if self.is_airflow3:
             names += ["dag-processor", "api-server"]
         elif self.with_webserver:
@@ -306,7 +338,16 @@ class AirflowEnv:
 
     @property
     def triggerer_names(self) -> list[str]:
-        return ["triggerer"] + [f"triggerer-{n}" for n in range(2, self.triggerers + 1)]
+        return _numbered("triggerer", self.triggerers)
+
+    @property
+    def scheduler_names(self) -> list[str]:
+        return _numbered("scheduler", self.schedulers)
+
+    @property
+    def worker_names(self) -> list[str]:
+        """The Celery workers (none with the LocalExecutor)."""
+        return _numbered("celery-worker", self.celery_workers)
 
     def start(self, timeout: float = 180.0) -> AirflowEnv:
         """Prepare AIRFLOW_HOME, migrate the DB, start every component and wait until all are healthy."""
@@ -319,9 +360,12 @@ class AirflowEnv:
             self.env = self._build_env()
             self.component_log_folder.mkdir(parents=True, exist_ok=True)
             self._migrate_database()
+            if self.broker is not None:
+                self.broker.start()
             for name in self.component_names:
-                # Several triggerers start one after another: each one's job row is then known by its id.
-                self.start_component(name, wait=self.triggerers > 1 and name in self.triggerer_names)
+                # Several schedulers or triggerers start one after another: each one's job row is then known
+                # by its id.
+                self.start_component(name, wait=len(self._same_kind(name)) > 1)
             self.wait_healthy(timeout=timeout)
             if self.ui_users and not self.is_airflow3:
                 self._run_fab_users("create")
@@ -343,6 +387,8 @@ class AirflowEnv:
         self._sampler_stop.set()
         for name in list(self.components):
             self.stop_component(name)
+        if self.broker is not None:
+            self.broker.stop()
         if self._sampler is not None:
             self._sampler.join(timeout=5)
         self._close_connections()
@@ -489,9 +535,12 @@ class AirflowEnv:
             if self.webserver_port:
                 settings["WEBSERVER__WEB_SERVER_PORT"] = str(self.webserver_port)
                 settings["WEBSERVER__BASE_URL"] = f"http://localhost:{self.webserver_port}"
+        if self.broker is not None:
+            settings.update(self._celery_settings(self.broker))
         env.update({f"AIRFLOW__{k}": v for k, v in settings.items()})
-        if not self.uses_postgres:
-            env["PYTHONPATH"] = self._connect_args_path()  # Airflow imports the connect args by name
+        if not self.uses_postgres or self.broker is not None:
+            # Airflow imports the SQLite connect args and the workers' hostname callable by name.
+            env["PYTHONPATH"] = self._connect_args_path()
         if self.ui_users and self.is_airflow3:
             users = self._simple_auth_users_env()
             # Both paths: the repo (the test auth manager) and, on SQLite, the connect-args module.
@@ -499,6 +548,18 @@ class AirflowEnv:
             env.update(users)
         env.update(self.extra_env)
         return env
+
+    def _celery_settings(self, broker: RedisBroker) -> dict[str, str]:
+        """The CeleryExecutor's settings (AIRFLOW-NOTES "Distributed deployments")."""
+        # The result backend names its driver: SQLAlchemy 2.1 maps a bare postgresql:// to psycopg 3.
+        result_backend = "db+" + self.sql_alchemy_conn
+        return {
+            "CELERY__BROKER_URL": broker.url,
+            "CELERY__RESULT_BACKEND": result_backend,
+            "CELERY__WORKER_CONCURRENCY": str(self.celery_concurrency),
+            # Each worker's name as the task instance's hostname (one machine, so the real one says nothing).
+            "CORE__HOSTNAME_CALLABLE": f"{_CONNECT_ARGS_MODULE}.component_hostname",
+        }
 
     def _connect_args_path(self) -> str:
         folder = _connect_args_module_dir(self.home)
@@ -576,7 +637,7 @@ class AirflowEnv:
         return proc
 
     def _component_argv(self, name: str) -> list[str]:
-        base = [sys.executable, "-m", "airflow"]
+        base = [self.interpreters.get(name, sys.executable), "-m", "airflow"]
         if name == "api-server":
             return [
                 *base,
@@ -599,8 +660,18 @@ class AirflowEnv:
                 "--workers",
                 "1",
             ]
-        if name in {"scheduler", "dag-processor"}:
-            return [*base, name]
+        if name in {"dag-processor", *self.scheduler_names}:
+            return [*base, "scheduler" if name in self.scheduler_names else name]
+        if name in self.worker_names:
+            return [
+                *base,
+                "celery",
+                "worker",
+                "--concurrency",
+                str(self.celery_concurrency),
+                "--celery-hostname",
+                f"{name}@%h",
+            ]
         if name in self.triggerer_names:
             return [*base, "triggerer", *self.triggerer_args.get(name, ())]
         raise ValueError(
@@ -638,7 +709,19 @@ class AirflowEnv:
     def _component_env(self, name: str) -> dict[str, str]:
         if name in self.triggerer_names[1:]:  # every triggerer serves its trigger logs on a port of its own
             return {**self.env, "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port())}
+        if name in self.worker_names:  # so does every worker, and it names itself (component_hostname)
+            return {
+                **self.env,
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+                HOSTNAME_ENV: name,
+            }
         return self.env
+
+    def _same_kind(self, name: str) -> list[str]:
+        for names in (self.scheduler_names, self.triggerer_names, self.worker_names):
+            if name in names:
+                return names
+        return [name]
 
     def stop_component(self, name: str, grace: float = 10.0, *, crash: bool = False) -> None:
         """Kill a component's whole process tree: SIGTERM, then SIGKILL after ``grace`` seconds.
@@ -674,6 +757,17 @@ class AirflowEnv:
             proc.wait(timeout=5)
         psutil.wait_procs(descendants, timeout=5)
 
+    def drain_worker(self, name: str) -> subprocess.Popen[bytes]:
+        """Celery's warm shutdown of one worker: SIGTERM to its main process only, so it takes no new message
+        and exits once its running tasks end (a signal to the group would end those tasks too). Returns the
+        process to wait for; the worker counts as stopped on purpose (``check_components`` leaves it)."""
+        component = self.components[name]
+        if name not in self.worker_names or component.process is None:
+            raise AirflowEnvError(f"{name!r} is not a started Celery worker ({self.worker_names})")
+        component.stopped_on_purpose = True
+        os.kill(component.process.pid, signal.SIGTERM)
+        return component.process
+
     def component_log(self, name: str) -> str:
         path = self.component_log_folder / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
@@ -691,7 +785,9 @@ class AirflowEnv:
     def _job_type(self, name: str) -> str | None:
         if name in self.triggerer_names:
             return "TriggererJob"
-        return {"scheduler": "SchedulerJob", "dag-processor": "DagProcessorJob"}.get(name)
+        if name in self.scheduler_names:
+            return "SchedulerJob"
+        return {"dag-processor": "DagProcessorJob"}.get(name)
 
     def _max_job_id(self, name: str) -> int:
         job_type = self._job_type(name)
@@ -725,6 +821,8 @@ class AirflowEnv:
             return self._http_ok(f"{self.api_url}/api/v2/monitor/health")
         if name == "webserver":
             return self._http_ok(f"http://127.0.0.1:{self.webserver_port}/health")
+        if name in self.worker_names:  # Celery's own line once the worker consumes its queues
+            return any(_CELERY_READY.search(line) for line in _last_start(self.component_log(name)))
         return True
 
     def _wait_component(self, name: str, after_job_id: int, deadline: float) -> None:
@@ -817,39 +915,41 @@ class AirflowEnv:
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         """Read-only SQL on the metadata DB. Use ``%s`` placeholders (converted to ``?`` on SQLite)."""
-        conn = self._connection()
-        if not self.uses_postgres:
-            sql = sql.replace("%s", "?")
-        for attempt in range(20):
-            try:
-                cur = conn.cursor()
-                try:
-                    cur.execute(sql, tuple(params))
-                    return [tuple(row) for row in cur.fetchall()]
-                finally:
-                    cur.close()
-            except sqlite3.OperationalError as err:  # "database is locked" while a writer commits
-                if "locked" not in str(err) or attempt == 19:
-                    raise
-                time.sleep(0.1)
-        raise AssertionError("unreachable")
+        return [tuple(row) for row in self._read(sql, params)[1]]
 
     def query_dicts(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Like ``query`` but rows as dicts; timestamp columns become aware UTC datetimes."""
-        conn = self._connection()
-        if not self.uses_postgres:
-            sql = sql.replace("%s", "?")
-        cur = conn.cursor()
-        try:
-            cur.execute(sql, tuple(params))
-            names = [d[0] for d in cur.description]
-            rows = cur.fetchall()
-        finally:
-            cur.close()
+        names, rows = self._read(sql, params)
         return [
             {n: (_to_datetime(v) if n in _DATETIME_COLUMNS else v) for n, v in zip(names, row, strict=True)}
             for row in rows
         ]
+
+    def _read(self, sql: str, params: Sequence[Any]) -> tuple[list[str], list[Any]]:
+        """Column names and rows. Retried while SQLite is locked by a writer (2 s), and while PostgreSQL is
+        away (a restart of the server, up to 60 s: a new connection each time)."""
+        if not self.uses_postgres:
+            sql = sql.replace("%s", "?")
+        started = time.monotonic()
+        while True:
+            conn = self._connection()
+            try:
+                cur = conn.cursor()
+                try:
+                    cur.execute(sql, tuple(params))
+                    return [d[0] for d in cur.description], cur.fetchall()
+                finally:
+                    cur.close()
+            except sqlite3.OperationalError as err:  # "database is locked" while a writer commits
+                if "locked" not in str(err) or time.monotonic() > started + 2:
+                    raise
+            except Exception as err:
+                if not self.uses_postgres or not _pg_connection_lost(err) or time.monotonic() > started + 60:
+                    raise
+                with contextlib.suppress(Exception):
+                    conn.close()
+                self._local.conn = None
+            time.sleep(0.1 if not self.uses_postgres else 0.5)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         """One write statement on the metadata DB (``%s`` placeholders, on SQLite too)."""
@@ -1175,20 +1275,32 @@ with get_application_builder() as appbuilder:
 """
 
 
+# A Celery worker's line once it consumes its queues: "celery-worker@host ready."
+_CELERY_READY = re.compile(r"@\S+ ready\.")
 _CONNECT_ARGS_MODULE = "smart_ext_harness_sqlite_connect"
 _SQLITE_CONNECT_ARGS = f"{_CONNECT_ARGS_MODULE}.SYNC"
 _SQLITE_CONNECT_ARGS_ASYNC = f"{_CONNECT_ARGS_MODULE}.ASYNC"
 
 
 def _connect_args_module_dir(home: Path) -> Path:
-    """A directory holding only the SQLite connect args module, for Airflow to import by name: the repository
-    root on PYTHONPATH would also shadow the installed ``airflow_smart_ext`` (the upgrade test runs a release
-    that differs from the checkout)."""
+    """A directory holding only the harness module Airflow imports by name (SQLite connect args, the workers'
+    hostname callable): the repository root on PYTHONPATH would also shadow the installed
+    ``airflow_smart_ext`` (the upgrade test runs a release that differs from the checkout)."""
     folder = home / "harness_pythonpath"
     folder.mkdir(parents=True, exist_ok=True)
     source = Path(__file__).with_name("sqlite_connect.py")
     (folder / f"{_CONNECT_ARGS_MODULE}.py").write_text(source.read_text())
     return folder
+
+
+def _pg_connection_lost(err: BaseException) -> bool:
+    import psycopg2
+
+    return isinstance(err, (psycopg2.OperationalError, psycopg2.InterfaceError))
+
+
+def _numbered(kind: str, count: int) -> list[str]:
+    return [kind] + [f"{kind}-{n}" for n in range(2, count + 1)] if count else []
 
 
 def _repo_pythonpath() -> str:

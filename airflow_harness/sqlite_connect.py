@@ -1,4 +1,5 @@
-"""SQLite connect args for every Airflow process the harness starts on SQLite.
+"""The harness module every Airflow process it starts imports by name: SQLite connect args, and the
+CeleryExecutor topology's hostname callable.
 
 Airflow reads ``[database] sql_alchemy_connect_args`` (and on 3.1+ ``sql_alchemy_connect_args_async``) as an
 import path to a dict and passes it to the driver's ``connect()`` (``airflow/settings.py``, 2.11 and 3.x).
@@ -10,7 +11,18 @@ dag-processor, triggerer and api-server share 2 busy cores, and the scheduler di
 
 from __future__ import annotations
 
+import os
+import socket
+
 BUSY_TIMEOUT_SECONDS = 60
 
 SYNC = {"timeout": BUSY_TIMEOUT_SECONDS}
 ASYNC = {"timeout": BUSY_TIMEOUT_SECONDS}
+
+# Set by the harness for each Celery worker (airflow_harness/env.py); the other components keep the machine's.
+HOSTNAME_ENV = "SMART_EXT_HARNESS_HOSTNAME"
+
+
+def component_hostname() -> str:
+    """``[core] hostname_callable``: a worker's own name, recorded as the hostname of the tries it runs."""
+    return os.environ.get(HOSTNAME_ENV) or socket.getfqdn()

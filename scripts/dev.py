@@ -7,6 +7,7 @@
         [--unit-only]       # only the unit tier (tests/unit), no static checks: CI's extra Airflow minors
         [--lowest]          # unit tier, every direct dependency at its declared floor (Airflow too, not --airflow)
         [--then-unit-tier-on 3.0 3.1 lowest ...]   # in the SQLite pass's lane: the unit tier on these too (CI)
+        [--distributed-pg-dsn DSN [--distributed-pg-restart CMD]]   # in that lane too: the distributed pass
         [-- PYTEST_ARGS]    # extra pytest arguments, for both passes
 
 Each creates (or reuses) its own virtualenv ``.venv-<airflow>`` in the project, installs Airflow and this
@@ -132,6 +133,39 @@ def ensure_venv(version: str) -> Path:
     return python
 
 
+# The distributed pass (issue 36, docs/deployment.md): the topology users run (CeleryExecutor, two workers,
+# schedulers and triggerers) on a PostgreSQL server of its own, which its database-restart test restarts.
+# It runs the rolling upgrade (first: it starts an Airflow of its own, before the session's one is up),
+# tests/integration/test_distributed_live.py and these rows of the differential matrix, one per way a wait
+# ends (met after not-yet, soft timeout, transient errors ridden out, a permanent error retried, mapped).
+DISTRIBUTED_TESTS = [
+    "tests/integration/test_distributed_upgrade_live.py",
+    "tests/integration/test_distributed_live.py",
+    "tests/integration/test_differential_live.py",
+]
+DISTRIBUTED_DIFFERENTIAL_ROWS = "true_after_3,timeout_soft_fail,transient_3_then_true,permanent_error,mapped"
+
+
+def run_distributed_pass(
+    python: Path, dsn: str, restart_command: str, pytest_args: list[str], env: dict[str, str]
+) -> tuple[str, int, float]:
+    name = "pytest (the distributed pass: CeleryExecutor, 2 workers, 2 schedulers, 2 triggerers, PostgreSQL)"
+    say(f"== {name}")
+    started = time.monotonic()
+    step_env = {
+        **env,
+        "SMART_EXT_TEST_PG_DSN": dsn,
+        "SMART_EXT_TOPOLOGY": "celery",  # tests/integration/conftest.py
+        "SMART_EXT_DF_SCENARIOS": DISTRIBUTED_DIFFERENTIAL_ROWS,
+        "SMART_EXT_TEST_PG_RESTART": restart_command,
+    }
+    argv = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "--durations=10", *DISTRIBUTED_TESTS]
+    code = run_to_end([*argv, "-m", "integration or postgres", *pytest_args], step_env)
+    seconds = time.monotonic() - started
+    say(f"summary: {name}: {pytest_result(code)} in {seconds:.0f}s")
+    return name, code, seconds
+
+
 def pytest_result(code: int) -> str:
     if code == 0:
         return "ok"
@@ -198,6 +232,16 @@ def cmd_test(args: argparse.Namespace) -> int:
     then: list[Callable[[], tuple[str, int, float]]] = [
         functools.partial(run_unit_tier, v, extra_leg_args, env) for v in args.then_unit_tier_on
     ]
+    if args.distributed_pg_dsn:
+        distributed = functools.partial(
+            run_distributed_pass,
+            python,
+            args.distributed_pg_dsn,
+            args.distributed_pg_restart,
+            args.pytest_args,
+            env,
+        )
+        then.insert(0, distributed)
     if args.sequential or len(passes) == 1:
         timings += [run_pass(name, argv, step_env) for name, argv, step_env in passes]
         timings += [leg() for leg in then]
@@ -324,6 +368,17 @@ def main() -> int:
         default=[],
         metavar="VERSION",
         help="after the SQLite pass, the unit tier on these Airflow versions too ('lowest': the floors)",
+    )
+    sub.choices["test"].add_argument(
+        "--distributed-pg-dsn",
+        default="",
+        help="after the SQLite pass, the distributed pass (Airflow 3: the CeleryExecutor topology, Redis from "
+        "redis-server on PATH) on this PostgreSQL server, which no other pass may use: it is restarted",
+    )
+    sub.choices["test"].add_argument(
+        "--distributed-pg-restart",
+        default="",
+        help="a shell command restarting that server (the distributed pass's database-restart test needs it)",
     )
     sub.choices["test"].add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     sub.choices["demo"].add_argument(

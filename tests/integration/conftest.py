@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from airflow_harness.env import AirflowEnv, ComponentDeadError
+from tests.integration.distributed import DISTRIBUTED_SETTINGS, distributed_topology
 
 _INTEGRATION_DIR = Path(__file__).resolve().parent
 _ENV_KEY = pytest.StashKey[AirflowEnv]()
@@ -31,8 +32,20 @@ SQLITE_SLICE = {
 }
 
 
+# The distributed pass (`scripts/dev.py test --distributed-pg-dsn`, CI's 3.3 leg) sets this to ``celery``: the
+# session's Airflow is then the topology users run (docs/deployment.md) and the pass runs DISTRIBUTED_SLICE.
+TOPOLOGY_ENV = "SMART_EXT_TOPOLOGY"
+DISTRIBUTED_ONLY = {"test_distributed_live.py", "test_distributed_upgrade_live.py"}
+DISTRIBUTED_SLICE = {*DISTRIBUTED_ONLY, "test_differential_live.py"}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     slice_only = os.environ.get(SQLITE_SLICE_ENV) == "1"
+    distributed = os.environ.get(TOPOLOGY_ENV) == "celery"
+    not_distributed = pytest.mark.skip(
+        reason=f"runs in the distributed pass only ({TOPOLOGY_ENV}=celery: scripts/dev.py --distributed-pg-dsn)"
+    )
+    in_other_passes = pytest.mark.skip(reason=f"{TOPOLOGY_ENV}=celery runs only {sorted(DISTRIBUTED_SLICE)}")
     elsewhere = pytest.mark.skip(
         reason=f"runs in this leg's PostgreSQL pass ({SQLITE_SLICE_ENV}=1: the SQLite pass runs its slice, "
         "tests/integration/conftest.py)"
@@ -43,6 +56,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
             if slice_only and name not in SQLITE_SLICE:
                 item.add_marker(elsewhere)
+            if name in DISTRIBUTED_ONLY and not distributed:
+                item.add_marker(not_distributed)
+            if distributed and name not in DISTRIBUTED_SLICE:
+                item.add_marker(in_other_passes)
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +70,11 @@ def airflow_env(request: pytest.FixtureRequest) -> Iterator[AirflowEnv]:
     # at start-up talking to the one api-server worker). Tasks beyond them wait in `scheduled`, which changes
     # no sensor's outcome (the deadline counts from the start of the try). Parsing a DAG file under that
     # load can pass Airflow's 30 s import timeout: allow 120 s.
-    env = AirflowEnv(parallelism=10, extra_env={"AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120"})
+    extra_env = {"AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120"}
+    if os.environ.get(TOPOLOGY_ENV) == "celery":
+        env = AirflowEnv(**distributed_topology(), extra_env={**extra_env, **DISTRIBUTED_SETTINGS})
+    else:
+        env = AirflowEnv(parallelism=10, extra_env=extra_env)
     request.config.stash[_ENV_KEY] = env
     try:
         env.start()

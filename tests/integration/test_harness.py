@@ -133,3 +133,29 @@ def test_a_component_past_its_restarts_is_dead_with_its_cause(tmp_path: Path) ->
     finally:
         env.components.clear()  # its PID is reaped and may be reused: stop() must not signal it
         env.stop()
+
+
+def _redis(port: int, *words: str) -> bytes:
+    import socket
+
+    command = f"*{len(words)}\r\n" + "".join(f"${len(w)}\r\n{w}\r\n" for w in words)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        conn.sendall(command.encode())
+        return conn.recv(64)
+
+
+def test_redis_broker_keeps_queued_messages_across_a_graceful_restart(tmp_path: Path) -> None:
+    """The distributed pass's broker restart: a message queued before it is still queued after it."""
+    from airflow_harness.env import free_port
+    from airflow_harness.redis_broker import RedisBroker
+
+    broker = RedisBroker(tmp_path / "redis", free_port())
+    broker.start()
+    try:
+        assert _redis(broker.port, "LPUSH", "default", "message") == b":1\r\n"
+        broker.restart(down_for=0.5)
+        assert broker.restarts == 1 and broker.ping()
+        assert _redis(broker.port, "LLEN", "default") == b":1\r\n"
+    finally:
+        broker.stop()
+    assert not broker.ping()

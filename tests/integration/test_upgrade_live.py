@@ -4,7 +4,7 @@ one model", part 6).
 What it proves, on a real Airflow 3.3 (SQLite or the PostgreSQL pass):
 
 1. A throwaway venv (uv, the test venv's exact package set, so the cache serves it) gets the previous release
-   (commit ``RELEASE``, taken from this repository's history with ``git archive``, built as a wheel).
+   (tests/integration/previous_release.py: commit ``RELEASE``, taken from this repository's history with ``git archive``, built as a wheel).
 2. Airflow runs from that venv; one DAG run of ``upgrade_waits`` defers: a worker-first deferrable
    ``BackoffSqlSensor`` (its check #0 on a worker, then a ``BackoffTrigger`` row the old worker wrote), two
    zero-worker waits (start trigger rows the old scheduler wrote from the old DAG serialization: plain and
@@ -22,13 +22,8 @@ tests/unit/test_previous_release_rows.py.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import io
-import shutil
 import sqlite3
-import subprocess
 import sys
-import tarfile
 import textwrap
 from pathlib import Path
 from urllib.parse import quote
@@ -37,8 +32,14 @@ import pytest
 
 from airflow_harness.env import REPO_ROOT, AirflowEnv
 from airflow_smart_ext.compat import AIRFLOW_V_3_3_PLUS
+from tests.integration.previous_release import (
+    installed_package,
+    package_digest,
+    run_checked,
+    uv_binary,
+    venv_with_previous_release,
+)
 
-RELEASE = "aa2412604769fd7b700ae833d9e78cba86c320b4"
 DAG_ID = "upgrade_waits"
 CONN_ID = "upgrade_sqlite"
 LOGICAL_DATE = dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
@@ -87,94 +88,12 @@ with DAG("{DAG_ID}", schedule=None, start_date=dt.datetime(2026, 1, 1, tzinfo=dt
 '''
 
 
-def _uv() -> str:
-    uv = Path(sys.executable).parent / "uv"  # scripts/dev.py installs uv into the test venv
-    found = str(uv) if uv.exists() else shutil.which("uv")
-    if found is None:
-        pytest.fail(
-            "uv is needed to build the throwaway venv (scripts/dev.py installs it into the test venv)"
-        )
-    return found
-
-
-def _run(*argv: str | Path) -> None:
-    proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        pytest.fail(
-            f"{' '.join(map(str, argv))} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-        )
-
-
-def _package_digest(package_dir: Path) -> str:
-    """One hash over every module of an ``airflow_smart_ext`` tree (paths and contents)."""
-    digest = hashlib.sha256()
-    for path in sorted(package_dir.rglob("*")):
-        if (
-            path.is_file()
-            and "__pycache__" not in path.parts
-            and path.suffix in {".py", ".html", ".js", ".css"}
-        ):
-            digest.update(str(path.relative_to(package_dir)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
-
-
-def _installed_package(python: Path) -> Path:
-    out = subprocess.run(
-        [  # -I: the package installed in the venv (what Airflow runs), not the checkout in the working dir
-            str(python),
-            "-I",
-            "-c",
-            "import airflow_smart_ext, os; print(os.path.dirname(airflow_smart_ext.__file__))",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return Path(out.strip())
-
-
-def _previous_release_tree(work: Path) -> Path:
-    archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", RELEASE], capture_output=True)
-    if archive.returncode != 0:
-        pytest.fail(
-            f"git archive {RELEASE} failed (a shallow clone lacks the previous release: fetch it):\n"
-            f"{archive.stderr.decode(errors='replace')}"
-        )
-    tree = work / "previous-release"
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(tree, filter="data")
-    return tree
-
-
-def _throwaway_venv(work: Path, uv: str) -> Path:
-    """The test venv's packages without ours (same versions: uv links them from its cache, no resolution).
-    Named like the test venv, so the harness reuses its migrated SQLite template for this Airflow version."""
-    venv = work / Path(sys.executable).parent.parent.name
-    _run(uv, "venv", "-q", "--python", sys.executable, venv)
-    frozen = subprocess.run(
-        [uv, "pip", "freeze", "--python", sys.executable, "--exclude-editable"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    requirements = work / "requirements.txt"
-    requirements.write_text(
-        "\n".join(line for line in frozen.splitlines() if "airflow-smart-ext" not in line)
-    )
-    python = venv / "bin" / "python"
-    _run(uv, "pip", "install", "-q", "--python", python, "--no-deps", "-r", requirements)
-    return python
-
-
 @pytest.mark.skipif(not AIRFLOW_V_3_3_PLUS, reason="the upgrade is proven live on 3.3 (2.11 rows: unit tier)")
 def test_waits_deferred_by_the_previous_release_end_on_try_1_after_an_upgrade(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    uv = _uv()
-    previous = _previous_release_tree(tmp_path)
-    python = _throwaway_venv(tmp_path, uv)
-    _run(uv, "pip", "install", "-q", "--python", python, "--no-deps", previous)
-    assert _package_digest(_installed_package(python)) == _package_digest(previous / "airflow_smart_ext")
+    uv = uv_binary()
+    python = venv_with_previous_release(tmp_path)
 
     conditions = tmp_path / "conditions.db"
     with sqlite3.connect(conditions) as db:
@@ -228,7 +147,7 @@ def test_waits_deferred_by_the_previous_release_end_on_try_1_after_an_upgrade(
 
         for name in list(env.components):
             env.stop_component(name)
-        _run(
+        run_checked(
             uv,
             "pip",
             "install",
@@ -240,7 +159,7 @@ def test_waits_deferred_by_the_previous_release_end_on_try_1_after_an_upgrade(
             "airflow-smart-ext",
             REPO_ROOT,
         )
-        assert _package_digest(_installed_package(python)) == _package_digest(REPO_ROOT / "airflow_smart_ext")
+        assert package_digest(installed_package(python)) == package_digest(REPO_ROOT / "airflow_smart_ext")
         triggerer_log_before = len(env.component_log("triggerer"))
         # The api-server first: a task a restarted scheduler queues before it listens fails at start-up
         # (connection refused) and is retried, which says nothing about the upgrade.
@@ -251,7 +170,7 @@ def test_waits_deferred_by_the_previous_release_end_on_try_1_after_an_upgrade(
 
         with sqlite3.connect(conditions) as db:
             db.executemany("INSERT INTO ready VALUES (?)", [(value,) for value in WAITS.values()])
-        assert env.wait_run(DAG_ID, run_id, timeout=120) == "success"
+        assert env.waitrun_checked(DAG_ID, run_id, timeout=120) == "success"
         tis = {ti["task_id"]: ti for ti in env.task_instances(DAG_ID, run_id)}
         assert {task: (tis[task]["state"], tis[task]["try_number"]) for task in WAITS} == {
             task: ("success", 1) for task in WAITS

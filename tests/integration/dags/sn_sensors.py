@@ -21,7 +21,8 @@ class FileArrivedSensor(BackoffSensor):
     """A plain file sensor whose only change for backoff was its base class.
 
     ``counter_path`` (optional): every poke appends one JSON line ``{"at": epoch, "where": "worker" |
-    "triggerer"}``, so tests can count real checks (a poke in the triggerer has no ``ti`` in its context).
+    "triggerer", "host": ...}``, so tests can count real checks (a poke in the triggerer has no ``ti`` in its
+    context); ``host``: the Celery worker that made it (the harness names each worker), else null.
     """
 
     template_fields = ("path", "counter_path")
@@ -36,7 +37,8 @@ class FileArrivedSensor(BackoffSensor):
         where = "worker" if "ti" in context else "triggerer"
         self.log.info("%s at=%.3f where=%s path=%s", POKE_LOG_MARKER, now, where, self.path)
         if self.counter_path:
-            line = json.dumps({"at": now, "where": where}) + "\n"
+            host = os.environ.get("SMART_EXT_HARNESS_HOSTNAME")  # airflow_harness/sqlite_connect.py
+            line = json.dumps({"at": now, "where": where, "host": host}) + "\n"
             fd = os.open(self.counter_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, line.encode())  # one O_APPEND write per line: safe across threads/processes

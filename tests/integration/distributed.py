@@ -1,0 +1,131 @@
+"""The distributed pass's shared code (issue 36): the topology, Airflow's fault bounds it shortens, and one
+DAG run of ``ds_modes`` (dags/ds_topology_dags.py) as the tests see it.
+
+Used by tests/integration/conftest.py (the session's Airflow in the distributed pass),
+test_distributed_live.py and test_distributed_upgrade_live.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from airflow_harness.env import AirflowEnv
+from tests.integration.live import counter_lines, start_run, wait_for
+
+# Airflow's own bounds on a lost process, shortened from minutes so a fault ends within the test: a killed
+# worker's try is failed after the heartbeat timeout, a dead scheduler's tasks adopted after the orphan
+# check, a message a killed worker took but never ran requeued after the queued timeout.
+DISTRIBUTED_SETTINGS = {
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
+    "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "20",
+    "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": "120",
+    "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "15",
+    # One api-server: a task process's calls to it ride out its restart (an upgrade) and a database restart,
+    # instead of failing their try after Airflow's default 5 attempts (a few seconds; docs/deployment.md).
+    "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "10",
+    "AIRFLOW__WORKERS__EXECUTION_API_RETRY_WAIT_MIN": "3",
+}
+
+
+def distributed_topology() -> dict[str, int]:
+    """Two Celery workers, two schedulers, two triggerers (plus a dag-processor and an api-server)."""
+    return {"celery_workers": 2, "schedulers": 2, "triggerers": 2, "parallelism": 32, "celery_concurrency": 8}
+
+
+DAG_ID = "ds_modes"
+WORKERS = ("celery-worker", "celery-worker-2")
+# A shell command restarting the metadata database's server (.ci/run and scripts/dev.py set it).
+PG_RESTART_ENV = "SMART_EXT_TEST_PG_RESTART"
+DEFERRABLE = {"worker_first", "zero_worker", "zero_worker_twin", "mapped_deferrable", "unshared"}
+ZERO_WORKER = {"zero_worker", "zero_worker_twin", "unshared"}
+WAITING = {"poke": {"running"}, "reschedule": {"up_for_reschedule", "running", "queued", "scheduled"}}
+CYCLE = 3.0  # poke_interval, backoff_factor 1, no jitter (ds_topology_dags.COMMON)
+RUN_TIMEOUT = 420.0
+
+
+@dataclass
+class Run:
+    env: AirflowEnv
+    run_id: str
+    path: Path
+    counters: Path
+
+    def tis(self) -> list[dict[str, Any]]:
+        return self.env.query_dicts(
+            "SELECT task_id, map_index, state, try_number, hostname, queued_dttm FROM task_instance "
+            "WHERE dag_id = %s AND run_id = %s ORDER BY task_id, map_index",
+            (DAG_ID, self.run_id),
+        )
+
+    def checks(self, counter: str) -> list[dict[str, Any]]:
+        return counter_lines(self.counters / f"{counter}.jsonl")
+
+    def all_waiting(self) -> bool:
+        """Every wait is in its waiting state: poke running, reschedule between pokes, deferrable deferred."""
+        rows = self.tis()
+        if len(rows) != 11:  # 8 tasks, two of them mapped (3 + 2)
+            return False
+        for row in rows:
+            wanted = WAITING.get(row["task_id"].removeprefix("mapped_"), {"deferred"})
+            if row["state"] not in wanted:
+                return False
+        return bool(self.checks("reschedule")) and len(self.checks("mapped_reschedule")) >= 3
+
+    def land_and_finish(self) -> list[dict[str, Any]]:
+        self.path.write_text("landed\n")
+        state = self.env.wait_run(DAG_ID, self.run_id, timeout=RUN_TIMEOUT)
+        rows = self.tis()
+        assert state == "success", (state, rows)
+        assert all(row["state"] == "success" for row in rows), rows
+        self.assert_each_try_ended_once(rows)
+        return rows
+
+    def assert_each_try_ended_once(self, rows: list[dict[str, Any]]) -> None:
+        """No duplicate completion: one archived row per earlier try, none for the final one."""
+        history = self.env.query(
+            "SELECT task_id, map_index, try_number FROM task_instance_history WHERE dag_id = %s AND run_id = %s",
+            (DAG_ID, self.run_id),
+        )
+        assert len(history) == len(set(history)), history
+        final = {(r["task_id"], r["map_index"]): r["try_number"] for r in rows}
+        for task_id, map_index, try_number in history:
+            assert try_number < final[(task_id, map_index)], (task_id, map_index, try_number, final)
+
+
+def start_ds_run(env: AirflowEnv, tmp_path: Path) -> Run:
+    counters = tmp_path / "counters"
+    counters.mkdir()
+    path = tmp_path / "landed.txt"
+    run_id = start_run(env, DAG_ID, {"path": str(path), "counters": str(counters)})
+    run = Run(env, run_id, path, counters)
+    wait_for(run.all_waiting, 300, "every wait of ds_modes waiting", env)
+    return run
+
+
+def assert_on_try_1(rows: list[dict[str, Any]], but: frozenset[tuple[str, int]] = frozenset()) -> None:
+    spent = [
+        (r["task_id"], r["map_index"], r["try_number"])
+        for r in rows
+        if (r["task_id"], r["map_index"]) not in but and r["try_number"] != 1
+    ]
+    assert not spent, f"tries spent: {spent}"
+
+
+def heartbeat_timeouts(env: AirflowEnv, run_id: str) -> set[tuple[str, int]]:
+    """The task instances Airflow failed for a missing heartbeat (its audit log row: cause and try)."""
+    rows = env.query(
+        "SELECT task_id, map_index FROM log WHERE event = 'heartbeat timeout' AND dag_id = %s AND run_id = %s",
+        (DAG_ID, run_id),
+    )
+    return {(task_id, int(map_index)) for task_id, map_index in rows}
+
+
+def owners(run: Run) -> dict[str, int]:
+    """Triggerer component -> how many of this DAG run's triggers it runs (unassigned ones left out)."""
+    counts: dict[str, int] = {}
+    for row in run.env.trigger_owners():
+        if (row["dag_id"], row["run_id"]) == (DAG_ID, run.run_id) and row["component"]:
+            counts[row["component"]] = counts.get(row["component"], 0) + 1
+    return counts
