@@ -275,9 +275,7 @@ class AirflowEnv:
         self.schedulers = schedulers
         self.celery_workers = celery_workers
         self.celery_concurrency = celery_concurrency
-        self.broker: RedisBroker | None = (
-            RedisBroker(self.home / "redis", free_port()) if celery_workers else None
-        )
+        self.broker: RedisBroker | None = RedisBroker(self.home / "redis") if celery_workers else None
         self.components: dict[str, _Component] = {}
         # Component -> the python that runs it (default: sys.executable). A rolling upgrade restarts one
         # component at a time with another venv's python (tests/integration/test_distributed_upgrade_live.py).
@@ -357,11 +355,11 @@ class AirflowEnv:
         try:
             self._prepare_database()
             self._prepare_dags_folder()
+            if self.broker is not None:  # first: it binds its port now, and the settings name it
+                self.broker.start()
             self.env = self._build_env()
             self.component_log_folder.mkdir(parents=True, exist_ok=True)
             self._migrate_database()
-            if self.broker is not None:
-                self.broker.start()
             for name in self.component_names:
                 # Several schedulers or triggerers start one after another: each one's job row is then known
                 # by its id.
@@ -707,15 +705,14 @@ class AirflowEnv:
             self._wait_component(name, before, time.monotonic() + timeout)
 
     def _component_env(self, name: str) -> dict[str, str]:
+        env = dict(self.env)
         if name in self.triggerer_names[1:]:  # every triggerer serves its trigger logs on a port of its own
-            return {**self.env, "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port())}
-        if name in self.worker_names:  # so does every worker, and it names itself (component_hostname)
-            return {
-                **self.env,
-                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
-                HOSTNAME_ENV: name,
-            }
-        return self.env
+            env["AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT"] = str(free_port())
+        if name in self.worker_names:  # so does every worker
+            env["AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT"] = str(free_port())
+        if self.broker is not None and name in {*self.worker_names, *self.triggerer_names}:
+            env[HOSTNAME_ENV] = name  # component_hostname: the checks a test counts say where they ran
+        return env
 
     def _same_kind(self, name: str) -> list[str]:
         for names in (self.scheduler_names, self.triggerer_names, self.worker_names):
@@ -932,8 +929,9 @@ class AirflowEnv:
             sql = sql.replace("%s", "?")
         started = time.monotonic()
         while True:
-            conn = self._connection()
+            conn = None
             try:
+                conn = self._connection()  # inside: connecting is refused while the server restarts
                 cur = conn.cursor()
                 try:
                     cur.execute(sql, tuple(params))
@@ -946,8 +944,9 @@ class AirflowEnv:
             except Exception as err:
                 if not self.uses_postgres or not _pg_connection_lost(err) or time.monotonic() > started + 60:
                     raise
-                with contextlib.suppress(Exception):
-                    conn.close()
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.close()
                 self._local.conn = None
             time.sleep(0.1 if not self.uses_postgres else 0.5)
 

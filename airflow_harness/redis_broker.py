@@ -24,12 +24,27 @@ class RedisBrokerError(RuntimeError):
     pass
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 class RedisBroker:
-    def __init__(self, folder: Path, port: int) -> None:
+    """``port``: fixed, or None to take a free one at the first ``start()`` (kept across restarts): a port
+    picked long before it is bound can be taken meanwhile by another process's outgoing connection."""
+
+    def __init__(self, folder: Path, port: int | None = None) -> None:
         self.folder = folder
-        self.port = port
+        self._port = port
         self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RedisBrokerError("the broker has no port before its first start()")
+        return self._port
 
     @property
     def url(self) -> str:
@@ -40,6 +55,8 @@ class RedisBroker:
         if binary is None:
             raise RedisBrokerError(f"{REDIS_SERVER} not found on PATH: {INSTALL_HINT}")
         self.folder.mkdir(parents=True, exist_ok=True)
+        if self._port is None:
+            self._port = _free_port()
         argv = [
             binary,
             "--port", str(self.port),

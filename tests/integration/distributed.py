@@ -7,6 +7,7 @@ test_distributed_live.py and test_distributed_upgrade_live.py.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,11 @@ DAG_ID = "ds_modes"
 WORKERS = ("celery-worker", "celery-worker-2")
 # A shell command restarting the metadata database's server (.ci/run and scripts/dev.py set it).
 PG_RESTART_ENV = "SMART_EXT_TEST_PG_RESTART"
-DEFERRABLE = {"worker_first", "zero_worker", "zero_worker_twin", "mapped_deferrable", "unshared"}
-ZERO_WORKER = {"zero_worker", "zero_worker_twin", "unshared"}
+DEFERRABLE = frozenset({"worker_first", "zero_worker", "zero_worker_twin", "mapped_deferrable", "unshared"})
+ZERO_WORKER = frozenset({"zero_worker", "zero_worker_twin", "unshared"})
+SHARED = DEFERRABLE - {"unshared"}  # identical arguments: one condition
+RESCHEDULE = frozenset({"reschedule", "mapped_reschedule"})
+TRIGGERS = len(DEFERRABLE) + 1  # mapped_deferrable has two task instances
 WAITING = {"poke": {"running"}, "reschedule": {"up_for_reschedule", "running", "queued", "scheduled"}}
 CYCLE = 3.0  # poke_interval, backoff_factor 1, no jitter (ds_topology_dags.COMMON)
 RUN_TIMEOUT = 420.0
@@ -54,7 +58,8 @@ class Run:
 
     def tis(self) -> list[dict[str, Any]]:
         return self.env.query_dicts(
-            "SELECT task_id, map_index, state, try_number, hostname, queued_dttm FROM task_instance "
+            "SELECT id, task_id, map_index, state, try_number, hostname, queued_dttm, queued_by_job_id "
+            "FROM task_instance "
             "WHERE dag_id = %s AND run_id = %s ORDER BY task_id, map_index",
             (DAG_ID, self.run_id),
         )
@@ -79,19 +84,33 @@ class Run:
         rows = self.tis()
         assert state == "success", (state, rows)
         assert all(row["state"] == "success" for row in rows), rows
-        self.assert_each_try_ended_once(rows)
+        self.assert_each_ended_once(rows)
         return rows
 
-    def assert_each_try_ended_once(self, rows: list[dict[str, Any]]) -> None:
-        """No duplicate completion: one archived row per earlier try, none for the final one."""
-        history = self.env.query(
-            "SELECT task_id, map_index, try_number FROM task_instance_history WHERE dag_id = %s AND run_id = %s",
-            (DAG_ID, self.run_id),
-        )
-        assert len(history) == len(set(history)), history
-        final = {(r["task_id"], r["map_index"]): r["try_number"] for r in rows}
-        for task_id, map_index, try_number in history:
-            assert try_number < final[(task_id, map_index)], (task_id, map_index, try_number, final)
+    def worker_endings(self) -> dict[str, list[str]]:
+        """Task instance id -> how each task process the workers ran for it ended (their logs, across
+        restarts: a worker's log is appended to)."""
+        endings: dict[str, list[str]] = {}
+        for worker in WORKERS:
+            for state, ti_id in _WORKLOAD_END.findall(self.env.component_log(worker)):
+                endings.setdefault(ti_id, []).append(state)
+        return endings
+
+    def assert_each_ended_once(self, rows: list[dict[str, Any]]) -> None:
+        """No duplicate completion: a zero-worker wait never reached a worker (it ends in the triggerer);
+        every other task instance ended ``success`` in exactly one task process on a worker."""
+        endings = self.worker_endings()
+        for row in rows:
+            ended = endings.get(str(row["id"]), [])
+            key = (row["task_id"], row["map_index"])
+            if row["task_id"] in ZERO_WORKER:
+                assert ended == [], f"{key}: a zero-worker wait ran on a worker: {ended}"
+            else:
+                assert ended.count("success") == 1, f"{key}: task processes ended {ended}"
+
+
+# The supervisor's line when a task process ends (Airflow 3.3's task SDK, in each Celery worker's log).
+_WORKLOAD_END = re.compile(r"Workload finished .*?final_state=(\w+) .*?workload_id=([0-9a-f-]{36})")
 
 
 def start_ds_run(env: AirflowEnv, tmp_path: Path) -> Run:
@@ -122,10 +141,12 @@ def heartbeat_timeouts(env: AirflowEnv, run_id: str) -> set[tuple[str, int]]:
     return {(task_id, int(map_index)) for task_id, map_index in rows}
 
 
-def owners(run: Run) -> dict[str, int]:
-    """Triggerer component -> how many of this DAG run's triggers it runs (unassigned ones left out)."""
+def owners(run: Run, tasks: frozenset[str] = DEFERRABLE) -> dict[str, int]:
+    """Triggerer component -> how many of this DAG run's triggers (of ``tasks``) it runs; unassigned ones
+    left out."""
     counts: dict[str, int] = {}
     for row in run.env.trigger_owners():
-        if (row["dag_id"], row["run_id"]) == (DAG_ID, run.run_id) and row["component"]:
+        mine = (row["dag_id"], row["run_id"]) == (DAG_ID, run.run_id) and row["task_id"] in tasks
+        if mine and row["component"]:
             counts[row["component"]] = counts.get(row["component"], 0) + 1
     return counts

@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from airflow_harness.env import PG_DSN_ENV, AirflowEnv
@@ -38,7 +39,7 @@ from tests.integration.distributed import (
     distributed_topology,
 )
 from tests.integration.live import start_run, wait_for
-from tests.integration.previous_release import venv_with_previous_release
+from tests.integration.previous_release import installed_package, package_digest, venv_with_previous_release
 
 pytestmark = [
     pytest.mark.skipif(not os.environ.get(PG_DSN_ENV), reason="the distributed pass needs PostgreSQL"),
@@ -61,7 +62,13 @@ def test_rolling_upgrade_keeps_every_wait_on_try_1(tmp_path: Path, monkeypatch: 
     old_python = venv_with_previous_release(tmp_path / "venv")
     monkeypatch.setattr(sys, "executable", str(old_python))  # every component, and the migration, start old
     monkeypatch.delenv("PYTHONPATH", raising=False)  # nothing may shadow a venv's installed package
-    env = AirflowEnv(dag_sources=DAG_SOURCES, **distributed_topology(), extra_env=DISTRIBUTED_SETTINGS)
+    assert package_digest(installed_package(old_python)) != package_digest(
+        installed_package(Path(new_python))
+    )
+    # The default heartbeat timeout (the pass shortens it to 30 s for its killed worker): a task's heartbeat
+    # goes through the one api-server, which this test restarts.
+    settings = {**DISTRIBUTED_SETTINGS, "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "300"}
+    env = AirflowEnv(dag_sources=DAG_SOURCES, **distributed_topology(), extra_env=settings)
     try:
         env.start()
         counters = tmp_path / "counters"
@@ -99,8 +106,10 @@ def test_rolling_upgrade_keeps_every_wait_on_try_1(tmp_path: Path, monkeypatch: 
         env.start_component(poke_worker)
 
         assert_on_try_1(rows)
-        assert set(env.interpreters) == set(env.component_names)
-        assert set(env.interpreters.values()) == {new_python}
+        for name in env.component_names:  # every process now runs the new venv's python
+            process = env.components[name].process
+            assert process is not None and process.poll() is None, name
+            assert psutil.Process(process.pid).cmdline()[0] == new_python, name
         for name, offset in triggerer_logs.items():
             log = env.component_log(name)[offset:]
             assert "failed to load" not in log and "failed to inflate" not in log, name

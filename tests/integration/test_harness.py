@@ -146,15 +146,15 @@ def _redis(port: int, *words: str) -> bytes:
 
 def test_redis_broker_keeps_queued_messages_across_a_graceful_restart(tmp_path: Path) -> None:
     """The distributed pass's broker restart: a message queued before it is still queued after it."""
-    from airflow_harness.env import free_port
     from airflow_harness.redis_broker import RedisBroker
 
-    broker = RedisBroker(tmp_path / "redis", free_port())
+    broker = RedisBroker(tmp_path / "redis")
     broker.start()
+    port = broker.port
     try:
         assert _redis(broker.port, "LPUSH", "default", "message") == b":1\r\n"
         broker.restart(down_for=0.5)
-        assert broker.restarts == 1 and broker.ping()
+        assert broker.restarts == 1 and broker.ping() and broker.port == port
         assert _redis(broker.port, "LLEN", "default") == b":1\r\n"
     finally:
         broker.stop()
