@@ -99,6 +99,14 @@ class Run:
     def assert_each_ended_once(self, rows: list[dict[str, Any]]) -> None:
         """No duplicate completion: a zero-worker wait never reached a worker (it ends in the triggerer);
         every other task instance ended ``success`` in exactly one task process on a worker."""
+
+        def logged() -> bool:  # a task process logs its end just after it reported the state Airflow shows
+            endings = self.worker_endings()
+            return all(
+                "success" in endings.get(str(r["id"]), []) for r in rows if r["task_id"] not in ZERO_WORKER
+            )
+
+        wait_for(logged, 60, "every task process's end in the workers' logs", self.env)
         endings = self.worker_endings()
         for row in rows:
             ended = endings.get(str(row["id"]), [])

@@ -106,10 +106,15 @@ def test_rolling_upgrade_keeps_every_wait_on_try_1(tmp_path: Path, monkeypatch: 
         env.start_component(poke_worker)
 
         assert_on_try_1(rows)
-        for name in env.component_names:  # every process now runs the new venv's python
+        # Every process now runs from the new venv: its files are mapped, none of the old one's (a command line
+        # says nothing: Celery rewrites its process title).
+        new_venv, old_venv = (str(Path(python).parent.parent) + "/" for python in (new_python, old_python))
+        for name in env.component_names:
             process = env.components[name].process
             assert process is not None and process.poll() is None, name
-            assert psutil.Process(process.pid).cmdline()[0] == new_python, name
+            mapped = {m.path for m in psutil.Process(process.pid).memory_maps()}
+            assert any(path.startswith(new_venv) for path in mapped), (name, sorted(mapped))
+            assert not any(path.startswith(old_venv) for path in mapped), (name, sorted(mapped))
         for name, offset in triggerer_logs.items():
             log = env.component_log(name)[offset:]
             assert "failed to load" not in log and "failed to inflate" not in log, name
