@@ -170,7 +170,7 @@ def test_waits_deferred_by_the_previous_release_end_on_try_1_after_an_upgrade(
 
         with sqlite3.connect(conditions) as db:
             db.executemany("INSERT INTO ready VALUES (?)", [(value,) for value in WAITS.values()])
-        assert env.waitrun_checked(DAG_ID, run_id, timeout=120) == "success"
+        assert env.wait_run(DAG_ID, run_id, timeout=120) == "success"
         tis = {ti["task_id"]: ti for ti in env.task_instances(DAG_ID, run_id)}
         assert {task: (tis[task]["state"], tis[task]["try_number"]) for task in WAITS} == {
             task: ("success", 1) for task in WAITS
