@@ -7,12 +7,15 @@ test_distributed_live.py and test_distributed_upgrade_live.py.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_harness.env import AirflowEnv
+import pytest
+
+from airflow_harness.env import PG_DSN_ENV, AirflowEnv
 from tests.integration.live import counter_lines, start_run, wait_for
 
 # Airflow's own bounds on a lost process, shortened from minutes so a fault ends within the test: a killed
@@ -28,6 +31,13 @@ DISTRIBUTED_SETTINGS = {
     "AIRFLOW__WORKERS__EXECUTION_API_RETRIES": "10",
     "AIRFLOW__WORKERS__EXECUTION_API_RETRY_WAIT_MIN": "3",
 }
+
+
+# Every test module of the pass: PostgreSQL, and a bound on a hung wait well under CI's budget.
+PASS_MARKS = [
+    pytest.mark.skipif(not os.environ.get(PG_DSN_ENV), reason="the distributed pass needs PostgreSQL"),
+    pytest.mark.timeout(900),
+]
 
 
 def distributed_topology() -> dict[str, int]:

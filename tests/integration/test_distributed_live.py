@@ -30,11 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from airflow_harness.env import PG_DSN_ENV, AirflowEnv
+from airflow_harness.env import AirflowEnv
 from tests.integration.distributed import (
     CYCLE,
+    PASS_MARKS,
     PG_RESTART_ENV,
     RESCHEDULE,
     SHARED,
@@ -48,10 +47,7 @@ from tests.integration.distributed import (
 )
 from tests.integration.live import wait_for
 
-pytestmark = [
-    pytest.mark.skipif(not os.environ.get(PG_DSN_ENV), reason="the distributed pass needs PostgreSQL"),
-    pytest.mark.timeout(900),
-]
+pytestmark = PASS_MARKS
 
 
 def test_every_mode_on_remote_workers(airflow_env: AirflowEnv, tmp_path: Path) -> None:

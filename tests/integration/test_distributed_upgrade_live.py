@@ -20,7 +20,6 @@ instance ends ``success`` on try 1, and no triggerer failed to load a trigger ro
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -28,11 +27,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from airflow_harness.env import PG_DSN_ENV, AirflowEnv
+from airflow_harness.env import AirflowEnv
 from tests.integration.distributed import (
     CYCLE,
     DAG_ID,
     DISTRIBUTED_SETTINGS,
+    PASS_MARKS,
     WORKERS,
     Run,
     assert_on_try_1,
@@ -41,10 +41,7 @@ from tests.integration.distributed import (
 from tests.integration.live import start_run, wait_for
 from tests.integration.previous_release import installed_package, package_digest, venv_with_previous_release
 
-pytestmark = [
-    pytest.mark.skipif(not os.environ.get(PG_DSN_ENV), reason="the distributed pass needs PostgreSQL"),
-    pytest.mark.timeout(900),
-]
+pytestmark = PASS_MARKS
 
 BROKEN = {"failed", "up_for_retry", "upstream_failed"}
 DAG_SOURCES = [
