@@ -4,4 +4,4 @@ Importing the package is cheap on purpose: the scheduler and dag-processor impor
 every parse loop, so nothing heavy is imported here.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

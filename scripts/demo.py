@@ -78,8 +78,10 @@ def sensor_story(env: AirflowEnv, dag_id: str, run_id: str, ti: dict[str, Any]) 
     return lines
 
 
-def wait_until_done(env: AirflowEnv, dag_ids: list[str], timeout: float) -> None:
+def wait_until_done(env: AirflowEnv, dag_ids: list[str], timeout: float) -> list[str]:
+    """Wait until every DAG has ended all its runs and plans no more; the DAGs still pending at the timeout."""
     deadline = time.monotonic() + timeout
+    pending = list(dag_ids)
     while time.monotonic() < deadline:
         pending = []
         for dag_id in dag_ids:
@@ -89,9 +91,10 @@ def wait_until_done(env: AirflowEnv, dag_ids: list[str], timeout: float) -> None
             if creating or not runs or any(r["state"] not in ("success", "failed") for r in runs):
                 pending.append(dag_id)
         if not pending:
-            return
+            return []
         time.sleep(2)
-    print(f"[demo] gave up waiting after {timeout:.0f}s; still pending: {', '.join(pending)}")
+    print(f"[demo] FAILED: gave up waiting after {timeout:.0f}s; still pending: {', '.join(pending)}")
+    return pending
 
 
 def main() -> int:
@@ -124,12 +127,17 @@ def main() -> int:
             if (not schedule or schedule[0][0] is None) and not asset_scheduled(env, dag_id):
                 env.trigger(dag_id)  # schedule=None: one manual run
         print(f"[demo] running {len(dag_ids)} example DAGs: {', '.join(dag_ids)}", flush=True)
-        wait_until_done(env, dag_ids, args.timeout)
+        # A DAG still running at the timeout, or without a successful run, fails the demo: the main job is
+        # every example DAG run to completion (CI runs this on 3.3 and 2.11.2).
+        failed = bool(wait_until_done(env, dag_ids, args.timeout))
 
         print("\n" + "=" * 100)
         for dag_id in dag_ids:
             runs = env.dag_runs(dag_id)
             print(f"\nDAG {dag_id}: {len(runs)} run(s)")
+            if not any(run["state"] == "success" for run in runs):
+                print("  FAILED: no successful run")
+                failed = True
             for run in sorted(
                 runs,
                 key=lambda r: (

@@ -1,35 +1,49 @@
 #!/usr/bin/env python3
-"""The project's two commands, for a fresh machine that has only Python >= 3.10.
+"""The project's two commands, for a fresh Debian machine that has only Python >= 3.10.
 
     python3 scripts/dev.py demo [--airflow 3.3|2.11.2] [--keep-ui]   # the main job: example DAGs in a real Airflow
-    python3 scripts/dev.py test [--airflow 3.3|2.11.2] [--postgres-dsn DSN]   # ruff + mypy + the whole pytest suite
-        [--sequential]      # with a DSN: the PostgreSQL pass after the SQLite pass instead of alongside it
-        [--unit-only]       # only the unit tier (tests/unit), no static checks: CI's extra Airflow minors
+    python3 scripts/dev.py test [--airflow 3.3|2.11.2]   # ruff + mypy + vulture + the whole pytest suite
+        [--sqlite-only]     # no PostgreSQL: the proofs that need it are left out (the closing line counts them)
+        [--postgres-dsn DSN]  # the PostgreSQL pass on this server instead of a private cluster
+        [--sequential]      # the PostgreSQL pass after the SQLite pass instead of alongside it
+        [--unit-only]       # only the unit tier (tests/unit), no static checks
         [--lowest]          # unit tier, every direct dependency at its declared floor (Airflow too, not --airflow)
-        [--then-unit-tier-on 3.0 3.1 lowest ...]   # in the SQLite pass's lane: the unit tier on these too (CI)
-        [--distributed-pg-dsn DSN [--distributed-pg-restart CMD]]   # in that lane too: the distributed pass
-        [-- PYTEST_ARGS]    # extra pytest arguments, for both passes
+        [--then-on 3.0 3.1 3.2 lowest ...]   # in the SQLite pass's lane: the unit tier and the live smoke on
+                            # these minors, with the package installed from its built wheel (CI)
+        [--then-demo]       # in that lane too: the demo, whose every example DAG must succeed (CI)
+        [-- PYTEST_ARGS]    # extra pytest arguments, for every pass
 
 Each creates (or reuses) its own virtualenv ``.venv-<airflow>`` in the project, installs Airflow and this
 package (editable, with the dev extras) into it, and runs the job with that interpreter. ``uv`` is used when
 it is on PATH or can be pip-installed into the venv (installs Airflow in seconds); ``SMART_EXT_USE_PIP=1``
 forces plain pip. Standard library only: this file runs before any dependency exists.
+
+The test command installs the Debian packages its proofs need when they are missing (PostgreSQL's server,
+Redis, Chromium and its driver; as root, with apt-get — otherwise it stops at once and prints the command),
+starts private PostgreSQL clusters (the PostgreSQL pass; on Airflow 3 the distributed pass), and ends with
+``scripts/proofs.py``'s verdict over the JUnit reports of its passes: a skip for a reason not on
+``tests/allowed_skips.txt``, or a test file that ran in no pass, fails the command.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import functools
 import hashlib
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import proofs  # scripts/proofs.py, beside this file
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_AIRFLOW = "3.3"
@@ -89,48 +103,219 @@ def wait_to_end(proc: subprocess.Popen[bytes]) -> int:
 LOWEST = "lowest"  # the venv whose direct dependencies are all at the floors pyproject.toml declares
 
 
-def ensure_venv(version: str) -> Path:
+def ensure_venv(version: str, wheel: Path | None = None) -> Path:
     """Create/refresh ``.venv-<version>`` and return its python. Reinstalls only when inputs change.
 
     ``version == LOWEST``: uv's ``--resolution lowest-direct`` installs every direct dependency of the
     package (Airflow included) at its declared floor, so the floors are tested, not just written down
-    (tests/unit/test_dependency_floors.py checks what it installed against pyproject.toml)."""
+    (tests/unit/test_dependency_floors.py checks what it installed against pyproject.toml).
+    ``wheel``: the package from that built wheel instead of the checkout (what users install)."""
     lowest = version == LOWEST
     requirement = "" if lowest else " ".join([airflow_requirement(version), *server_stack_caps(version)])
     venv = ROOT / f".venv-{version}"
     python = venv / "bin" / "python"
-    extras = ".[test,postgres]" if lowest else ".[dev,postgres]"  # the floors of the tooling don't matter
+    extras = "[test,postgres]" if lowest else "[dev,postgres]"  # the floors of the tooling don't matter
+    package = [f"{wheel}{extras}"] if wheel else ["-e", f".{extras}"]
     stamp_text = "\n".join(
-        [requirement, extras, sys.version, hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()]
+        [
+            requirement,
+            " ".join(package),
+            hashlib.sha256(wheel.read_bytes()).hexdigest() if wheel else "",
+            sys.version,
+            hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest(),
+        ]
     )
     stamp = venv / ".smart-ext-stamp"
     if python.exists() and stamp.exists() and stamp.read_text() == stamp_text:
-        say(f"reusing {venv.name} ({requirement})")
+        say(f"reusing {venv.name} ({requirement or 'lowest'}, {' '.join(package)})")
         return python
     if lowest and venv.exists():  # uv keeps installed versions that satisfy: a stale venv would hide a floor
         shutil.rmtree(venv)
     if not python.exists():
         run([sys.executable, "-m", "venv", str(venv)])
     started = time.monotonic()
-    packages = ["-e", extras] if lowest else [*requirement.split(), "-e", extras]
-    uv = None if os.environ.get("SMART_EXT_USE_PIP") == "1" else shutil.which("uv")
-    if uv is None and os.environ.get("SMART_EXT_USE_PIP") != "1":
-        # uv resolves Airflow's ~200 dependencies in seconds; pip takes about a minute. Either works.
-        if subprocess.run([str(python), "-m", "pip", "install", "-q", "uv"], cwd=ROOT).returncode == 0:
-            uv = str(venv / "bin" / "uv")
-        else:
-            say("could not install uv into the venv; using pip")
+    packages = package if lowest else [*requirement.split(), *package]
+    uv = venv_uv(python)
     if uv:
         resolution = ["--resolution", "lowest-direct"] if lowest else []
-        run([uv, "pip", "install", "-q", "--python", str(python), *resolution, *packages], cwd=ROOT)
+        reinstall = ["--reinstall-package", "airflow-smart-ext"] if wheel else []
+        run(
+            [uv, "pip", "install", "-q", "--python", str(python), *resolution, *reinstall, *packages],
+            cwd=ROOT,
+        )
     elif lowest:
         raise SystemExit("--lowest needs uv (pip cannot resolve to the lowest versions)")
     else:
         run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"], cwd=ROOT)
         run([str(python), "-m", "pip", "install", "-q", *packages], cwd=ROOT)
+    if wheel:
+        check_installed_from_wheel(python, wheel)
     stamp.write_text(stamp_text)
     say(f"{venv.name} ready in {time.monotonic() - started:.0f}s")
     return python
+
+
+def venv_uv(python: Path) -> str | None:
+    """uv for this venv (on PATH, or pip-installed into it), or None: plain pip then."""
+    if os.environ.get("SMART_EXT_USE_PIP") == "1":
+        return None
+    uv = shutil.which("uv")
+    if uv is None:
+        # uv resolves Airflow's ~200 dependencies in seconds; pip takes about a minute. Either works.
+        if subprocess.run([str(python), "-m", "pip", "install", "-q", "uv"], cwd=ROOT).returncode == 0:
+            return str(python.parent / "uv")
+        say("could not install uv into the venv; using pip")
+    return uv
+
+
+DIST_DIR = ROOT / ".dist"
+
+
+def build_distributions(python: Path) -> Path:
+    """The sdist, and the wheel built from it (so the sdist is complete), checked by twine; the wheel."""
+    shutil.rmtree(DIST_DIR, ignore_errors=True)
+    uv = venv_uv(python)
+    if uv:
+        run([uv, "build", "-q", "--out-dir", str(DIST_DIR), str(ROOT)], cwd=ROOT)
+    else:
+        run([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(DIST_DIR), str(ROOT)], cwd=ROOT)
+    run([str(python.parent / "twine"), "check", "--strict", *map(str, sorted(DIST_DIR.iterdir()))], cwd=ROOT)
+    wheels = sorted(DIST_DIR.glob("*.whl"))
+    if len(wheels) != 1:
+        raise SystemExit(f"expected one wheel in {DIST_DIR}, found {[w.name for w in wheels]}")
+    return wheels[0]
+
+
+def check_installed_from_wheel(python: Path, wheel: Path) -> None:
+    """The venv's package is the wheel's, not the checkout: Airflow's processes (started outside the
+    checkout) import it from site-packages."""
+    probe = (
+        "import airflow_smart_ext, importlib.metadata as m, json; "
+        "d = m.distribution('airflow-smart-ext'); "
+        "print(json.dumps([airflow_smart_ext.__file__, d.version, d.read_text('direct_url.json') or '']))"
+    )
+    out = subprocess.run(
+        [str(python), "-I", "-c", probe], cwd=str(python.parent), capture_output=True, text=True, check=True
+    ).stdout
+    import json
+
+    module, version, direct_url = json.loads(out)
+    if "site-packages" not in module or '"editable": true' in direct_url or wheel.name not in direct_url:
+        raise SystemExit(f"{python}: airflow_smart_ext is not the installed wheel {wheel.name}: {out}")
+    say(f"installed from {wheel.name}: airflow-smart-ext {version} at {Path(module).parent}")
+
+
+# Debian packages the test command's proofs need, and the files that show them installed: the PostgreSQL
+# pass's server, the distributed pass's broker (and the harness's own Redis test), the UI tests' browser.
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+
+
+def postgres_bin() -> Path | None:
+    """The newest local PostgreSQL server's binaries (Debian: /usr/lib/postgresql/<major>/bin), or PG_BIN."""
+    if os.environ.get("PG_BIN"):
+        candidates = [Path(os.environ["PG_BIN"])]
+    else:
+        candidates = sorted(
+            Path("/usr/lib/postgresql").glob("*/bin"),
+            key=lambda path: int(path.parent.name) if path.parent.name.isdigit() else 0,
+            reverse=True,
+        )
+    return next((c for c in candidates if (c / "initdb").exists() and (c / "pg_ctl").exists()), None)
+
+
+def missing_system_packages(postgres: bool) -> list[str]:
+    missing = ["postgresql"] if postgres and postgres_bin() is None else []
+    missing += [] if shutil.which("redis-server") else ["redis-server"]
+    missing += [] if CHROMIUM.exists() else ["chromium"]
+    missing += [] if CHROMEDRIVER.exists() else ["chromium-driver"]
+    return missing
+
+
+def ensure_system_packages(postgres: bool) -> None:
+    """Install the missing ones with apt-get as root; otherwise stop at once with the command to run."""
+    missing = missing_system_packages(postgres)
+    if not missing:
+        return
+    command = f"apt-get update && apt-get install -y {' '.join(missing)}"
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise SystemExit(
+            f"[dev] the tests need Debian packages that are not installed: {', '.join(missing)}. Run, as root:\n"
+            f"    sudo sh -c '{command}'\n"
+            "then this command again."
+            + ("" if not postgres else " (--sqlite-only runs without PostgreSQL, leaving its proofs out.)")
+        )
+    log = ROOT / ".test-logs" / "apt.log"
+    log.parent.mkdir(exist_ok=True)
+    say(f"installing {', '.join(missing)} with apt-get (log: {log.relative_to(ROOT)})")
+    apt_env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    with log.open("ab") as out:
+        for argv in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", *missing]):
+            if subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=apt_env).returncode != 0:
+                raise SystemExit(f"[dev] {' '.join(argv)} failed: see {log}")
+    # Debian starts the packages' own services (Redis on 6379, a PostgreSQL cluster on 5432): the tests run
+    # private ones on free ports, so these are stopped again.
+    for service in ("redis-server", "postgresql"):
+        if service in missing:
+            subprocess.run(["service", service, "stop"], capture_output=True)
+    still = missing_system_packages(postgres)
+    if still:
+        raise SystemExit(f"[dev] apt-get ran, but {', '.join(still)} are still missing: see {log}")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PrivateCluster:
+    """A throwaway PostgreSQL cluster on a free loopback port, removed at exit (as CI's used to be): initdb
+    refuses root, so as root it runs as ``nobody``."""
+
+    def __init__(self, pg_bin: Path, name: str) -> None:
+        self.pg_bin = pg_bin
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix=f"smart-ext-pg-{name}-"))
+        self.data = self.dir / "data"
+        self.as_user = ["runuser", "-u", "nobody", "--"] if os.geteuid() == 0 else []
+        self.dsn = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def pg_ctl(self, *args: str) -> list[str]:
+        return [*self.as_user, str(self.pg_bin / "pg_ctl"), "-D", str(self.data), *args]
+
+    @property
+    def restart_command(self) -> str:
+        """A shell command restarting it (the distributed pass's database-restart test); pg_ctl restart keeps
+        the options the server was started with."""
+        log = self.dir / "server.log"
+        return " ".join([*self.pg_ctl("-l", str(log), "restart", "-m", "fast", "-w")])
+
+    def start(self) -> PrivateCluster:
+        (self.dir / "sock").mkdir()
+        if self.as_user:
+            shutil.chown(self.dir, "nobody")
+            for path in self.dir.iterdir():
+                shutil.chown(path, "nobody")
+        initdb = [*self.as_user, str(self.pg_bin / "initdb"), "-D", str(self.data), "-U", "postgres"]
+        options = f"-p {self.port} -k {self.dir / 'sock'} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off"
+        for argv in (
+            [*initdb, "--auth=trust", "-E", "UTF8"],
+            self.pg_ctl("-l", str(self.dir / "server.log"), "-w", "-o", options, "start"),
+        ):
+            proc = subprocess.run(argv, capture_output=True, text=True)
+            if proc.returncode != 0:
+                log = (self.dir / "server.log").read_text() if (self.dir / "server.log").exists() else ""
+                raise SystemExit(
+                    f"[dev] could not start PostgreSQL ({' '.join(argv)}):\n{proc.stdout}{proc.stderr}{log}"
+                )
+        atexit.register(self.stop)
+        say(f"private PostgreSQL cluster up at 127.0.0.1:{self.port} ({self.dir})")
+        return self
+
+    def stop(self) -> None:
+        subprocess.run(self.pg_ctl("-m", "immediate", "stop"), capture_output=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # The distributed pass (issue 36, docs/deployment.md): the topology users run (CeleryExecutor, two workers,
@@ -144,22 +329,42 @@ DISTRIBUTED_TESTS = [
     "tests/integration/test_differential_live.py",
 ]
 DISTRIBUTED_DIFFERENTIAL_ROWS = "true_after_3,timeout_soft_fail,transient_3_then_true,permanent_error,mapped"
+REPORTS_DIR = ROOT / ".test-logs" / "reports"
+# The live smoke of the minors the real-Airflow tier does not run (3.0-3.2): a wait, a watcher, the view.
+MINOR_SMOKE = "tests/integration/test_minor_smoke_live.py"
+
+
+class Leg:
+    """One invocation's pytest passes: each writes a JUnit report, read at the end by scripts/proofs.py."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.reports: list[Path] = []
+        REPORTS_DIR.mkdir(parents=True, exist_ok=True)
+        for stale in REPORTS_DIR.glob(f"{label}-*.xml"):
+            stale.unlink()
+
+    def pytest(self, python: Path, step: str) -> list[str]:
+        """pytest's argv for one pass, its report named after the pass."""
+        report = REPORTS_DIR / f"{self.label}-{step}.xml"
+        self.reports.append(report)
+        return [str(python), "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}"]
 
 
 def run_distributed_pass(
-    python: Path, dsn: str, restart_command: str, pytest_args: list[str], env: dict[str, str]
+    leg: Leg, python: Path, cluster: PrivateCluster, pytest_args: list[str], env: dict[str, str]
 ) -> tuple[str, int, float]:
     name = "pytest (the distributed pass: CeleryExecutor, 2 workers, 2 schedulers, 2 triggerers, PostgreSQL)"
     say(f"== {name}")
     started = time.monotonic()
     step_env = {
         **env,
-        "SMART_EXT_TEST_PG_DSN": dsn,
+        "SMART_EXT_TEST_PG_DSN": cluster.dsn,
         "SMART_EXT_TOPOLOGY": "celery",  # tests/integration/conftest.py
         "SMART_EXT_DF_SCENARIOS": DISTRIBUTED_DIFFERENTIAL_ROWS,
-        "SMART_EXT_TEST_PG_RESTART": restart_command,
+        "SMART_EXT_TEST_PG_RESTART": cluster.restart_command,
     }
-    argv = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "--durations=10", *DISTRIBUTED_TESTS]
+    argv = [*leg.pytest(python, "distributed"), "--durations=10", *DISTRIBUTED_TESTS]
     code = run_to_end([*argv, "-m", "integration or postgres", *pytest_args], step_env)
     seconds = time.monotonic() - started
     say(f"summary: {name}: {pytest_result(code)} in {seconds:.0f}s")
@@ -177,15 +382,27 @@ def pytest_result(code: int) -> str:
 def cmd_test(args: argparse.Namespace) -> int:
     version = LOWEST if args.lowest else args.airflow
     env = dict(os.environ)
-    env.pop("SMART_EXT_TEST_PG_DSN", None)  # the first pass is SQLite; Postgres gets its own pass below
+    env.pop("SMART_EXT_TEST_PG_DSN", None)  # the first pass is SQLite; PostgreSQL gets its own pass below
     env.pop("SMART_EXT_LOWEST_LEG", None)
     env.pop("SMART_EXT_SQLITE_SLICE", None)
+    leg = Leg(f"airflow-{version}")
     if args.unit_only or args.lowest:  # the floors are proven on the unit tier (the venv has no tooling)
-        return 0 if run_unit_tier(version, args.pytest_args, env)[1] == 0 else 1
+        unit_tier = run_then_leg(leg, version, None, args.pytest_args, env)
+        return finish(leg, [unit_tier], version, every_file=False, strict=True)
+    dsn = args.postgres_dsn or os.environ.get("SMART_EXT_TEST_PG_DSN", "")
+    airflow3 = not args.airflow.startswith("2.")
+    ensure_system_packages(postgres=not args.sqlite_only and not (dsn and not airflow3))
     python = ensure_venv(version)
+    clusters: list[PrivateCluster] = []
+    if not args.sqlite_only:
+        pg_bin = postgres_bin()
+        assert pg_bin is not None  # ensure_system_packages
+        if not dsn:
+            clusters.append(PrivateCluster(pg_bin, "pass").start())
+            dsn = clusters[-1].dsn
+        if airflow3:  # the distributed pass restarts its server: one of its own
+            clusters.append(PrivateCluster(pg_bin, "distributed").start())
     bin_dir = python.parent
-    # The slowest tests at the end of each pass's log: where CI's minutes go.
-    pytest = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "--durations=25"]
     checks: list[tuple[str, list[str]]] = [
         ("ruff check", [str(bin_dir / "ruff"), "check", "."]),
         ("ruff format", [str(bin_dir / "ruff"), "format", "--check", "."]),
@@ -202,55 +419,71 @@ def cmd_test(args: argparse.Namespace) -> int:
             ],
         ),
     ]
-    dsn = args.postgres_dsn or os.environ.get("SMART_EXT_TEST_PG_DSN", "")
     sqlite_env = dict(env)
     sqlite_name = "pytest (unit + integration, SQLite)"
-    pg_env = {**env, "SMART_EXT_TEST_PG_DSN": dsn}
-    pg_argv = [*pytest, "-m", "integration or postgres", *args.pytest_args]
+    passes: list[tuple[str, list[str], dict[str, str]]] = []
     # With PostgreSQL the integration tier runs there (the LocalExecutor on every version) and the SQLite pass
     # runs the unit tier and the slice about SQLite itself (tests/integration/conftest.py).
     if dsn:
         sqlite_env["SMART_EXT_SQLITE_SLICE"] = "1"
         sqlite_name = "pytest (unit + the integration tier's SQLite slice, SQLite)"
-    passes: list[tuple[str, list[str], dict[str, str]]] = [
-        (sqlite_name, [*pytest, *args.pytest_args], sqlite_env)
-    ]
+    # The slowest tests at the end of each pass's log: where CI's minutes go.
+    passes.append(
+        (sqlite_name, [*leg.pytest(python, "sqlite"), "--durations=25", *args.pytest_args], sqlite_env)
+    )
     if dsn:
-        passes.append(("pytest (integration + postgres tests, PostgreSQL)", pg_argv, pg_env))
+        pg_argv = [*leg.pytest(python, "postgres"), "--durations=25", "-m", "integration or postgres"]
+        pg_env = {**env, "SMART_EXT_TEST_PG_DSN": dsn}
+        passes.append(
+            ("pytest (integration + postgres tests, PostgreSQL)", [*pg_argv, *args.pytest_args], pg_env)
+        )
     else:
-        say("no --postgres-dsn / SMART_EXT_TEST_PG_DSN: the PostgreSQL pass is skipped")
+        say("--sqlite-only: no PostgreSQL pass and no distributed pass; their proofs are left out")
     timings: list[tuple[str, int, float]] = []
     for name, argv in checks:
         say(f"== {name}")
         started = time.monotonic()
         timings.append((name, run_to_end(argv, env), time.monotonic() - started))
-    # CI's extra unit legs run in the SQLite pass's slot once that pass ends (the PostgreSQL pass, longer,
-    # still runs alongside): two processes at a time, as in every leg, and no minutes added to the leg.
-    # The benchmarks' fresh-process smokes (a real Airflow among them: half of a unit leg's time) run in
-    # the main legs; the extra legs test the package on their Airflow.
-    extra_leg_args = ["--deselect", "tests/unit/test_bench_smoke.py::test_process_scripts_run"]
-    then: list[Callable[[], tuple[str, int, float]]] = [
-        functools.partial(run_unit_tier, v, extra_leg_args, env) for v in args.then_unit_tier_on
-    ]
-    if args.distributed_pg_dsn:
-        distributed = functools.partial(
-            run_distributed_pass,
-            python,
-            args.distributed_pg_dsn,
-            args.distributed_pg_restart,
-            args.pytest_args,
-            env,
-        )
-        then.insert(0, distributed)
+    # CI's extra legs run in the SQLite pass's slot once that pass ends (the PostgreSQL pass, longer, still
+    # runs alongside): two processes at a time, as in every leg, and no minutes added to the leg.
+    then: list[Callable[[], tuple[str, int, float]]] = []
+    if airflow3 and clusters:  # the last one is the distributed pass's
+        then.append(functools.partial(run_distributed_pass, leg, python, clusters[-1], args.pytest_args, env))
+    if args.then_demo:
+        then.append(functools.partial(run_demo_step, python, version))
+    wheel = build_distributions(python) if any(v != LOWEST for v in args.then_on) else None
+    then += [functools.partial(run_then_leg, leg, v, wheel, [], env) for v in args.then_on]
     if args.sequential or len(passes) == 1:
         timings += [run_pass(name, argv, step_env) for name, argv, step_env in passes]
-        timings += [leg() for leg in then]
+        timings += [step() for step in then]
     else:
         timings += run_side_by_side(passes, f"airflow-{args.airflow}", then)
-    say(f"summary for Airflow {args.airflow}:")
+    return finish(leg, timings, args.airflow, every_file=not args.pytest_args, strict=not args.sqlite_only)
+
+
+def finish(
+    leg: Leg, timings: list[tuple[str, int, float]], version: str, every_file: bool, strict: bool
+) -> int:
+    """The leg's summary, then its proofs' verdict (scripts/proofs.py) as the closing line."""
+    say(f"summary for Airflow {version}:")
     for name, code, seconds in timings:
         say(f"  {name}: {pytest_result(code)} in {seconds:.0f}s")
-    return 1 if any(code != 0 for _name, code, _seconds in timings) else 0
+    missing = [report for report in leg.reports if not report.is_file()]
+    verdict = proofs.judge(
+        proofs.read_reports(report for report in leg.reports if report.is_file()),
+        proofs.load_allowed_skips(),
+        every_file=every_file,
+        or_allowed_skips=True,
+    )
+    for line in verdict.report():
+        say(line)
+    for report in missing:
+        say(f"not run: a pass wrote no report ({report.relative_to(ROOT)})")
+    left_out = verdict.left_out + len(missing)
+    failed = any(code != 0 for _name, code, _seconds in timings)
+    if left_out and not strict:
+        say(f"--sqlite-only: {left_out} proofs left out (above); a full run needs PostgreSQL")
+    return 1 if failed or (left_out and strict) else 0
 
 
 def run_pass(name: str, argv: list[str], env: dict[str, str]) -> tuple[str, int, float]:
@@ -260,22 +493,45 @@ def run_pass(name: str, argv: list[str], env: dict[str, str]) -> tuple[str, int,
     return name, code, time.monotonic() - started
 
 
-def run_unit_tier(version: str, pytest_args: list[str], env: dict[str, str]) -> tuple[str, int, float]:
-    """The unit tier alone in ``.venv-<version>``: CI runs it on the Airflow minors the real-Airflow tier
-    skips, and at the floors. The static checks are not repeated here (the main leg runs them once)."""
+def run_then_leg(
+    leg: Leg, version: str, wheel: Path | None, pytest_args: list[str], env: dict[str, str]
+) -> tuple[str, int, float]:
+    """The unit tier in ``.venv-<version>``: CI runs it on the Airflow minors the real-Airflow tier skips, and
+    at the floors. On a minor, the package comes from the built wheel (what users install) and the leg adds
+    the live smoke (one real Airflow on SQLite). The static checks are not repeated here."""
     started = time.monotonic()
-    python = ensure_venv(version)
+    python = ensure_venv(version, None if version == LOWEST else wheel)
     if version == LOWEST:
         env = {**env, "SMART_EXT_LOWEST_LEG": "1"}  # test_dependency_floors: installed == declared floors
     name = (
-        f"pytest (unit tier, {'lowest declared dependencies' if version == LOWEST else f'Airflow {version}'})"
+        "pytest (unit tier, lowest declared dependencies)"
+        if version == LOWEST
+        else f"pytest (unit tier{' + live smoke, from the wheel' if wheel else ''}, Airflow {version})"
     )
     say(f"== {name}")
-    code = run_to_end(
-        [str(python), "-m", "pytest", "-p", "no:cacheprovider", "tests/unit", *pytest_args], env
-    )
+    tests = ["tests/unit", MINOR_SMOKE] if wheel else ["tests/unit"]
+    # The benchmarks' fresh-process smokes (a real Airflow among them) run in the main legs only; a
+    # PostgreSQL variant has no server here (the main legs run it).
+    deselect = [
+        "--deselect",
+        "tests/unit/test_bench_smoke.py::test_process_scripts_run",
+        "-m",
+        "not postgres",
+    ]
+    label = "lowest" if version == LOWEST else version
+    code = run_to_end([*leg.pytest(python, f"then-{label}"), *tests, *deselect, *pytest_args], env)
     seconds = time.monotonic() - started
     say(f"summary: {name}: {pytest_result(code)} in {seconds:.0f}s")
+    return name, code, seconds
+
+
+def run_demo_step(python: Path, version: str) -> tuple[str, int, float]:
+    name = f"demo (every example DAG in a real Airflow {version})"
+    say(f"== {name}")
+    started = time.monotonic()
+    code = run_to_end([str(python), str(ROOT / "scripts" / "demo.py")])
+    seconds = time.monotonic() - started
+    say(f"summary: {name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {seconds:.0f}s")
     return name, code, seconds
 
 
@@ -347,7 +603,14 @@ def main() -> int:
             "--airflow", default=DEFAULT_AIRFLOW, help=f"Airflow version (default {DEFAULT_AIRFLOW})"
         )
     sub.choices["test"].add_argument(
-        "--postgres-dsn", default="", help="also run the integration tier on this PostgreSQL server"
+        "--postgres-dsn",
+        default="",
+        help="the PostgreSQL pass on this server (default: a private cluster the command starts)",
+    )
+    sub.choices["test"].add_argument(
+        "--sqlite-only",
+        action="store_true",
+        help="no PostgreSQL: the PostgreSQL and distributed passes are left out (the closing line counts them)",
     )
     sub.choices["test"].add_argument(
         "--sequential",
@@ -363,22 +626,15 @@ def main() -> int:
         help="in .venv-lowest: every direct dependency at its declared floor (Airflow too; needs uv)",
     )
     sub.choices["test"].add_argument(
-        "--then-unit-tier-on",
+        "--then-on",
         nargs="+",
         default=[],
         metavar="VERSION",
-        help="after the SQLite pass, the unit tier on these Airflow versions too ('lowest': the floors)",
+        help="after the SQLite pass: the unit tier and the live smoke on these Airflow minors, the package "
+        "installed from its built wheel ('lowest': the unit tier at the declared floors)",
     )
     sub.choices["test"].add_argument(
-        "--distributed-pg-dsn",
-        default="",
-        help="after the SQLite pass, the distributed pass (Airflow 3: the CeleryExecutor topology, Redis from "
-        "redis-server on PATH) on this PostgreSQL server, which no other pass may use: it is restarted",
-    )
-    sub.choices["test"].add_argument(
-        "--distributed-pg-restart",
-        default="",
-        help="a shell command restarting that server (the distributed pass's database-restart test needs it)",
+        "--then-demo", action="store_true", help="after the SQLite pass: the demo (scripts/demo.py) too"
     )
     sub.choices["test"].add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     sub.choices["demo"].add_argument(

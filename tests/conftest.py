@@ -26,6 +26,17 @@ os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(_TEST_HOME / "dags")
 os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_TEST_HOME / 'airflow.db'}"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A unit test's PostgreSQL variant (marker ``postgres``) runs in the PostgreSQL pass (``-m "integration or
+    postgres"``): the SQLite pass beside it deselects it (a skip would be a proof left out)."""
+    if os.environ.get("SMART_EXT_SQLITE_SLICE") != "1":
+        return
+    deselected = [item for item in items if item.get_closest_marker("postgres")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not item.get_closest_marker("postgres")]
+
+
 @pytest.fixture(scope="session")
 def airflow_db() -> Path:
     """A migrated SQLite metadata DB for unit tests (the private AIRFLOW_HOME's airflow.db)."""

@@ -21,45 +21,50 @@ _ENV_KEY = pytest.StashKey[AirflowEnv]()
 # With a PostgreSQL pass, `scripts/dev.py test` runs the integration tier there (the LocalExecutor on every
 # version; Airflow 2.11 on SQLite is the SequentialExecutor, one task process at a time) and sets this variable
 # on the SQLite pass, which then runs only the modules below: the ones about the SQLite database itself (the
-# outage), the harness, the plugin, parse-time errors. Every other integration test shows as skipped there.
+# outage), the harness, the plugin, parse-time errors, the minors' live smoke. The others are deselected
+# there, not skipped: a skip is a proof left out (scripts/proofs.py), a deselected test runs in another pass.
 SQLITE_SLICE_ENV = "SMART_EXT_SQLITE_SLICE"
 SQLITE_SLICE = {
     "test_harness.py",
     "test_holiday_coverage_live.py",
+    "test_minor_smoke_live.py",
     "test_outage_live.py",
     "test_partitions_live.py",
     "test_plugin.py",
 }
 
 
-# The distributed pass (`scripts/dev.py test --distributed-pg-dsn`, CI's 3.3 leg) sets this to ``celery``: the
-# session's Airflow is then the topology users run (docs/deployment.md) and the pass runs DISTRIBUTED_SLICE.
+# The distributed pass (`scripts/dev.py test` on Airflow 3) sets this to ``celery``: the session's Airflow is
+# then the topology users run (docs/deployment.md) and the pass runs DISTRIBUTED_SLICE.
 TOPOLOGY_ENV = "SMART_EXT_TOPOLOGY"
 DISTRIBUTED_ONLY = {"test_distributed_live.py", "test_distributed_upgrade_live.py"}
 DISTRIBUTED_SLICE = {*DISTRIBUTED_ONLY, "test_differential_live.py"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Route each integration test to its pass: what another pass runs is deselected here."""
+    from airflow_smart_ext import compat
+
     slice_only = os.environ.get(SQLITE_SLICE_ENV) == "1"
     distributed = os.environ.get(TOPOLOGY_ENV) == "celery"
-    not_distributed = pytest.mark.skip(
-        reason=f"runs in the distributed pass only ({TOPOLOGY_ENV}=celery: scripts/dev.py --distributed-pg-dsn)"
-    )
-    in_other_passes = pytest.mark.skip(reason=f"{TOPOLOGY_ENV}=celery runs only {sorted(DISTRIBUTED_SLICE)}")
-    elsewhere = pytest.mark.skip(
-        reason=f"runs in this leg's PostgreSQL pass ({SQLITE_SLICE_ENV}=1: the SQLite pass runs its slice, "
-        "tests/integration/conftest.py)"
-    )
+    postgres_pass = bool(os.environ.get("SMART_EXT_TEST_PG_DSN")) and not distributed
+    kept, deselected = [], []
     for item in items:
         name = Path(str(item.path)).name
-        if _INTEGRATION_DIR in Path(str(item.path)).resolve().parents:
-            item.add_marker(pytest.mark.integration)
-            if slice_only and name not in SQLITE_SLICE:
-                item.add_marker(elsewhere)
-            if name in DISTRIBUTED_ONLY and not distributed:
-                item.add_marker(not_distributed)
-            if distributed and name not in DISTRIBUTED_SLICE:
-                item.add_marker(in_other_passes)
+        if _INTEGRATION_DIR not in Path(str(item.path)).resolve().parents:
+            kept.append(item)
+            continue
+        item.add_marker(pytest.mark.integration)
+        if name in DISTRIBUTED_ONLY and not compat.AIRFLOW_V_3_0_PLUS:
+            elsewhere = postgres_pass  # skipped once, in the SQLite pass (distributed.NO_DISTRIBUTED_PASS)
+        elif distributed:
+            elsewhere = name not in DISTRIBUTED_SLICE
+        else:
+            elsewhere = name in DISTRIBUTED_ONLY or (slice_only and name not in SQLITE_SLICE)
+        (deselected if elsewhere else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
-"""The previous release, installed beside this checkout: its source tree from this repository's history and a
-throwaway venv with the test venv's exact packages (the upgrade tests: test_upgrade_live.py on one Airflow,
-test_distributed_upgrade_live.py rolled through the distributed topology)."""
+"""The previous release, installed beside this checkout as users install it: the wheel built from its tagged
+source tree (this repository's history) in a throwaway venv with the test venv's exact packages (the upgrade
+tests: test_upgrade_live.py on one Airflow, test_distributed_upgrade_live.py rolled through the distributed
+topology)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,12 @@ from pathlib import Path
 import pytest
 
 from airflow_harness.env import REPO_ROOT
+from airflow_smart_ext import __version__
 
-RELEASE = "aa2412604769fd7b700ae833d9e78cba86c320b4"
+# Release 0.1.0: the tag ``v0.1.0``. A clone need not carry tags, so the commit is named too (and checked
+# against the tag wherever the tag is there).
+RELEASE_TAG = "v0.1.0"
+RELEASE = "43a41da160dfbf2ee70b18b412a5530c80c175ad"
 
 
 def uv_binary() -> str:
@@ -66,6 +71,12 @@ def installed_package(python: Path) -> Path:
 
 
 def previous_release_tree(work: Path) -> Path:
+    tagged = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", "--verify", "-q", f"{RELEASE_TAG}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    assert tagged in ("", RELEASE), f"{RELEASE_TAG} is {tagged}, not {RELEASE}: update RELEASE"
     archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", RELEASE], capture_output=True)
     if archive.returncode != 0:
         pytest.fail(
@@ -99,10 +110,19 @@ def throwaway_venv(work: Path, uv: str) -> Path:
 
 
 def venv_with_previous_release(work: Path) -> Path:
-    """A throwaway venv holding the previous release (checked file for file); its python."""
+    """A throwaway venv holding the previous release's built wheel (checked file for file); its python."""
     uv = uv_binary()
     previous = previous_release_tree(work)
     python = throwaway_venv(work, uv)
-    run_checked(uv, "pip", "install", "-q", "--python", python, "--no-deps", previous)
+    run_checked(uv, "build", "-q", "--wheel", "--out-dir", work / "dist", previous)
+    (wheel,) = (work / "dist").glob("airflow_smart_ext-*.whl")
+    run_checked(uv, "pip", "install", "-q", "--python", python, "--no-deps", wheel)
     assert package_digest(installed_package(python)) == package_digest(previous / "airflow_smart_ext")
+    version = subprocess.run(
+        [str(python), "-I", "-c", "import importlib.metadata as m; print(m.version('airflow-smart-ext'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert (version, RELEASE_TAG) == ("0.1.0", "v0.1.0") and version != __version__, (version, __version__)
     return python
