@@ -115,10 +115,10 @@ def render(results: list[Result], argv: list[str], quick: bool, machine: dict[st
         _command_line(argv),
         "```",
         "",
-        f"Run finished {started}; total wall time {wall / 60:.1f} min. Every figure is a median over "
-        "several runs; every comparison is a ratio measured within the same run (candidates interleaved), "
-        "so load on the shared machine affects both sides alike. Baselines are Airflow's own code, untuned. "
-        "A goal that is missed says **MISSED**.",
+        f"Run finished {started}; total wall time {wall / 60:.1f} min. Each section's method says how many "
+        "runs its figures come from (a median over repeats, or one run); every comparison is a ratio measured "
+        "within the same run (candidates interleaved), so load on the shared machine affects both sides "
+        "alike. Baselines are Airflow's own code, untuned. A goal that is missed says **MISSED**.",
         "",
         "## Machine",
         "",
