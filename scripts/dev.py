@@ -179,10 +179,10 @@ def build_distributions(python: Path) -> Path:
         run([uv, "build", "-q", "--out-dir", str(DIST_DIR), str(ROOT)], cwd=ROOT)
     else:
         run([str(python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(DIST_DIR), str(ROOT)], cwd=ROOT)
-    run([str(python.parent / "twine"), "check", "--strict", *map(str, sorted(DIST_DIR.iterdir()))], cwd=ROOT)
-    wheels = sorted(DIST_DIR.glob("*.whl"))
-    if len(wheels) != 1:
-        raise SystemExit(f"expected one wheel in {DIST_DIR}, found {[w.name for w in wheels]}")
+    wheels, sdists = sorted(DIST_DIR.glob("*.whl")), sorted(DIST_DIR.glob("*.tar.gz"))
+    run([str(python.parent / "twine"), "check", "--strict", *map(str, wheels + sdists)], cwd=ROOT)
+    if len(wheels) != 1 or len(sdists) != 1:
+        raise SystemExit(f"expected one wheel and one sdist in {DIST_DIR}: {sorted(DIST_DIR.iterdir())}")
     return wheels[0]
 
 
