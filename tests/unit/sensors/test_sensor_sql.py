@@ -171,7 +171,7 @@ def _sqlite_database(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Database
 def _postgres_database(monkeypatch: pytest.MonkeyPatch) -> Database:
     dsn = os.environ.get("SMART_EXT_TEST_PG_DSN")
     if not dsn:
-        pytest.skip("SMART_EXT_TEST_PG_DSN is not set (CI starts a PostgreSQL cluster)")
+        pytest.skip("SMART_EXT_TEST_PG_DSN is not set (scripts/dev.py test starts a PostgreSQL cluster)")
     import psycopg2
 
     url = urlparse(dsn)
