@@ -375,3 +375,35 @@ def test_the_test_import_rule_can_fail(tmp_path: Path) -> None:
     path = tmp_path / "test_x.py"
     path.write_text("from tests.integration.test_sensors_live import start_run\n")
     assert "tests.integration.test_sensors_live" in _imports_of(path)
+
+
+# How code asks which Airflow it runs on: the version string, the version flags, a version parser.
+_VERSION_CHECK = ("airflow.__version__", "AIRFLOW_V_", "packaging.version", "AIRFLOW_VERSION")
+
+
+def _version_checks(path: Path) -> list[str]:
+    return [
+        f"{path.name}:{number}: {line.strip()}"
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if any(check in line for check in _VERSION_CHECK)
+    ]
+
+
+def test_only_compat_checks_the_airflow_version() -> None:
+    """Every Airflow-version branch lives in compat/ (README, Development): other modules ask compat for a
+    feature (``compat.ASSET_WATCHERS_SUPPORTED``), never for a version."""
+    package = Path(__file__).resolve().parents[2] / "airflow_smart_ext"
+    offenders = [
+        hit
+        for path in sorted(package.rglob("*.py"))
+        if "compat" not in path.relative_to(package).parts
+        for hit in _version_checks(path)
+    ]
+    assert offenders == []
+    assert _version_checks(package / "compat" / "versions.py")  # the rule sees a check where there is one
+
+
+def test_the_version_rule_can_fail(tmp_path: Path) -> None:
+    path = tmp_path / "x.py"
+    path.write_text("from airflow_smart_ext import compat\nif compat.AIRFLOW_V_3_3_PLUS:\n    pass\n")
+    assert _version_checks(path) == ["x.py:2: if compat.AIRFLOW_V_3_3_PLUS:"]
