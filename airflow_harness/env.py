@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow_harness.deaths import ComponentDeath, known_defect
 from airflow_harness.redis_broker import RedisBroker
 from airflow_harness.sqlite_connect import BUSY_TIMEOUT_SECONDS, HOSTNAME_ENV
 from airflow_smart_ext.compat import AIRFLOW_V_3_0_PLUS
@@ -51,9 +52,6 @@ TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed
 
 # REST calls outlast SQLite's busy timeout: on SQLite the api-server may wait that long for the lock first.
 API_TIMEOUT = BUSY_TIMEOUT_SECONDS + 30.0
-
-# How often the harness restarts a component that died on its own before it gives up on it (check_components).
-MAX_RESTARTS = 3
 
 # Seconds between two samples of the task_instance table (state_history). Deferral and reschedule phases
 # last at least one triggerer / scheduler loop (~1 s), so 0.1 s sees them.
@@ -104,7 +102,22 @@ class AirflowEnvError(RuntimeError):
 
 
 class ComponentDeadError(AirflowEnvError):
-    """A component died on its own and could not be restarted (``AirflowEnv.dead`` says which and why)."""
+    """A component died on its own (``AirflowEnv.deaths``): not restarted yet, or it could not be restarted
+    (``AirflowEnv.dead`` says which and why). The message names each one and its cause."""
+
+
+# Every AirflowEnv started in this process, in order (the pytest hooks check each one for deaths; module-scoped
+# envs too, also after their stop(), which records what died before it).
+_WATCHED: list[AirflowEnv] = []
+
+
+def watched_envs() -> list[AirflowEnv]:
+    return list(_WATCHED)
+
+
+def unwatch(env: AirflowEnv) -> None:
+    with contextlib.suppress(ValueError):
+        _WATCHED.remove(env)
 
 
 def free_port() -> int:
@@ -165,7 +178,8 @@ class _Component:
         self.process: subprocess.Popen[bytes] | None = None
         self.stopped_on_purpose = False
         self.job_id: int | None = None  # its job row, once seen (scheduler, triggerers, dag-processor)
-        self.restarts = 0  # times check_components() restarted this component after it died on its own
+        self.restarts = 0  # times restart_dead() restarted this component after it died on its own
+        self.death: ComponentDeath | None = None  # its exit, once detect_deaths() saw it
 
     @property
     def running(self) -> bool:
@@ -296,8 +310,9 @@ class AirflowEnv:
         self.state_sample_interval = state_sample_interval
         self._all_connections: list[Any] = []
         self._final_log_tails: dict[str, str] | None = None
-        # check_components(): one report per unexpected death (name, exit, log tail); components it gave up on.
-        self.incidents: list[str] = []
+        # detect_deaths(): every component that exited on its own, once each; restart_dead(): those it could
+        # not restart (name -> cause), every later check_components() raises naming them.
+        self.deaths: list[ComponentDeath] = []
         self.dead: dict[str, str] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -352,6 +367,7 @@ class AirflowEnv:
         if self._started:
             return self
         self._started = True
+        _WATCHED.append(self)
         try:
             self._prepare_database()
             self._prepare_dags_folder()
@@ -381,6 +397,9 @@ class AirflowEnv:
         """Kill every component's process group (by PID), stop the sampler, drop the PG database."""
         if self._stopped:
             return
+        if self._started and self.env:  # what died since the last check is reported, not killed silently
+            with contextlib.suppress(Exception):
+                self.detect_deaths()
         self._stopped = True
         self._sampler_stop.set()
         for name in list(self.components):
@@ -1098,44 +1117,98 @@ class AirflowEnv:
             time.sleep(0.5)
 
     def check_components(self) -> None:
-        """Restart every component that died on its own, at most ``MAX_RESTARTS`` times each.
+        """Raise ``ComponentDeadError`` while a component that died on its own is not restarted, naming it and
+        its cause; waits call this, so a test fails at once instead of waiting for a dead Airflow.
 
-        Each death is reported once (``incidents``, and on stderr) with its exit status and the last lines
-        of its log, so a lost scheduler costs one restart instead of failing every later wait. A component
-        that cannot be restarted lands in ``dead``; this and every later call then raise
-        ``ComponentDeadError`` naming it and its cause. Components stopped on purpose are left alone.
+        Never restarts anything: a death fails the test it happens in (tests/integration/conftest.py, which
+        restarts the component after that test, ``restart_dead()``). Components stopped on purpose
+        (``stop_component``, ``drain_worker``) are no death.
         """
         if not self._started or self._stopped:
             return
+        self.detect_deaths()
+        problems = [f"{death.headline} (not restarted yet)" for death in self.pending_deaths()]
+        problems += [f"Airflow {name} is dead: {cause}" for name, cause in sorted(self.dead.items())]
+        if problems:
+            raise ComponentDeadError("; ".join(problems))
+
+    def detect_deaths(self) -> list[ComponentDeath]:
+        """Record every component that exited on its own since the last call (``deaths``: name, exit status
+        and cause, the last lines of its log, the known Airflow defect it is if any), each once, also on
+        stderr; returns the new ones. Restarts nothing, raises nothing."""
+        if not self._started or self._stopped:
+            return []
+        found = []
         for name, component in list(self.components.items()):
-            if name in self.dead or component.stopped_on_purpose or component.running:
+            process = component.process
+            if component.stopped_on_purpose or component.death is not None or process is None:
                 continue
-            assert component.process is not None  # not running and not stopped: it was started and exited
-            cause = _death_cause(component.process.returncode, self.component_log(name))
-            restarts = component.restarts + 1
-            tail = "\n".join(_last_start(self.component_log(name))[-40:])
-            if restarts > MAX_RESTARTS:
-                report = f"Airflow {name} died ({cause}) after {MAX_RESTARTS} restarts; not restarted again"
-            else:
-                report = f"Airflow {name} died ({cause}); restart {restarts} of {MAX_RESTARTS}"
-            self.incidents.append(f"{report}. Last lines of its log:\n{tail}")
-            print(f"[airflow_harness] {self.incidents[-1]}", file=sys.stderr, flush=True)
-            if restarts > MAX_RESTARTS:
-                self.dead[name] = cause
+            if process.poll() is None:
                 continue
+            log = self.component_log(name)
+            cause = _death_cause(process.returncode, log)
+            tail = "\n".join(_last_start(log)[-40:])
+            death = ComponentDeath(
+                name, process.returncode, cause, tail, known_defect(name, process.returncode, cause)
+            )
+            component.death = death
+            self.deaths.append(death)
+            found.append(death)
+            print(f"[airflow_harness] {death.describe()}", file=sys.stderr, flush=True)
+        return found
+
+    def pending_deaths(self) -> list[ComponentDeath]:
+        """Deaths whose component was not started again since (by ``restart_dead`` or the test) and is not
+        given up on (``dead``)."""
+        return [
+            death
+            for death in self.deaths
+            if (component := self.components.get(death.component)) is not None
+            and component.death is death
+            and death.component not in self.dead
+        ]
+
+    @property
+    def incidents(self) -> list[str]:
+        """Every death so far, described (headline and log tail), in order."""
+        return [death.describe() for death in self.deaths]
+
+    def restart_dead(self) -> list[ComponentDeath]:
+        """Start again, as a supervisor would, every component whose death was recorded and that nobody
+        started since; returns the deaths it handled (``restart`` says how). One that cannot be started lands
+        in ``dead`` and stays down: every later ``check_components()`` raises naming it and its cause."""
+        if not self._started or self._stopped:
+            return []
+        self.detect_deaths()
+        for death in self.deaths:
+            if not death.restart and death not in self.pending_deaths():
+                death.restart = "restarted by the test"
+        handled = []
+        for death in self.pending_deaths():
+            name, old = death.component, self.components[death.component]
             self.stop_component(name, crash=True)  # its children (workers, parsers) may outlive it
             try:
                 self.start_component(name)
-            except AirflowEnvError as failed:
-                self.dead[name] = f"{cause}; its restart failed: {str(failed).splitlines()[0]}"
-                self.incidents.append(f"Airflow {name} could not be restarted: {failed}")
-                print(f"[airflow_harness] {self.incidents[-1]}", file=sys.stderr, flush=True)
-                continue
-            self.components[name].restarts = restarts
-        if self.dead:
-            raise ComponentDeadError(
-                "; ".join(f"Airflow {name} is dead: {cause}" for name, cause in sorted(self.dead.items()))
-            )
+            except Exception as failed:  # whatever stops it from starting: it stays down, named in dead
+                first = str(failed).splitlines()[0] if str(failed) else type(failed).__name__
+                death.restart = f"could not be restarted: {first}"
+                self.dead[name] = f"{death.cause}; its restart failed: {first}"
+                self.stop_component(name, crash=True)  # whatever is left of the failed start
+            else:
+                self.components[name].restarts = old.restarts + 1
+                death.restart = "restarted"
+            print(f"[airflow_harness] Airflow {name}: {death.restart}", file=sys.stderr, flush=True)
+            handled.append(death)
+        return handled
+
+    def kill_component(self, name: str, sig: signal.Signals = signal.SIGKILL, timeout: float = 30.0) -> None:
+        """Send ``sig`` to a component's main process only, like the OOM killer or a crash, and wait for its
+        exit. Unlike ``stop_component`` it is not stopped on purpose: the harness sees a death."""
+        component = self.components[name]
+        if component.process is None or not component.running:
+            raise AirflowEnvError(f"Airflow {name} is not running")
+        os.kill(component.process.pid, sig)
+        component.process.wait(timeout=timeout)
 
     def task_instances(self, dag_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
         sql = (

@@ -188,7 +188,10 @@ def test_metadata_database_restart(airflow_env: AirflowEnv, tmp_path: Path) -> N
     with (tmp_path / "pg_restart.log").open("w") as out:
         subprocess.run(command, shell=True, check=True, timeout=120, stdout=out, stderr=subprocess.STDOUT)
     restarted_at = time.time()
-    env.check_components()  # a supervisor restarts a component the outage ended (reported in incidents)
+    # A component the outage ended fails this test (check_components raises); when it is a known Airflow defect
+    # (airflow_harness/deaths.py: the dag-processor's "server closed the connection") tests/integration/
+    # conftest.py restarts it, as a supervisor would, and runs the test once more.
+    env.check_components()
 
     def checked_since_restart() -> bool:  # poke, reschedule and the triggerers all check again
         names = ("poke", "reschedule", "unshared")
