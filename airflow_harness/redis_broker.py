@@ -17,7 +17,9 @@ import time
 from pathlib import Path
 
 REDIS_SERVER = "redis-server"
-INSTALL_HINT = "install Debian's redis-server package (scripts/dev.py test does: apt-get install redis-server)"
+INSTALL_HINT = (
+    "install Debian's redis-server package (scripts/dev.py test does: apt-get install redis-server)"
+)
 
 
 class RedisBrokerError(RuntimeError):

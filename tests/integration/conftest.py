@@ -39,6 +39,10 @@ SQLITE_SLICE = {
 }
 
 
+# Tests that start an Airflow of their own, proving the harness, not a database: the SQLite pass only.
+SQLITE_PASS_ONLY = {"test_harness.py::test_a_killed_scheduler_fails_its_test"}
+
+
 # The distributed pass (`scripts/dev.py test` on Airflow 3) sets this to ``celery``: the session's Airflow is
 # then the topology users run (docs/deployment.md) and the pass runs DISTRIBUTED_SLICE.
 TOPOLOGY_ENV = "SMART_EXT_TOPOLOGY"
@@ -65,7 +69,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         elif distributed:
             elsewhere = name not in DISTRIBUTED_SLICE
         else:
-            elsewhere = name in DISTRIBUTED_ONLY or (slice_only and name not in SQLITE_SLICE)
+            elsewhere = (
+                name in DISTRIBUTED_ONLY
+                or (slice_only and name not in SQLITE_SLICE)
+                or (postgres_pass and f"{name}::{item.name}" in SQLITE_PASS_ONLY)
+            )
         (deselected if elsewhere else kept).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
