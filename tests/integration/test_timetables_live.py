@@ -29,6 +29,7 @@ import time_machine
 
 from airflow_harness.env import AirflowEnv, AirflowEnvError
 from airflow_smart_ext.compat import TimeRestriction, decode_timetable
+from tests.integration.dags.tt_live_today import today_file
 
 UTC = dt.timezone.utc
 
@@ -38,8 +39,17 @@ def local_midnight(day: dt.date, tz: str) -> dt.datetime:
     return dt.datetime.combine(day, dt.time(0), tzinfo=ZoneInfo(tz)).astimezone(UTC)
 
 
-def local_today(tz: str) -> dt.date:
-    return dt.datetime.now(ZoneInfo(tz)).date()
+def session_day(env: AirflowEnv, dag_id: str) -> dt.date:
+    """The local day a live DAG's start_date counts from ("today" of the DAG file), read from where its first
+    parse stored it (tests/integration/dags/tt_live_today.py).
+
+    Not this test's own clock: the dag-processor re-parses every few seconds, so a start_date of "today - 3"
+    computed at each parse moves at local midnight, and a test computing "today" at another moment than the
+    parse the scheduler used expects other days (at 18:16 UTC, just after Kathmandu's midnight, runs from D-3
+    while the DAG had scheduled from D-4). One stored day serves every parse and the test alike."""
+    path = today_file(env.home, dag_id)
+    assert path.exists(), f"{dag_id}: no stored day at {path} (is the DAG parsed?)"
+    return dt.date.fromisoformat(path.read_text())
 
 
 def intervals(runs: list[dict[str, Any]]) -> list[tuple[dt.datetime, dt.datetime]]:
@@ -57,13 +67,16 @@ def serialized_timetable(env: AirflowEnv, dag_id: str) -> Any:
     return decode_timetable(document["dag"]["timetable"])
 
 
-def expected_by_timetable(timetable: Any, start: dt.datetime) -> list[tuple[dt.datetime, dt.datetime]]:
-    """The runs due now according to the timetable object itself (catchup from ``start``)."""
+def expected_by_timetable(
+    timetable: Any, start: dt.datetime, until: dt.datetime | None = None
+) -> list[tuple[dt.datetime, dt.datetime]]:
+    """The runs due now according to the timetable object itself (catchup from ``start``); with ``until``, only
+    those whose data interval ends by then (a live DAG's session day: the runs its test expects)."""
     now = dt.datetime.now(UTC)
     return [
         (info.data_interval.start, info.data_interval.end)
         for info in timetable.iter_runs(start, 50)
-        if info.run_after <= now
+        if info.run_after <= now and (until is None or info.data_interval.end <= until)
     ]
 
 
@@ -290,15 +303,16 @@ def check_runs(env: AirflowEnv, dag_id: str, expected: list[tuple[dt.datetime, d
         assert run["run_type"] == "scheduled", run
         assert run["logical_date"] == run["data_interval_start"], run
     assert [r["state"] for r in runs[: len(expected)]] == ["success"] * len(expected), runs
-    # Nothing beyond what is due (a run for today would be created only after local midnight).
+    # Nothing beyond what is due: at most the next run, due once the session has crossed a local midnight.
     assert len(runs) <= len(expected) + 1, intervals(runs)
 
 
 def test_delayed_daily_runs(live_dags: AirflowEnv) -> None:
     tz = "Asia/Kathmandu"
-    today = local_today(tz)
+    today = session_day(live_dags, "tt_delayed_daily_live")  # the DAG file's "today", not this clock's
     now = dt.datetime.now(UTC)
-    # One run per local day D-3..D-1, each due 5 minutes after its interval ends.
+    # One run per local day D-3..D-1, each due 5 minutes after its interval ends (D-1's: 00:05 on D, maybe
+    # after the DAG's first parse on D, so maybe not due yet).
     expected = [
         (
             local_midnight(today - dt.timedelta(days=k), tz),
@@ -307,16 +321,14 @@ def test_delayed_daily_runs(live_dags: AirflowEnv) -> None:
         for k in (3, 2, 1)
     ]
     expected = [(start, end) for start, end in expected if end + dt.timedelta(minutes=5) <= now]
-    assert (
-        expected_by_timetable(serialized_timetable(live_dags, "tt_delayed_daily_live"), expected[0][0])
-        == expected
-    )
+    timetable = serialized_timetable(live_dags, "tt_delayed_daily_live")
+    assert expected_by_timetable(timetable, expected[0][0], until=local_midnight(today, tz)) == expected
     check_runs(live_dags, "tt_delayed_daily_live", expected)
 
 
 def test_rolling_window_runs(live_dags: AirflowEnv) -> None:
     tz = "America/New_York"
-    today = local_today(tz)
+    today = session_day(live_dags, "tt_rolling_window_live")
     # run for day D covers [D-1 00:00, D+1 00:00); due at its end: D-3 -> [D-3, D-1), D-2 -> [D-2, D)
     expected = [
         (
@@ -325,10 +337,8 @@ def test_rolling_window_runs(live_dags: AirflowEnv) -> None:
         )
         for k in (3, 2)
     ]
-    assert (
-        expected_by_timetable(serialized_timetable(live_dags, "tt_rolling_window_live"), expected[0][0])
-        == expected
-    )
+    timetable = serialized_timetable(live_dags, "tt_rolling_window_live")
+    assert expected_by_timetable(timetable, expected[0][0], until=local_midnight(today, tz)) == expected
     check_runs(live_dags, "tt_rolling_window_live", expected)
 
 
@@ -338,7 +348,7 @@ def _us_business_day(day: dt.date) -> bool:
 
 def test_business_days_runs(live_dags: AirflowEnv) -> None:
     tz = "America/Chicago"
-    today = local_today(tz)
+    today = session_day(live_dags, "tt_business_days_live")
     start = today - dt.timedelta(days=5)
     business = [d for d in (start + dt.timedelta(days=i) for i in range(5)) if _us_business_day(d)]
     # since_previous: each run reaches back to the previous run's end; the first one to the start_date.
@@ -349,20 +359,33 @@ def test_business_days_runs(live_dags: AirflowEnv) -> None:
         expected.append((previous_end, end))
         previous_end = end
     timetable = serialized_timetable(live_dags, "tt_business_days_live")
-    assert expected_by_timetable(timetable, local_midnight(start, tz)) == expected
+    until = local_midnight(today, tz)
+    assert expected_by_timetable(timetable, local_midnight(start, tz), until=until) == expected
     check_runs(live_dags, "tt_business_days_live", expected)
+
+
+def _last_us_business_day(first_of_month: dt.date) -> dt.date:
+    day = (first_of_month + dt.timedelta(days=31)).replace(day=1) - dt.timedelta(days=1)
+    while not _us_business_day(day):
+        day -= dt.timedelta(days=1)
+    return day
 
 
 def test_month_end_runs(live_dags: AirflowEnv) -> None:
     tz = "Europe/Berlin"
-    this_month = local_today(tz).replace(day=1)
+    today = session_day(live_dags, "tt_month_end_live")
+    this_month = today.replace(day=1)
     previous_month = (this_month - dt.timedelta(days=1)).replace(day=1)
-    close_day = this_month - dt.timedelta(days=1)
-    while not _us_business_day(close_day):
-        close_day -= dt.timedelta(days=1)
-    expected = [(local_midnight(previous_month, tz), local_midnight(close_day + dt.timedelta(days=1), tz))]
+    # Each month's run covers the month up to its close (the last US business day), due at the close's end: the
+    # previous month's, and this month's too once its close has passed (a session day after it).
+    expected = [
+        (local_midnight(month, tz), local_midnight(_last_us_business_day(month) + dt.timedelta(days=1), tz))
+        for month in (previous_month, this_month)
+    ]
+    until = local_midnight(today, tz)
+    expected = [(start, end) for start, end in expected if end <= until]
     timetable = serialized_timetable(live_dags, "tt_month_end_live")
-    assert expected_by_timetable(timetable, expected[0][0]) == expected
+    assert expected_by_timetable(timetable, expected[0][0], until=until) == expected
     check_runs(live_dags, "tt_month_end_live", expected)
 
 

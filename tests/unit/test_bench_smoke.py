@@ -54,7 +54,7 @@ def test_run_all_lists_every_script() -> None:
     assert listed == on_disk
 
 
-def _check(result: Result) -> None:
+def assert_rows_and_goals(result: Result) -> None:
     assert result.tables, f"{result.key}: no table"
     for table in result.tables:
         assert table.rows, f"{result.key}: empty table"
@@ -66,13 +66,18 @@ def _check(result: Result) -> None:
 @pytest.mark.parametrize("module", IN_PROCESS)
 def test_simulation_scripts_run(module: str) -> None:
     result = importlib.import_module(module).run(True)
-    _check(result)
+    # The result names the section run_all.py lists for this script (its report heading and --only key).
+    assert result.key == {script: key for key, script in run_all.SCRIPTS}[f"{module}.py"]
+    assert_rows_and_goals(result)
+    # Every goal says what was measured (when it could not be measured: why).
+    assert all(goal.measured.strip() for goal in result.goals), result.goals
 
 
 @pytest.mark.parametrize("script", FRESH_PROCESS)
 def test_process_scripts_run(script: str) -> None:
     result = run_all.run_script(script, quick=True, timeout=300)
-    _check(result)
+    assert result.key == {name: key for key, name in run_all.SCRIPTS}[script]
+    assert_rows_and_goals(result)
     if script == "bench_sharing.py":
         # The SQL triggers really reach the SQLite file: a malformed connection URI once made every check end
         # in an error event (no trigger left alive) and the table silently showed 0 queries. Query counts

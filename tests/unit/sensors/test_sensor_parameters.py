@@ -16,23 +16,24 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.sensors import BackoffSqlSensor
 from airflow_smart_ext.sensors.arguments import RULES, Parameter, Rule
+from airflow_smart_ext.wait.parameters import backoff_policy, effective_values
 from tests.unit.wait.examples import EXAMPLES, REQUIRED, RULE_EXAMPLES
 
 ROWS: dict[str, Parameter] = {row.name: row for row in BackoffSqlSensor.parameter_table()}
 FORMS = ("plain", "partial", "expand", "expand_kwargs")
 
 
-def _build(form: str, arguments: dict[str, Any]) -> None:
-    """Build the sensor in one of the four forms; the last argument is the mapped one in the mapped forms."""
+def _build(form: str, arguments: dict[str, Any]) -> Any:
+    """Build the sensor in one of the four forms; the last argument is the mapped one in the mapped forms.
+
+    Returns what the form builds: the sensor, the ``.partial()``, or the mapped operator."""
     from airflow import DAG
 
     arguments = {**REQUIRED, **arguments}
     if form == "plain":
-        BackoffSqlSensor(task_id="s", **arguments)
-        return
+        return BackoffSqlSensor(task_id="s", **arguments)
     if form == "partial":
-        BackoffSqlSensor.partial(task_id="s", **arguments)
-        return
+        return BackoffSqlSensor.partial(task_id="s", **arguments)
     mapped_name = list(arguments)[-1]
     fixed = {name: value for name, value in arguments.items() if name != mapped_name}
     with warnings.catch_warnings():
@@ -40,9 +41,36 @@ def _build(form: str, arguments: dict[str, Any]) -> None:
         with DAG("mapped_table", schedule=None, start_date=datetime.datetime(2026, 1, 1)):
             partial = BackoffSqlSensor.partial(task_id="s", **fixed)
             if form == "expand":
-                partial.expand(**{mapped_name: [arguments[mapped_name]]})
-            else:
-                partial.expand_kwargs([{mapped_name: arguments[mapped_name]}])
+                return partial.expand(**{mapped_name: [arguments[mapped_name]]})
+            return partial.expand_kwargs([{mapped_name: arguments[mapped_name]}])
+
+
+def _sensor_at_run_time(form: str, arguments: dict[str, Any]) -> Any:
+    """The sensor the form runs: the plain constructor's, or the one the mapped task's first instance unmaps
+    to, from what the form holds (its ``.partial()`` kwargs and its first expanded item)."""
+    from airflow import DAG
+
+    built = _build(form, arguments)
+    if form == "plain":
+        return built
+    if form == "partial":
+        # The partial keeps every argument as given, for the constructor that runs with the task.
+        assert {name: built.kwargs[name] for name in arguments} == arguments
+        with DAG("mapped_table", schedule=None, start_date=datetime.datetime(2026, 1, 1)):
+            built = built.expand_kwargs([{}])
+    expanded = built.expand_input.value
+    first = {name: values[0] for name, values in expanded.items()} if form == "expand" else expanded[0]
+    return built.unmap(first)
+
+
+def _kept(sensor: Any) -> dict[str, Any]:
+    """What a sensor keeps of its arguments: every row's attribute and the schedule it follows."""
+    return {
+        "type": type(sensor),
+        "task_id": sensor.task_id,
+        "backoff_policy": sensor.backoff_policy,
+        **{name: getattr(sensor, name, "<missing>") for name in ROWS},
+    }
 
 
 def _refusal(form: str, arguments: dict[str, Any]) -> str:
@@ -74,7 +102,18 @@ def test_refused_values_are_refused_alike_with_the_tables_message(form: str, nam
     ("name", "value"), [(name, value) for name, (good, _bad) in EXAMPLES.items() for value in good], ids=repr
 )
 def test_accepted_values_are_accepted_alike(form: str, name: str, value: Any) -> None:
-    _build(form, {name: value})
+    assert_same_sensor_as_plain(form, {name: value})
+
+
+def assert_same_sensor_as_plain(form: str, arguments: dict[str, Any]) -> None:
+    """Every form runs the sensor the plain constructor builds, and that sensor follows the schedule the
+    table's effective values of these arguments give (an accepted value is used, not dropped)."""
+    given = {**REQUIRED, **arguments}
+    sensor = _sensor_at_run_time(form, arguments)
+    assert isinstance(sensor, BackoffSqlSensor)
+    assert (sensor.task_id, sensor.conn_id, sensor.sql) == ("s", given["conn_id"], given["sql"])
+    assert sensor.backoff_policy == backoff_policy(effective_values(arguments))
+    assert _kept(sensor) == _kept(BackoffSqlSensor(task_id="s", **given))
 
 
 def _rule(names: tuple[str, ...]) -> Rule:
@@ -100,7 +139,7 @@ def test_rules_refuse_alike(form: str, names: tuple[str, ...], arguments: dict[s
     ids=repr,
 )
 def test_rules_accept_alike(form: str, names: tuple[str, ...], arguments: dict[str, Any]) -> None:
-    _build(form, arguments)
+    assert_same_sensor_as_plain(form, arguments)
 
 
 def test_airflows_own_checks_agree_with_the_table() -> None:

@@ -133,23 +133,39 @@ def test_airflow_calls_the_registered_policy() -> None:
 def test_policy_off_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow import settings
 
+    uncovered = _dag("cov_byma_off", BusinessDaysTimetable(market="BYMA"), "2025-12-29")
+    with pytest.raises(AirflowClusterPolicyViolation, match="DAG 'cov_byma_off'"):  # switched on: refused
+        settings.dag_policy(uncovered)
     monkeypatch.setenv("AIRFLOW__SMART_EXT__CHECK_HOLIDAY_COVERAGE", "False")
-    settings.dag_policy(_dag("cov_byma_off", BusinessDaysTimetable(market="BYMA"), "2025-12-29"))
+    assert settings.dag_policy(uncovered) == []  # switched off: every policy hook passes it, ours too
 
 
 def test_policy_ignores_other_timetables() -> None:
     from airflow_smart_ext.policy import dag_policy
 
-    class Foreign:
-        timetable = object()
+    read: list[str] = []
 
-    dag_policy(dag=Foreign())  # no attribute of a DAG read beyond its timetable
+    class Foreign:
+        """A DAG whose every attribute read is recorded: only its timetable may be read."""
+
+        def __getattribute__(self, name: str) -> Any:
+            read.append(name)
+            if name == "timetable":
+                return object()
+            raise AssertionError(f"the policy read {name!r} of a DAG that is not ours")
+
+    assert dag_policy(dag=Foreign()) is None
+    assert read == ["timetable"]
 
 
 def test_policy_never_fails_a_task_being_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """A worker parses the file to run a task of an existing run (Airflow's parsing context): no check."""
     from airflow import settings
 
+    uncovered = _dag("cov_byma_task", BusinessDaysTimetable(market="BYMA"), "2025-12-29")
+    # The dag-processor's parse: refused.
+    with pytest.raises(AirflowClusterPolicyViolation, match="DAG 'cov_byma_task'"):
+        settings.dag_policy(uncovered)
     monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID", "cov_byma_task")
     monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_TASK_ID", "noop")
-    settings.dag_policy(_dag("cov_byma_task", BusinessDaysTimetable(market="BYMA"), "2025-12-29"))
+    assert settings.dag_policy(uncovered) == []  # the worker's parse of the same file: no check

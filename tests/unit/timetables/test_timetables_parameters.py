@@ -412,5 +412,13 @@ def test_timetable_for_years_without_holiday_data_fails_loudly():
 
 def test_validate_computes_the_current_run():
     """validate() used to compute a run in 2000, which would now fail for calendars covered only later."""
+    in_2000 = dt.datetime(2000, 6, 1, tzinfo=dt.timezone.utc)
     for market in ("XETR", "HKEX", "ENX"):
-        BusinessDaysTimetable(market=market).validate()
+        timetable = BusinessDaysTimetable(market=market)
+        assert timetable.validate() is None  # now: covered, the run is computed
+        # It really computes the run current *now*: with the clock in 2000, the same timetable is refused.
+        refused = pytest.raises(
+            InvalidTimetableParameter, match=rf"cannot compute runs: .*'{market}' in 2000"
+        )
+        with time_machine.travel(in_2000, tick=False), refused:
+            timetable.validate()

@@ -294,8 +294,15 @@ async def test_event_is_never_sooner_than_the_minimum_delay_after_start(
     assert at == START + 4000 + delay
 
 
-def test_the_guard_is_five_seconds_on_airflow_3_only() -> None:
-    assert (5.0 if compat.AIRFLOW_V_3_0_PLUS else 0.0) == compat.TRIGGER_MIN_EVENT_DELAY_SECONDS
+async def test_the_guard_holds_an_early_event_to_five_seconds_on_airflow_3_only(clock: FakeClock) -> None:
+    """This Airflow line's own guard (not set by the test): a condition true at the first check (1 s after the
+    deferral) is reported 5 s after it on Airflow 3 (apache/airflow #71580), at once on 2.11 (no such race)."""
+    READY_AT["guarded"] = START
+    policy = BackoffPolicy(initial=1, factor=1, jitter="none")
+    payload, at = await _event_with_time(make_trigger(sensor_check("guarded"), policy), clock)
+    assert POKES["guarded"] == [START + 1]
+    assert (payload["status"], payload["waited_seconds"]) == ("success", 1.0)
+    assert at - START == (5.0 if compat.AIRFLOW_V_3_0_PLUS else 1.0)
 
 
 # --- deterministic events -----------------------------------------------------------------------------------------

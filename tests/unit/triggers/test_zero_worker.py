@@ -54,9 +54,16 @@ def test_untemplated_sensor_starts_in_the_triggerer_where_airflow_can() -> None:
 
 
 def test_execution_timeout_caps_the_backstop_as_airflow_does() -> None:
-    sensor = sql_sensor(execution_timeout=dt.timedelta(seconds=45))
-    if sensor.start_from_trigger:
-        assert sensor.start_trigger_args.trigger_kwargs["start"]["backstop_seconds"] == 45
+    """Airflow's defer_task caps a start trigger's timeout by execution_timeout: so does the backstop."""
+    capped = sql_sensor(execution_timeout=dt.timedelta(seconds=45))  # below timeout 30 s + 60 s grace
+    roomy = sql_sensor(execution_timeout=dt.timedelta(hours=1))
+    assert capped.start_from_trigger is roomy.start_from_trigger is compat.START_FROM_TRIGGER_SUPPORTED
+    if not compat.START_FROM_TRIGGER_SUPPORTED:
+        assert capped.start_trigger_args is None and roomy.start_trigger_args is None
+        return
+    for sensor, backstop in ((capped, 45), (roomy, 30 + 60)):
+        assert sensor.start_trigger_args.trigger_kwargs["start"]["backstop_seconds"] == backstop
+        assert sensor.start_trigger_args.timeout == dt.timedelta(seconds=backstop)
 
 
 def test_templated_arguments_need_a_triggerer_that_renders() -> None:

@@ -48,15 +48,17 @@ TRIGGER_ROWS = ("check_timeout", "rate_limit")
 SQL_CHECK = sql_check()
 
 
-def _sensor(arguments: dict[str, Any]) -> None:
-    BackoffSqlSensor(task_id="s", **{**REQUIRED, **arguments})
+def _sensor(arguments: dict[str, Any]) -> BackoffSqlSensor:
+    return BackoffSqlSensor(task_id="s", **{**REQUIRED, **arguments})
 
 
-def _watcher(arguments: dict[str, Any]) -> None:
+def _watcher(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The schedule the watcher follows (its policy as stored)."""
     if compat.AIRFLOW_V_3_0_PLUS:
-        ConditionWatcher(sql_condition("warehouse", "SELECT max(day) FROM t"), **arguments)
-    else:  # 2.11 has no asset watchers: the arguments' check ConditionWatcher runs first, alone
-        watcher_arguments(**arguments)
+        watcher = ConditionWatcher(sql_condition("warehouse", "SELECT max(day) FROM t"), **arguments)
+        return watcher.policy.to_dict()
+    # 2.11 has no asset watchers: the arguments' check ConditionWatcher runs first, alone
+    return watcher_arguments(**arguments)["policy"]
 
 
 def _sql_condition(arguments: dict[str, Any]) -> None:
@@ -96,7 +98,7 @@ def _start_trigger(arguments: dict[str, Any]) -> None:
     BackoffStartTrigger(start)
 
 
-ENTRY_POINTS: dict[str, tuple[Callable[[dict[str, Any]], None], tuple[str, ...]]] = {
+ENTRY_POINTS: dict[str, tuple[Callable[[dict[str, Any]], object], tuple[str, ...]]] = {
     "watcher": (_watcher, tuple(row.name for row in WATCHER_PARAMETERS)),
     "sql_condition": (_sql_condition, SQL_CONDITION_ROWS),
     "trigger": (_trigger, TRIGGER_ROWS),
@@ -116,7 +118,7 @@ def _storable(entry: str, name: str, value: Any) -> bool:
     return value is not None or name == "max_wait"
 
 
-def _message(build: Callable[[dict[str, Any]], None], arguments: dict[str, Any]) -> str:
+def _message(build: Callable[[dict[str, Any]], object], arguments: dict[str, Any]) -> str:
     with pytest.raises(ValueError) as err:
         build(arguments)
     return str(err.value)
@@ -177,8 +179,8 @@ def test_the_watchers_rules_refuse_with_the_sensors_message(arguments: dict[str,
     "arguments", [arguments for rule in WATCHER_RULES for arguments in RULE_EXAMPLES[rule.names][0]], ids=repr
 )
 def test_the_watchers_rules_accept_what_the_sensor_accepts(arguments: dict[str, Any]) -> None:
-    _watcher(arguments)
-    _sensor(arguments)
+    """Both accept the combination and make the same schedule of it (the watcher's own default splay: none)."""
+    assert _watcher(arguments) == _sensor({"splay": 0, **arguments}).backoff_policy.to_dict()
 
 
 def test_a_watchers_schedule_is_the_sensors_for_the_same_arguments() -> None:
