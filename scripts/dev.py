@@ -10,7 +10,7 @@
         [--lowest]          # unit tier, every direct dependency at its declared floor (Airflow too, not --airflow)
         [--then-on 3.0 3.1 3.2 lowest ...]   # in the SQLite pass's lane: the unit tier and the live smoke on
                             # these minors, with the package installed from its built wheel (CI)
-        [--then-demo]       # in that lane too: the demo, whose every example DAG must succeed (CI)
+        [--then-demo-on 3.3 2.11.2]   # in that lane too: the demo, whose every example DAG must succeed (CI)
         [-- PYTEST_ARGS]    # extra pytest arguments, for every pass
 
 Each creates (or reuses) its own virtualenv ``.venv-<airflow>`` in the project, installs Airflow and this
@@ -332,6 +332,7 @@ DISTRIBUTED_DIFFERENTIAL_ROWS = "true_after_3,timeout_soft_fail,transient_3_then
 REPORTS_DIR = ROOT / ".test-logs" / "reports"
 # The live smoke of the minors the real-Airflow tier does not run (3.0-3.2): a wait, a watcher, the view.
 MINOR_SMOKE = "tests/integration/test_minor_smoke_live.py"
+BENCH_PROCESS_SMOKES = "tests/unit/test_bench_smoke.py::test_process_scripts_run"
 
 
 class Leg:
@@ -427,10 +428,12 @@ def cmd_test(args: argparse.Namespace) -> int:
     if dsn:
         sqlite_env["SMART_EXT_SQLITE_SLICE"] = "1"
         sqlite_name = "pytest (unit + the integration tier's SQLite slice, SQLite)"
+    # The benchmarks' fresh-process smokes (a real Airflow among them) run in Airflow 3 legs: the benches
+    # measure Airflow 3 (docs/benchmarks.md), and 2.11's lane is CI's longest.
+    bench_smokes = [] if airflow3 else ["--deselect", BENCH_PROCESS_SMOKES]
     # The slowest tests at the end of each pass's log: where CI's minutes go.
-    passes.append(
-        (sqlite_name, [*leg.pytest(python, "sqlite"), "--durations=25", *args.pytest_args], sqlite_env)
-    )
+    sqlite_argv = [*leg.pytest(python, "sqlite"), "--durations=25", *bench_smokes, *args.pytest_args]
+    passes.append((sqlite_name, sqlite_argv, sqlite_env))
     if dsn:
         pg_argv = [*leg.pytest(python, "postgres"), "--durations=25", "-m", "integration or postgres"]
         pg_env = {**env, "SMART_EXT_TEST_PG_DSN": dsn}
@@ -449,8 +452,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     then: list[Callable[[], tuple[str, int, float]]] = []
     if airflow3 and clusters:  # the last one is the distributed pass's
         then.append(functools.partial(run_distributed_pass, leg, python, clusters[-1], args.pytest_args, env))
-    if args.then_demo:
-        then.append(functools.partial(run_demo_step, python, version))
+    then += [functools.partial(run_demo_step, v) for v in args.then_demo_on]
     wheel = build_distributions(python) if any(v != LOWEST for v in args.then_on) else None
     then += [functools.partial(run_then_leg, leg, v, wheel, [], env) for v in args.then_on]
     if args.sequential or len(passes) == 1:
@@ -512,12 +514,7 @@ def run_then_leg(
     tests = ["tests/unit", MINOR_SMOKE] if wheel else ["tests/unit"]
     # The benchmarks' fresh-process smokes (a real Airflow among them) run in the main legs only; a
     # PostgreSQL variant has no server here (the main legs run it).
-    deselect = [
-        "--deselect",
-        "tests/unit/test_bench_smoke.py::test_process_scripts_run",
-        "-m",
-        "not postgres",
-    ]
+    deselect = ["--deselect", BENCH_PROCESS_SMOKES, "-m", "not postgres"]
     label = "lowest" if version == LOWEST else version
     code = run_to_end([*leg.pytest(python, f"then-{label}"), *tests, *deselect, *pytest_args], env)
     seconds = time.monotonic() - started
@@ -525,10 +522,11 @@ def run_then_leg(
     return name, code, seconds
 
 
-def run_demo_step(python: Path, version: str) -> tuple[str, int, float]:
+def run_demo_step(version: str) -> tuple[str, int, float]:
     name = f"demo (every example DAG in a real Airflow {version})"
     say(f"== {name}")
     started = time.monotonic()
+    python = ensure_venv(version)
     code = run_to_end([str(python), str(ROOT / "scripts" / "demo.py")])
     seconds = time.monotonic() - started
     say(f"summary: {name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {seconds:.0f}s")
@@ -634,7 +632,11 @@ def main() -> int:
         "installed from its built wheel ('lowest': the unit tier at the declared floors)",
     )
     sub.choices["test"].add_argument(
-        "--then-demo", action="store_true", help="after the SQLite pass: the demo (scripts/demo.py) too"
+        "--then-demo-on",
+        nargs="+",
+        default=[],
+        metavar="VERSION",
+        help="after the SQLite pass: the demo (scripts/demo.py) on these Airflow versions too",
     )
     sub.choices["test"].add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     sub.choices["demo"].add_argument(
