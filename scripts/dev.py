@@ -34,6 +34,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -643,6 +644,8 @@ def main() -> int:
         "--keep-ui", action="store_true", help="keep Airflow and its UI up at localhost:8080"
     )
     args = parser.parse_args()
+    # A SIGTERM ends the command as an exit does: the private clusters are removed (atexit).
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     try:
         return cmd_test(args) if args.command == "test" else cmd_demo(args)
     except KeyboardInterrupt:
