@@ -29,6 +29,7 @@ __all__ = [
     "asset_state_accessors",
     "asset_state_records",
     "asset_watcher_links",
+    "decode_watcher_kwarg",
     "watched_assets",
     "require_asset_watchers",
 ]
@@ -42,6 +43,31 @@ SHARED_STREAMS_SUPPORTED = AIRFLOW_V_3_3_PLUS
 class AssetWatchersUnsupported(ImportError, RuntimeError):
     """A condition watcher was used on an Airflow without asset watchers (before 3.0): raised when one is
     built, and by ``from airflow_smart_ext.watchers import ConditionWatcher`` (an import error there)."""
+
+
+# 3.2 (before the fix in 3.3, apache/airflow#65973): the dag-processor wraps a dict-valued watcher kwarg (and
+# a datetime, ...) with BaseSerialization's Encoding enum keys, and serde stores those keys with ``str()``: on
+# Python 3.11+ "Encoding.TYPE" / "Encoding.VAR", not "__type" / "__var". The triggerer then hands the wrapper
+# to the trigger as it is (its clean-up looks for "__type" only), and so does ``Trigger._decrypt_kwargs``.
+_STRINGIFIED_MARKERS = {"Encoding.TYPE": "__type", "Encoding.VAR": "__var"}
+
+
+def decode_watcher_kwarg(value: Any) -> Any:
+    """A watcher trigger's kwarg as its DAG file gave it, also when 3.2 stored it BaseSerialization-wrapped with
+    stringified markers (above); any other value unchanged."""
+    if not (isinstance(value, dict) and ("Encoding.TYPE" in value or "__type" in value)):
+        return value
+    from airflow.serialization.serialized_objects import BaseSerialization
+
+    return BaseSerialization.deserialize(_restore_markers(value))
+
+
+def _restore_markers(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {_STRINGIFIED_MARKERS.get(key, key): _restore_markers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_restore_markers(item) for item in value]
+    return value
 
 
 def require_asset_watchers(what: str) -> None:

@@ -1,12 +1,12 @@
-"""Looking a connection up from inside a trigger: through the triggerer supervisor (3.1+), the sync SDK call
-in a thread (3.0), or the sync ORM/secrets lookup in a thread (2.11)."""
+"""Looking a connection up from inside a trigger: through the triggerer supervisor (3.1+; 3.0: its request sent
+on the event loop), or the sync ORM/secrets lookup in a thread (2.11)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from airflow_smart_ext.compat import locations
-from airflow_smart_ext.compat.versions import AIRFLOW_V_3_1_PLUS
+from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_1_PLUS
 
 __all__ = ["CONNECTION_LOOKUP_RETRY_DELAYS", "ConnectionLookupFailed", "aget_connection"]
 
@@ -19,7 +19,8 @@ async def aget_connection(conn_id: str, within: float | None = None) -> Any:
     """Fetch a Connection from inside a trigger without blocking the event loop.
 
     3.1+: through the triggerer supervisor (``BaseHook.aget_connection``; 3.x triggers have no ORM access).
-    3.0: the sync SDK call, in a worker thread (on the loop it raises an AsyncToSync error).
+    3.0: the secrets backends in a worker thread, then the supervisor's answer on the loop
+    (:func:`_aget_connection_3_0`).
     2.11: the sync ORM/secrets lookup, in a worker thread.
 
     Airflow answers "isn't defined" whenever every secrets backend failed, a database error included, so that
@@ -41,6 +42,8 @@ async def aget_connection(conn_id: str, within: float | None = None) -> Any:
         try:
             if AIRFLOW_V_3_1_PLUS:
                 return await hook.aget_connection(conn_id)
+            if AIRFLOW_V_3_0_PLUS:
+                return await _aget_connection_3_0(conn_id)
             return await asyncio.to_thread(hook.get_connection, conn_id)
         except not_found_type as exc:
             not_found = exc
@@ -51,6 +54,58 @@ async def aget_connection(conn_id: str, within: float | None = None) -> Any:
     raise not_found_type(
         f"{not_found} (looked up {len(delays) + 1} times over {sum(delays):g}s)"
     ) from not_found
+
+
+async def _aget_connection_3_0(conn_id: str) -> Any:
+    """3.0: the SDK's lookup (secrets backends, then the supervisor), with the supervisor's request on the loop.
+
+    3.0's sync lookup sends through ``SUPERVISOR_COMMS.send``, ``async_to_sync(asend)``: called from a worker
+    thread it runs in an event loop of its own on the runner's socket, beside the runner's loop; the channel's
+    ``asyncio.Lock`` orders neither against the other, so two requests in flight read each other's replies and
+    the trigger runner dies ("Response read out of order! Got frame.id=2, expect_id=3"; the triggerer exits,
+    every trigger with it: apache/airflow#64620). ``asend`` on the loop takes that lock like the runner's own
+    requests. The backends (environment variables; a configured backend may block) still run in a thread.
+    """
+    import asyncio
+
+    from airflow.sdk.execution_time import task_runner
+
+    comms = getattr(task_runner, "SUPERVISOR_COMMS", None)
+    if comms is None:  # not in a triggerer's runner (no supervisor channel): the sync SDK call, as before
+        return await asyncio.to_thread(locations.SensorBaseHook.get_connection, conn_id)
+    from airflow.sdk.exceptions import AirflowRuntimeError, ErrorType
+    from airflow.sdk.execution_time.comms import ErrorResponse, GetConnection
+    from airflow.sdk.execution_time.context import (  # type: ignore[attr-defined,unused-ignore] # 3.0's name
+        _convert_connection_result_conn,
+    )
+    from airflow.sdk.execution_time.supervisor import ensure_secrets_backend_loaded
+    from airflow.sdk.log import mask_secret
+
+    def from_backends() -> Any:
+        for backend in ensure_secrets_backend_loaded():
+            try:
+                found = backend.get_connection(conn_id=conn_id)
+            except Exception:  # as the SDK: a failing backend, then the next one
+                continue
+            if found:
+                return found
+        return None
+
+    connection = await asyncio.to_thread(from_backends)
+    if connection is None:
+        try:
+            answer = await comms.asend(GetConnection(conn_id=conn_id))
+        except AirflowRuntimeError as exc:  # an error frame
+            answer = exc.error
+        if isinstance(answer, ErrorResponse):
+            if answer.error == ErrorType.CONNECTION_NOT_FOUND:
+                raise locations.AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+            raise AirflowRuntimeError(answer)
+        connection = _convert_connection_result_conn(answer)
+    for secret in (connection.password, connection.extra):
+        if secret:
+            mask_secret(secret)
+    return connection
 
 
 class ConnectionLookupFailed(ConnectionError):

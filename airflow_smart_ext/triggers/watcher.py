@@ -196,6 +196,7 @@ class ConditionWatcher(compat.EventTriggerBase):
     ) -> None:
         compat.require_asset_watchers(type(self).__name__)
         super().__init__()
+        check, start_after = compat.decode_watcher_kwarg(check), compat.decode_watcher_kwarg(start_after)
         try:
             validate_check_spec(check)
         except ValueError as err:

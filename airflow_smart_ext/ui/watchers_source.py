@@ -103,7 +103,10 @@ def load_watchers(session: Any) -> list[LiveWatcher]:
     watchers = []
     for row in rows:
         try:
-            kwargs = Trigger._decrypt_kwargs(row.encrypted_kwargs)
+            kwargs = {
+                name: compat.decode_watcher_kwarg(value)
+                for name, value in Trigger._decrypt_kwargs(row.encrypted_kwargs).items()
+            }
             key = state_store_key(
                 kwargs["check"],
                 kwargs.get("value_key"),
