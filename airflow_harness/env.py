@@ -893,6 +893,13 @@ class AirflowEnv:
             if self._api_token is None:
                 self._api_token = self.api_token(next(u for u, p in self.ui_users.items() if p is None))
             headers["Authorization"] = f"Bearer {self._api_token}"
+        elif self.airflow_version.startswith("3.1."):
+            # 3.1 has no all-admins middleware (3.0 and 3.2+ add the admin's header server-side): a call without a
+            # token is 401 "Not authenticated". In all-admins mode GET /auth/token hands an admin's token out.
+            if self._api_token is None:
+                with urllib.request.urlopen(f"{self.api_url}/auth/token", timeout=30) as resp:
+                    self._api_token = str(json.loads(resp.read())["access_token"])
+            headers["Authorization"] = f"Bearer {self._api_token}"
         request = urllib.request.Request(f"{self.api_url}{path}", data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as resp:
