@@ -10,6 +10,7 @@
         [--lowest]          # unit tier, every direct dependency at its declared floor (Airflow too, not --airflow)
         [--then-on 3.0 3.1 3.2 lowest ...]   # in the SQLite pass's lane: the unit tier and the live smoke on
                             # these minors, with the package installed from its built wheel (CI)
+        [--then-smoke-on 3.0 3.1]   # in that lane too: the live smoke alone, from the built wheel (CI)
         [--then-demo-on 3.3 2.11.2]   # in that lane too: the demo, whose every example DAG must succeed (CI)
         [-- PYTEST_ARGS]    # extra pytest arguments, for every pass
 
@@ -454,7 +455,8 @@ def cmd_test(args: argparse.Namespace) -> int:
     if airflow3 and clusters:  # the last one is the distributed pass's
         then.append(functools.partial(run_distributed_pass, leg, python, clusters[-1], args.pytest_args, env))
     then += [functools.partial(run_demo_step, v) for v in args.then_demo_on]
-    wheel = build_distributions(python) if any(v != LOWEST for v in args.then_on) else None
+    wheel = build_distributions(python) if args.then_smoke_on or set(args.then_on) - {LOWEST} else None
+    then += [functools.partial(run_then_leg, leg, v, wheel, [], env, False) for v in args.then_smoke_on]
     then += [functools.partial(run_then_leg, leg, v, wheel, [], env) for v in args.then_on]
     if args.sequential or len(passes) == 1:
         timings += [run_pass(name, argv, step_env) for name, argv, step_env in passes]
@@ -497,22 +499,29 @@ def run_pass(name: str, argv: list[str], env: dict[str, str]) -> tuple[str, int,
 
 
 def run_then_leg(
-    leg: Leg, version: str, wheel: Path | None, pytest_args: list[str], env: dict[str, str]
+    leg: Leg,
+    version: str,
+    wheel: Path | None,
+    pytest_args: list[str],
+    env: dict[str, str],
+    unit_tier: bool = True,
 ) -> tuple[str, int, float]:
-    """The unit tier in ``.venv-<version>``: CI runs it on the Airflow minors the real-Airflow tier skips, and
+    """The unit tier in ``.venv-<version>``: CI runs it on an Airflow minor the real-Airflow tier skips, and
     at the floors. On a minor, the package comes from the built wheel (what users install) and the leg adds
-    the live smoke (one real Airflow on SQLite). The static checks are not repeated here."""
+    the live smoke (one real Airflow on SQLite); ``unit_tier=False``: the live smoke alone. The static checks
+    are not repeated here."""
     started = time.monotonic()
     python = ensure_venv(version, None if version == LOWEST else wheel)
     if version == LOWEST:
         env = {**env, "SMART_EXT_LOWEST_LEG": "1"}  # test_dependency_floors: installed == declared floors
+    parts = (["unit tier"] if unit_tier else []) + (["live smoke, from the wheel"] if wheel else [])
     name = (
         "pytest (unit tier, lowest declared dependencies)"
         if version == LOWEST
-        else f"pytest (unit tier{' + live smoke, from the wheel' if wheel else ''}, Airflow {version})"
+        else f"pytest ({' + '.join(parts)}, Airflow {version})"
     )
     say(f"== {name}")
-    tests = ["tests/unit", MINOR_SMOKE] if wheel else ["tests/unit"]
+    tests = (["tests/unit"] if unit_tier else []) + ([MINOR_SMOKE] if wheel else [])
     # The benchmarks' fresh-process smokes (a real Airflow among them) run in the main legs only; a
     # PostgreSQL variant has no server here (the main legs run it).
     deselect = ["--deselect", BENCH_PROCESS_SMOKES, "-m", "not postgres"]
@@ -631,6 +640,13 @@ def main() -> int:
         metavar="VERSION",
         help="after the SQLite pass: the unit tier and the live smoke on these Airflow minors, the package "
         "installed from its built wheel ('lowest': the unit tier at the declared floors)",
+    )
+    sub.choices["test"].add_argument(
+        "--then-smoke-on",
+        nargs="+",
+        default=[],
+        metavar="VERSION",
+        help="after the SQLite pass: the live smoke alone on these Airflow minors, from the built wheel",
     )
     sub.choices["test"].add_argument(
         "--then-demo-on",
