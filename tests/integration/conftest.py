@@ -39,6 +39,14 @@ SQLITE_SLICE = {
 }
 
 
+# Modules of the slice whose proofs do not depend on the database (the plugin's registration, parse-time
+# errors, the minors' smoke): the SQLite pass only; the PostgreSQL pass deselects them (CI's minutes).
+SQLITE_ONLY = {
+    "test_holiday_coverage_live.py",
+    "test_minor_smoke_live.py",
+    "test_partitions_live.py",
+    "test_plugin.py",
+}
 # Tests that start an Airflow of their own, proving the harness, not a database or a version: the SQLite pass
 # of an Airflow 3 leg only (CI's minutes).
 SQLITE_PASS_ONLY = {"test_harness.py::test_a_killed_scheduler_fails_its_test"}
@@ -73,6 +81,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             elsewhere = (
                 name in DISTRIBUTED_ONLY
                 or (slice_only and name not in SQLITE_SLICE)
+                or (postgres_pass and name in SQLITE_ONLY)
                 or (
                     (postgres_pass or not compat.AIRFLOW_V_3_0_PLUS)
                     and f"{name}::{item.name}" in SQLITE_PASS_ONLY
