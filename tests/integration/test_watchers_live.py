@@ -76,7 +76,9 @@ def condition_dsn(airflow_env: AirflowEnv) -> str:
         pytest.skip("asset watchers need Airflow >= 3.0; test_watcher_refused_at_parse_on_2_11 covers 2.11")
     server = os.environ.get(PG_DSN_ENV, "")
     if not server:
-        pytest.skip(f"the condition database needs a PostgreSQL server: set {PG_DSN_ENV} (scripts/dev.py test does)")
+        pytest.skip(
+            f"the condition database needs a PostgreSQL server: set {PG_DSN_ENV} (scripts/dev.py test does)"
+        )
     with _pg(server) as cur:
         cur.execute(f"DROP DATABASE IF EXISTS {CONDITION_DB}")
         cur.execute(f"CREATE DATABASE {CONDITION_DB}")
