@@ -480,10 +480,10 @@ def finish(
         every_file=every_file,
         or_allowed_skips=True,
     )
-    for line in verdict.report():
-        say(line)
     for report in missing:
         say(f"not run: a pass wrote no report ({report.relative_to(ROOT)})")
+    for line in verdict.report():  # its last line closes the command's output
+        say(line)
     left_out = verdict.left_out + len(missing)
     failed = any(code != 0 for _name, code, _seconds in timings)
     if left_out and not strict:
