@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tests.integration.live import lost_by_executor
+
 if TYPE_CHECKING:
     from airflow_harness.env import AirflowEnv
 
@@ -65,30 +67,19 @@ class Ending:
 
 FIELDS: list[str] = [f.name for f in fields(Ending)]
 
-# The scheduler's line when it failed a task whose executor event it read late: a process that died before
-# the task ran (an overloaded machine), or a run's "success" drained after the next run was queued (reschedule:
-# apache/airflow #71172; deferral: #71580). Not how the mode ended the wait: reported apart from the tuple.
-_INFRA_RE = (
-    r"TaskInstance: {dag_id}\.{task_id} {run_id}(?: map_index=\d+)? \[\w+\][^\n]*finished with state \w+, "
-    r"but the task instance's state attribute is (?:scheduled|queued|running|restarting)"
-)
-
 
 def infra_failures(env: AirflowEnv, mode: str, scenario: Any, run_id: str) -> int:
     """How many of this cell's task processes (in this DAG run) the executor lost before they ran, plus its
     task instances an ended DAG run left ``up_for_reschedule``: a poke was running when the run timed out and
     its reschedule was written after Airflow 2.11 skipped the task (seen once in CI on 2.11.2, PostgreSQL)."""
     dag_id = f"df_{scenario.group}_{mode}"
-    pattern = _INFRA_RE.format(
-        dag_id=re.escape(dag_id), task_id=re.escape(scenario.name), run_id=re.escape(run_id)
-    )
     stranded = env.query(
         "SELECT count(*) FROM task_instance ti JOIN dag_run dr ON dr.dag_id = ti.dag_id AND dr.run_id = ti.run_id "
         "WHERE ti.dag_id = %s AND ti.run_id = %s AND ti.task_id = %s AND ti.state = 'up_for_reschedule' "
         "AND dr.state IN ('success', 'failed')",
         (dag_id, run_id, scenario.name),
     )[0][0]
-    return len(re.findall(pattern, env.component_log("scheduler"))) + int(stranded)
+    return lost_by_executor(env, dag_id, run_id, scenario.name) + int(stranded)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,23 @@ TRIGGER_CHECK_RE = re.compile(
 )
 
 
+# The scheduler's line when it failed a task whose executor event it read late: a process that died before the
+# task ran (an overloaded machine), or a run's "success" drained after the next run was queued (reschedule:
+# apache/airflow #71172; deferral: #71580). It says nothing of how our code ended the wait.
+LOST_BY_EXECUTOR_RE = (
+    r"TaskInstance: {dag_id}\.{task_id} {run_id}(?: map_index=\d+)? \[\w+\][^\n]*finished with state \w+, "
+    r"but the task instance's state attribute is (?:scheduled|queued|running|restarting)"
+)
+
+
+def lost_by_executor(env: AirflowEnv, dag_id: str, run_id: str, task_id: str) -> int:
+    """How many times the scheduler failed this task instance on a late executor event (LOST_BY_EXECUTOR_RE)."""
+    pattern = LOST_BY_EXECUTOR_RE.format(
+        dag_id=re.escape(dag_id), task_id=re.escape(task_id), run_id=re.escape(run_id)
+    )
+    return len(re.findall(pattern, env.component_log("scheduler")))
+
+
 def wait_for(predicate, timeout: float, what: str, env: AirflowEnv) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while not predicate():

@@ -36,7 +36,7 @@ from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_se
 from airflow_smart_ext.conditions.spec import sharing_key
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
-from tests.integration.live import add_connection_fields, start_run
+from tests.integration.live import add_connection_fields, lost_by_executor, start_run
 from tests.integration.ui_browser import chromium, no_browser_reason
 from tests.integration.ui_pages import (
     anonymous_get,
@@ -60,14 +60,28 @@ SCREENSHOTS_ENV = "SMART_EXT_UI_SCREENSHOTS"
 
 
 def wait_deferred(env: AirflowEnv, count: int, timeout: float = 300) -> None:
-    """Until ``count`` task instances are deferred (polling the DB); fail at once when one ends."""
+    """Until ``count`` task instances are deferred (polling the DB); fail at once when one ends, unless the
+    scheduler failed it on a late executor event before it ran (live.LOST_BY_EXECUTOR_RE, an Airflow defect
+    on an overloaded machine: nothing this page shows): that one is cleared and runs again, once."""
     deadline = time.monotonic() + timeout
     rows: list[tuple[Any, ...]] = []
+    cleared: set[tuple[str, str]] = set()
     while time.monotonic() < deadline:
         rows = env.query(
             "SELECT dag_id, task_id, state FROM task_instance WHERE dag_id IN (%s, %s)", (OPEN, HIDDEN)
         )
         ended = [r for r in rows if r[2] in TERMINAL_TI_STATES]
+        lost = [
+            (d, t)
+            for d, t, state in ended
+            if state == "failed" and (d, t) not in cleared and lost_by_executor(env, d, _run_id(env, d), t)
+        ]
+        for dag_id, task_id in lost:
+            print(f"{dag_id}.{task_id}: lost by the executor before it ran (Airflow defect), cleared once")
+            env.clear_task(dag_id, _run_id(env, dag_id), task_id)
+            cleared.add((dag_id, task_id))
+        if lost:
+            continue
         assert not ended, [(d, t, state, env.task_log(d, _run_id(env, d), t)) for d, t, state in ended]
         if sum(r[2] == "deferred" for r in rows) >= count:
             return
