@@ -17,6 +17,7 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import DEFAULT_BACKOFF_FACTOR, DEFAULT_JITTER, BackoffPolicy, default_max_wait
 from airflow_smart_ext.errors import resolve_error_types
 from airflow_smart_ext.sensors import to_triggerer
+from airflow_smart_ext.sensors.own_deferral import own_deferral_reason
 from airflow_smart_ext.wait.parameters import (
     DEFAULT_SPLAY,
     DEFERRABLE_FALLBACKS,
@@ -109,7 +110,9 @@ def check_static_arguments(
     static = {name: value for name, value in known.items() if not is_runtime_value(value)}
     cls._check_own_arguments(static)
     fallback = static.get("deferrable_fallback")
-    if deferrable_value(static.get("deferrable")) and fallback != "reschedule":
+    # A subclass that defers on its own (TimeSensor / *Async) ships nothing to our triggers: no shipping check.
+    defers_on_its_own = own_deferral_reason(cls, _backoff_class(cls)) is not None
+    if deferrable_value(static.get("deferrable")) and fallback != "reschedule" and not defers_on_its_own:
         framework = to_triggerer.framework_parameters(cls)
         own = {name: value for name, value in static.items() if name not in framework}
         problem = to_triggerer.transient_errors_problem(
@@ -117,6 +120,12 @@ def check_static_arguments(
         ) or cls._shipping_problem(own)
         if problem is not None:
             raise ValueError(to_triggerer.unshippable_message(known.get("task_id"), problem))
+
+
+def _backoff_class(cls: type) -> type:
+    """``BackoffSensor`` in ``cls``'s MRO: the class just before Airflow's ``BaseSensorOperator``."""
+    mro = cls.__mro__
+    return mro[mro.index(compat.BaseSensorOperator) - 1]
 
 
 def rule_parameters() -> frozenset[str]:

@@ -36,6 +36,7 @@ from airflow_smart_ext.sensors.arguments import (
     rate_limit_value,
     rule_parameters,
 )
+from airflow_smart_ext.sensors.own_deferral import own_deferral_reason
 from airflow_smart_ext.sensors.start_plan import DEFERRAL_GRACE_SECONDS
 
 # Public names other modules, tests, benchmarks and docs import from here.
@@ -71,8 +72,14 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
     interval, ``max_wait`` the cap on any interval, ``timeout`` the deadline measured from the start of
     the try (the first reschedule in reschedule mode), ``soft_fail``/``silent_fail``/``never_fail`` and
     ``mode`` behave as in Airflow. Airflow's own ``exponential_backoff`` series never runs: this class
-    always follows its own policy. An explicit ``exponential_backoff=False`` keeps its Airflow meaning, a
-    fixed interval: ``backoff_factor`` then defaults to 1 and ``jitter`` to ``none`` (splay still applies).
+    always follows its own policy (the attribute keeps the value given; ``_get_next_poke_interval`` tells the
+    schedule's base interval, and a subclass overriding it is named in a warning at DAG parse). An explicit
+    ``exponential_backoff=False`` keeps its Airflow meaning, a fixed interval: ``backoff_factor`` then defaults
+    to 1 and ``jitter`` to ``none`` (splay still applies). ``poke_interval=0`` is accepted as in Airflow: the
+    schedule then starts at 1 s, with no splay. ``execute()`` takes any context Airflow's base takes
+    (``{}``, ``None``). A subclass that defers on its own (``TimeSensor`` / ``*Async``: its own
+    ``self.defer(...)`` or ``start_trigger_args``) keeps its own deferral and Airflow's resume wrapper; see
+    docs/sensors.md "Swapping the base class".
 
     :param backoff_factor: growth of the interval per check, >= 1 (1 = fixed interval). Default 2 (1 with
         an explicit ``exponential_backoff=False``).
@@ -131,10 +138,10 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
                 "start_from_trigger": start_from_trigger,
             },
         )
-        # Airflow's own exponential backoff never runs: our policy governs every interval. An explicit
-        # exponential_backoff=False asks for Airflow's fixed interval: it changes our defaults accordingly.
+        # Airflow's own exponential series never runs: our policy governs every interval, and the attribute
+        # keeps the value given (a subclass may read it). An explicit exponential_backoff=False asks for
+        # Airflow's fixed interval: it changes our defaults accordingly; True keeps them (a growing interval).
         fixed_interval = kwargs.get("exponential_backoff") is False
-        kwargs["exponential_backoff"] = False
         if backoff_factor is None:
             backoff_factor = 1.0 if fixed_interval else DEFAULT_BACKOFF_FACTOR
         if jitter is None:
@@ -157,6 +164,8 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         self.start_from_trigger_requested = start_from_trigger
         #: Why this deferrable task starts on a worker (None: it starts in the triggerer, or not deferrable).
         self.worker_first_reason: str | None = None
+        #: Why the subclass defers on its own (TimeSensor / *Async pattern; None: BackoffSensor defers it).
+        self.own_deferral_reason: str | None = own_deferral_reason(type(self), BackoffSensor)
 
     def _validate_after_init(self) -> None:
         """Checks that need the *complete* constructor arguments (run by the metaclass after __init__).
@@ -164,6 +173,20 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         Airflow records a subclass's own arguments only after its ``__init__`` returns, so the
         shippability of a custom sensor cannot be judged inside ``BackoffSensor.__init__``.
         """
+        self._warn_about_airflow_backoff()
+        self.own_deferral_reason = own_deferral_reason(type(self), BackoffSensor)
+        if self.own_deferral_reason is not None:
+            # The TimeSensor / *Async pattern: the subclass's own trigger, start_trigger_args and resume stay
+            # as they are; our schedule governs the waits BackoffSensor.execute runs (poke, reschedule).
+            if self.deferrable or getattr(self, "start_from_trigger", False):
+                self.log.info(
+                    "Task %r defers on its own (%s): BackoffSensor leaves its deferral, its trigger and its "
+                    "resume to it (Airflow's own semantics); the backoff schedule applies to its poke and "
+                    "reschedule waits.",
+                    self.task_id,
+                    self.own_deferral_reason,
+                )
+            return
         if not self.deferrable:
             return
         problem = self.shippability_problem()
@@ -180,6 +203,31 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             self.task_id,
             problem,
         )
+
+    def _warn_about_airflow_backoff(self) -> None:
+        """Say at DAG parse when Airflow's own backoff knobs do not mean what they meant on Airflow's base."""
+        if type(self)._get_next_poke_interval is not BackoffSensor._get_next_poke_interval:
+            self.log.warning(
+                "Task %r: %s overrides _get_next_poke_interval, which BackoffSensor never calls: every "
+                "interval follows the backoff schedule (%s). Express the intervals with poke_interval, "
+                "backoff_factor, jitter and max_wait instead, or keep Airflow's BaseSensorOperator as the base.",
+                self.task_id,
+                type(self).__qualname__,
+                self.backoff_policy.describe(),
+            )
+        if self.exponential_backoff is True and self.backoff_factor == 1:
+            self.log.warning(
+                "Task %r: exponential_backoff=True with backoff_factor=1: the interval stays fixed "
+                "(backoff_factor decides; Airflow's own exponential series never runs).",
+                self.task_id,
+            )
+
+    def _get_next_poke_interval(self, started_at: Any, run_duration: Any, poke_count: int) -> float:
+        """The schedule's base interval after poke ``poke_count`` (1-based; before jitter and splay), at most
+        the time left to the timeout. Airflow's own exponential series never runs; this keeps the method
+        truthful for code that calls it (``BackoffSensor`` itself never does)."""
+        interval = self.backoff_policy.base_interval(max(int(poke_count), 1) - 1)
+        return max(0.0, min(interval, self.timeout - float(run_duration())))
 
     # ------------------------------------------------------------------ parameters
     def _build_policy(self) -> BackoffPolicy:
@@ -227,10 +275,12 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
                 "Running in reschedule mode instead of deferrable (deferrable_fallback='reschedule'): %s",
                 self.deferrable_fallback_reason,
             )
-        if self.deferrable:
+        if self.deferrable and self.own_deferral_reason is None:
             start_plan.log_worker_first(self, context)
             return deferral.execute_deferrable(self, context)
-        seed = poke_mode.task_schedule_seed(context)
+        # A subclass that defers on its own calls this for its waits on a worker: Airflow's base ignores
+        # ``deferrable`` here too.
+        seed = poke_mode.task_schedule_seed(context, self)
         if self.reschedule:
             return reschedule.execute_reschedule(self, context, seed)
         return poke_mode.execute_poke(self, context, seed)
@@ -249,17 +299,26 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
         return deferral.resume(self, context, event, started_at, deadline, seed, worker_pokes, after)
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
+        if self.own_deferral_reason is not None:
+            # The subclass deferred on its own: Airflow's own resume, exactly (its timeout mapping and its
+            # soft_fail / never_fail wrapper around the subclass's method, as this Airflow version does).
+            return super().resume_execution(next_method, next_kwargs, context)
         if compat.is_trigger_timeout(next_method, next_kwargs):
             # Airflow's backstop fired: end as poke mode does at the deadline it backs up, on every version
-            # (the execution deadline: retryable; else a sensor timeout that only soft_fail skips).
+            # (the execution deadline: retryable; else a sensor timeout that soft_fail and never_fail skip).
             if poke_mode.ends_at_execution_deadline(self):
                 poke_mode.execution_timed_out(self)
             deferral.deferral_timed_out(self)
-        if next_method == "execute_complete":
+        if next_method == "execute_complete" and (
+            type(self).execute_complete is BackoffSensor.execute_complete
+            or deferral.is_our_resume(next_kwargs)
+        ):
             # Our own resume: execute_complete already maps every outcome exactly as poke mode does.
             # Airflow's sensor wrapper would turn any AirflowException (a failing check) into a skip when
             # soft_fail is set, where poke mode fails (and retries) the task.
             return self.execute_complete(context, **(next_kwargs or {}))
+        # Any other method (a subclass's own execute_complete, not resuming a deferral of ours): Airflow's
+        # wrapper, so soft_fail / never_fail skip what it raises exactly as on Airflow's base.
         return super().resume_execution(next_method, next_kwargs, context)
 
     # ------------------------------------------------------------------ shipping to the triggerer

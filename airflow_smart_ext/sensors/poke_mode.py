@@ -25,8 +25,32 @@ def utc(epoch_seconds: float) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(epoch_seconds, tz=datetime.timezone.utc)
 
 
-def task_schedule_seed(context: Mapping[str, Any]) -> str:
-    ti = context["ti"]
+def task_instance(context: Any) -> Any:
+    """The context's task instance, or None: Airflow's own base runs ``execute({})`` / ``execute(None)`` (its
+    tests and many users' unit tests do), so every mode's bookkeeping must do without one."""
+    return context.get("ti") if isinstance(context, Mapping) else None
+
+
+class StandInTaskInstance:
+    """The task identity of a sensor run without a task instance in its context (``execute({})``)."""
+
+    def __init__(self, sensor: Any) -> None:
+        self.dag_id = str(getattr(sensor, "dag_id", "") or "")
+        self.task_id = str(sensor.task_id)
+        self.run_id, self.map_index, self.try_number = "", -1, 1
+
+
+def with_task_instance(sensor: Any, context: Any) -> Mapping[str, Any]:
+    """``context`` itself when it has a task instance, else a copy with a stand-in (for the check spec)."""
+    if task_instance(context) is not None:
+        return context
+    return {**(context if isinstance(context, Mapping) else {}), "ti": StandInTaskInstance(sensor)}
+
+
+def task_schedule_seed(context: Any, sensor: Any = None) -> str:
+    ti = task_instance(context)
+    if ti is None:  # no task instance (execute({})): the task's identity alone
+        ti = StandInTaskInstance(sensor)
     map_index = getattr(ti, "map_index", -1)
     return task_seed(
         ti.dag_id,
@@ -134,7 +158,11 @@ def log_not_yet(sensor: BackoffSensor, pokes: int, index: int, nxt: ScheduledChe
     )
 
 
-def timed_out(sensor: BackoffSensor, context: Any, started_at: float, pokes: int) -> None:
+def timed_out(
+    sensor: BackoffSensor, context: Any, started_at: float, pokes: int, resumed: bool = False
+) -> None:
+    """The sensor timeout: ``AirflowSensorTimeout`` (never retried), skipped with ``soft_fail``; after resuming
+    from a trigger (``resumed``) ``never_fail`` skips it too, as Airflow's resume wrapper does."""
     waited = clock.now() - started_at
     incr(sensor, "timeouts", context)
     message = (
@@ -143,6 +171,8 @@ def timed_out(sensor: BackoffSensor, context: Any, started_at: float, pokes: int
     )
     if sensor.soft_fail:
         raise compat.AirflowSkipException(message + " Skipping (soft_fail=True).")
+    if resumed and getattr(sensor, "never_fail", False):
+        raise compat.AirflowSkipException(message + " Skipping (never_fail=True).")
     raise compat.AirflowSensorTimeout(message)
 
 
@@ -158,15 +188,16 @@ def succeeded(
         sensor.backoff_policy.describe(),
     )
     incr(sensor, "successes", context)
-    if sensor.do_xcom_push:
-        context["ti"].xcom_push(
+    ti = task_instance(context)
+    if sensor.do_xcom_push and ti is not None:
+        ti.xcom_push(
             key=STATS_XCOM_KEY, value={"pokes": pokes, "waited_seconds": round(waited, 3), "mode": mode}
         )
     return xcom_value
 
 
 def incr(sensor: BackoffSensor, what: str, context: Any) -> None:
-    ti = context["ti"]
+    ti = task_instance(context) or StandInTaskInstance(sensor)
     try:
         compat.Stats.incr(
             f"{METRIC_PREFIX}.{what}",
@@ -193,7 +224,7 @@ def execution_deadline(sensor: BackoffSensor, context: Any, started_at: float) -
     limit = sensor.execution_timeout
     if limit is None or limit.total_seconds() <= 2 * EXECUTION_DEADLINE_MARGIN:
         return None
-    ti_start = getattr(context.get("ti"), "start_date", None) if isinstance(context, Mapping) else None
+    ti_start = getattr(task_instance(context), "start_date", None)
     try_started_at = (
         min(started_at, ti_start.timestamp()) if isinstance(ti_start, datetime.datetime) else started_at
     )

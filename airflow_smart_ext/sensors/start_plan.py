@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.errors import error_type_paths
-from airflow_smart_ext.sensors import to_triggerer
+from airflow_smart_ext.sensors import poke_mode, to_triggerer
 from airflow_smart_ext.wait.parameters import has_template
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def log_worker_first(sensor: BackoffSensor, context: Any) -> None:
     """Say why a deferrable task runs on a worker (never silently): the task log shows it."""
     reason = sensor.worker_first_reason
     if reason is None and sensor.start_from_trigger:
-        map_index = getattr(context["ti"], "map_index", -1)
+        map_index = getattr(poke_mode.task_instance(context), "map_index", -1)
         reason = (
             compat.mapped_start_problem()
             if map_index is not None and map_index >= 0

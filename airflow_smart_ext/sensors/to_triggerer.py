@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import sensor as sensor_check
 from airflow_smart_ext.conditions.runtime import callable_path, json_problem
+from airflow_smart_ext.sensors import poke_mode
 from airflow_smart_ext.wait.parameters import has_template, is_runtime_value, transient_errors_problem
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ def sensor_check_spec(sensor: BackoffSensor, context: Mapping[str, Any]) -> dict
                 f"({problem})."
             )
         kwargs[key] = rendered
-    return sensor_check.build_spec(classpath, kwargs, context)
+    return sensor_check.build_spec(classpath, kwargs, poke_mode.with_task_instance(sensor, context))
 
 
 def holds_runtime_value(value: Any) -> bool:

@@ -38,6 +38,10 @@ from airflow_smart_ext.errors import resolve_error_types
 #: ``splay=None`` means "one poke_interval": enough to spread a herd over the first interval.
 DEFAULT_SPLAY: float | None = None
 DEFERRABLE_FALLBACKS = (None, "reschedule")
+#: ``poke_interval=0`` (accepted, as Airflow accepts it): the schedule's first interval. Airflow's own backoff never
+#: waits less than 1 s (``max(int(poke_interval * 2**(n-2)), 1)``); a zero interval would poke in a busy loop
+#: for the whole timeout. The cap then defaults to ``default_max_wait(1)`` = 10 s, as for ``poke_interval=1``.
+ZERO_POKE_INTERVAL_START = 1.0
 #: Largest accepted ``backoff_factor``: beyond it the second interval already jumps to the cap.
 MAX_BACKOFF_FACTOR = 10.0
 #: ``jitter="decorrelated"`` is replayed check by check (a cold replay is O(n) and runs under a lock):
@@ -195,8 +199,9 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("exponential_backoff", "True or False", _is_bool),
     Parameter(
         "poke_interval",
-        "> 0 seconds (a number or a datetime.timedelta; the first backoff interval)",
-        _duration(0, strict=True),
+        ">= 0 seconds (a number or a datetime.timedelta; the first backoff interval; 0 as in Airflow: the "
+        f"schedule then starts at {ZERO_POKE_INTERVAL_START:g} s)",
+        _duration(0),
     ),
     Parameter(
         "timeout",
@@ -373,6 +378,9 @@ def effective_values(arguments: Mapping[str, Any]) -> dict[str, Any]:
     initial = seconds(given("poke_interval")) if given("poke_interval") is not None else DEFAULT_POKE_INTERVAL
     deadline = seconds(given("timeout")) if given("timeout") is not None else default_timeout()
     splay = seconds(given("splay")) if given("splay") is not None else None  # None: one poke_interval
+    if initial == 0:  # Airflow accepts 0; the schedule starts at its floor (see ZERO_POKE_INTERVAL_START)
+        initial = ZERO_POKE_INTERVAL_START
+        splay = 0.0 if splay is None else splay  # "no wait": the first check at once
     return {
         "soft_fail": given("soft_fail"),
         "never_fail": given("never_fail"),

@@ -34,7 +34,7 @@ from tests.unit.sensors.helpers import (
         ({"poke_interval": 10, "max_wait": 5}, "max_wait (5s) must be >= poke_interval (10s)"),
         ({"splay": -1}, "splay must be >= 0 seconds"),
         ({"splay": "soon"}, "splay must be >= 0 seconds (a number or a datetime.timedelta), or None"),
-        ({"poke_interval": 0}, "poke_interval must be > 0 seconds"),
+        ({"poke_interval": -1}, "poke_interval must be >= 0 seconds"),
         ({"deferrable_fallback": "poke"}, "deferrable_fallback must be one of None, 'reschedule'"),
         ({"deferrable": "yes"}, "deferrable must be True or False, or None"),
         ({"jitter": "decorrelated", "backoff_factor": 1}, "factor=1 (fixed interval) cannot be combined"),
@@ -114,8 +114,8 @@ def test_explicit_exponential_backoff_false_means_a_fixed_interval() -> None:
 
 def test_exponential_backoff_is_accepted_and_our_policy_governs() -> None:
     sensor = ScriptedSensor(task_id="s", exponential_backoff=True, poke_interval=10)
-    assert sensor.exponential_backoff is False  # Airflow's own series never runs
-    assert sensor.backoff_policy.factor == 2.0
+    assert sensor.exponential_backoff is True  # as given: a subclass reading it sees what the DAG says
+    assert sensor.backoff_policy.factor == 2.0  # a growing interval: ours, not Airflow's series
 
 
 # ------------------------------------------------------------------ shippability (DAG parse)

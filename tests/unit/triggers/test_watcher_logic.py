@@ -279,7 +279,7 @@ def test_watchers_starting_apart_share_one_grid() -> None:
 
 # (case, arguments, the words the error must contain)
 BAD_ARGUMENTS = [
-    ("poke_interval zero", {"poke_interval": 0}, "poke_interval must be > 0 seconds"),
+    ("poke_interval negative", {"poke_interval": -1}, "poke_interval must be >= 0 seconds"),
     ("poke_interval text", {"poke_interval": "60"}, "poke_interval must be"),
     ("poke_interval a bool", {"poke_interval": True}, "poke_interval must be"),
     (

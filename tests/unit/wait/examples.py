@@ -19,7 +19,8 @@ EXAMPLES: dict[str, tuple[list[Any], list[Any]]] = {
     "never_fail": ([True, False], ["yes", 0]),
     "silent_fail": ([True, False], ["no", 1]),
     "exponential_backoff": ([True, False], ["yes", None]),
-    "poke_interval": ([5, 2.5, SECONDS], [0, -1, "5", None, True, float("inf")]),
+    # 0 as in Airflow (the schedule starts at 1 s: ZERO_POKE_INTERVAL_START)
+    "poke_interval": ([5, 2.5, SECONDS, 0], [-1, -0.5, "5", None, True, float("inf")]),
     "timeout": (
         [3600, datetime.timedelta(hours=1), *([None] if compat.SENSOR_TIMEOUT_ACCEPTS_NONE else [])],
         [-1, "1h", float("nan"), *([] if compat.SENSOR_TIMEOUT_ACCEPTS_NONE else [None])],

@@ -115,6 +115,8 @@ def _storable(entry: str, name: str, value: Any) -> bool:
         return True
     if name == "timeout":
         return isinstance(value, (int, float))
+    if name == "poke_interval" and value == 0:  # stored as the schedule's start (1 s), never as 0
+        return False
     return value is not None or name == "max_wait"
 
 
