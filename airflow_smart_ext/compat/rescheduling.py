@@ -30,7 +30,10 @@ def sensor_reschedule_state(context: Any) -> tuple[int, datetime.datetime | None
         count = int(context.get("task_reschedule_count", 0) or 0)
         if count == 0:
             return 0, None
-        return count, ti.get_first_reschedule_date(context)
+        first = ti.get_first_reschedule_date(context)
+        # No first reschedule on record (a try whose reschedules were cleared): the try's first run, as
+        # BaseSensorOperator.execute, which anchors on that date alone, takes it.
+        return (count, first) if first is not None else (0, None)
 
     from airflow.models.taskreschedule import TaskReschedule
     from airflow.utils.session import create_session

@@ -16,7 +16,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_smart_ext import compat
 from airflow_smart_ext.sensors import BackoffSensor
 from tests.unit.clock import FakeClock
-from tests.unit.sensors.helpers import PathSensor, ScriptedSensor, make_context
+from tests.unit.sensors.helpers import FakeTI, PathSensor, ScriptedSensor, make_context
 
 
 class OwnTrigger(BaseTrigger):
@@ -334,3 +334,19 @@ def test_exponential_backoff_with_a_fixed_factor_is_named_at_parse() -> None:
 
     Fixed(task_id="t", exponential_backoff=True, backoff_factor=1)
     assert any("exponential_backoff=True with backoff_factor=1" in line for _, line in Fixed.log.lines)
+
+
+# ------------------------------------------------------------------ reschedule count without a first reschedule
+@pytest.mark.skipif(not compat.AIRFLOW_V_3_0_PLUS, reason="2.11 reads its own TaskReschedule rows (a DB)")
+def test_a_reschedule_count_without_a_first_reschedule_date_is_a_first_run(clock: FakeClock) -> None:
+    """Airflow's base anchors reschedule mode on the first reschedule's date alone: none on record (cleared) is
+    a fresh start, whatever ``task_reschedule_count`` says (Airflow's own test_reschedule_and_retry_timeout)."""
+
+    class NoFirstReschedule(FakeTI):
+        def get_first_reschedule_date(self, context: Any) -> None:
+            return None
+
+    sensor = ScriptedSensor(task_id="t", mode="reschedule", poke_interval=5, timeout=10, splay=0, clock=clock)
+    context = {**make_context(NoFirstReschedule()), "task_reschedule_count": 2}
+    with pytest.raises(compat.AirflowRescheduleException):
+        sensor.execute(context)
