@@ -150,8 +150,8 @@ def resume(
         poke_mode.execution_timed_out(
             sensor
         )  # the trigger ended at the execution deadline, before the timeout
-    if status == "timeout":  # the deadline (or a check that said time is up): soft_fail / never_fail decide
-        poke_mode.timed_out(sensor, context, started, pokes, resumed=True)
+    if status == "timeout":  # the deadline (or a check that said time is up): soft_fail decides, as in poke mode
+        poke_mode.timed_out(sensor, context, started, pokes)
         return None
     if status not in ("success", "skip", "failure", "error"):
         raise compat.AirflowException(f"Unexpected event from BackoffTrigger: {event!r}")
@@ -188,14 +188,12 @@ def resume(
 
 
 def deferral_timed_out(sensor: BackoffSensor) -> None:
-    """Airflow's trigger timeout ends the wait as a sensor timeout: never retried (2.11 would raise a
-    retryable TaskDeferralError), skipped with soft_fail or never_fail (as 3.x's resume wrapper does; 2.11's
-    skips with soft_fail only: one meaning on every version)."""
+    """Airflow's trigger timeout ends the wait as poke mode's timeout: never retried (2.11 would raise a
+    retryable TaskDeferralError), skipped only with soft_fail (3.x's sensor would skip with never_fail too;
+    poke mode does not: every mode ends a wait as poke mode does, the differential matrix's timeout_never_fail)."""
     message = "Sensor has timed out: the deferral reached its timeout before the trigger reported."
     if sensor.soft_fail:
         raise compat.AirflowSkipException(message + " Skipping (soft_fail=True).")
-    if getattr(sensor, "never_fail", False):
-        raise compat.AirflowSkipException(message + " Skipping (never_fail=True).")
     raise compat.AirflowSensorTimeout(message)
 
 

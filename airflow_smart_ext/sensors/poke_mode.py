@@ -158,11 +158,9 @@ def log_not_yet(sensor: BackoffSensor, pokes: int, index: int, nxt: ScheduledChe
     )
 
 
-def timed_out(
-    sensor: BackoffSensor, context: Any, started_at: float, pokes: int, resumed: bool = False
-) -> None:
-    """The sensor timeout: ``AirflowSensorTimeout`` (never retried), skipped with ``soft_fail``; after resuming
-    from a trigger (``resumed``) ``never_fail`` skips it too, as Airflow's resume wrapper does."""
+def timed_out(sensor: BackoffSensor, context: Any, started_at: float, pokes: int) -> None:
+    """The sensor timeout: ``AirflowSensorTimeout`` (never retried), skipped with ``soft_fail`` only, in every
+    mode (``never_fail`` does not skip a timeout in Airflow's poke mode either)."""
     waited = clock.now() - started_at
     incr(sensor, "timeouts", context)
     message = (
@@ -171,8 +169,6 @@ def timed_out(
     )
     if sensor.soft_fail:
         raise compat.AirflowSkipException(message + " Skipping (soft_fail=True).")
-    if resumed and getattr(sensor, "never_fail", False):
-        raise compat.AirflowSkipException(message + " Skipping (never_fail=True).")
     raise compat.AirflowSensorTimeout(message)
 
 

@@ -274,14 +274,14 @@ def test_resume_execution_maps_outcomes_like_poke_mode(
     [
         ({}, compat.AirflowSensorTimeout),
         ({"soft_fail": True}, compat.AirflowSkipException),
-        # resumed from a trigger, never_fail skips a timeout, as Airflow's resume wrapper does (issue 42)
-        ({"never_fail": True}, compat.AirflowSkipException),
+        # poke mode fails a timeout with never_fail; 3.x's own sensor wrapper would skip it
+        ({"never_fail": True}, compat.AirflowSensorTimeout),
     ],
     ids=["plain", "soft_fail", "never_fail"],
 )
 def test_airflows_trigger_timeout_ends_as_poke_modes_timeout(flags: dict, expected: type) -> None:
-    """Airflow's backstop (its trigger timeout; on this version's own ``__fail__`` signal) ends the wait as a
-    sensor timeout: never a retryable error, skipped with soft_fail or never_fail."""
+    """Airflow's backstop (its trigger timeout; on this version's own ``__fail__`` signal) ends the wait as
+    poke mode's timeout: never a retryable error, skipped with soft_fail only."""
     error = "Trigger timeout" if compat.AIRFLOW_V_3_0_PLUS else "Trigger/execution timeout"
     sensor = PathSensor(task_id="task", path="/p", deferrable=True, **flags)
     with pytest.raises(compat.AirflowException) as raised:

@@ -263,16 +263,18 @@ def test_poke_interval_zero_polls_bounded(clock: FakeClock) -> None:
     assert offsets == [0, 1, 2, 3, 4, 5]  # at once, then every second up to the deadline: no busy loop
 
 
-# ------------------------------------------------------------------ (e) never_fail after resuming
+# ------------------------------------------------------------------ (e) never_fail and a timeout
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [({}, compat.AirflowSensorTimeout), ({"soft_fail": True}, compat.AirflowSkipException)]
-    + [({"never_fail": True}, compat.AirflowSkipException)],
+    + [({"never_fail": True}, compat.AirflowSensorTimeout)],
     ids=["plain", "soft_fail", "never_fail"],
 )
-def test_a_timeout_event_after_resuming_is_skipped_with_never_fail(
+def test_a_timeout_event_after_resuming_ends_as_poke_modes_timeout(
     clock: FakeClock, flags: dict, expected: type
 ) -> None:
+    """Our own deferral's timeout ends as poke mode's (the differential matrix's timeout_never_fail row):
+    never_fail does not skip it, as it does not in Airflow's poke mode."""
     sensor = PathSensor(task_id="t", path="/p", deferrable=True, **flags)
     event = {
         "status": "timeout",
