@@ -20,7 +20,11 @@ def _execute(dsn: str, database: str | None, sql: str) -> list[tuple[Any, ...]]:
 
     url = make_url(dsn)
     conn = psycopg2.connect(
-        host=url.host, port=url.port, user=url.username, password=url.password, dbname=database or url.database
+        host=url.host,
+        port=url.port,
+        user=url.username,
+        password=url.password,
+        dbname=database or url.database,
     )
     try:
         conn.autocommit = True
