@@ -143,6 +143,8 @@ def read_allowed(path: Path) -> dict[str, str]:
         if not line or line.startswith("#"):
             continue
         test_id, _, why = line.partition("|")
+        if not why.strip():
+            raise SystemExit(f"{path}: {test_id.strip()} has no reason (TEST_ID | WHY)")
         allowed[test_id.strip()] = why.strip()
     return allowed
 
@@ -197,8 +199,11 @@ def write_junit(path: Path, outcomes: list[Outcome], label: str) -> None:
         skipped=str(skipped),
     )
     for outcome in outcomes:
+        # classname: the module ("folder.test_x"); name: the rest of the id ("TestC::test_y[param]"), so that
+        # scripts/proofs.py names each case by its id here, though the file is not one of the checkout's
         file_part, _, name = outcome.id.partition("::")
-        case = ET.SubElement(suite, "testcase", classname=file_part.replace("/", "."), name=name or file_part)
+        classname = file_part.removesuffix(".py").replace("/", ".")
+        case = ET.SubElement(suite, "testcase", classname=classname, name=name or file_part)
         if outcome.allowed_because is not None:
             ET.SubElement(case, "skipped", message=f"allowed difference: {outcome.allowed_because}")
         elif outcome.outcome in ("failed", "error"):

@@ -454,6 +454,8 @@ def cmd_test(args: argparse.Namespace) -> int:
     then: list[Callable[[], tuple[str, int, float]]] = []
     if airflow3 and clusters:  # the last one is the distributed pass's
         then.append(functools.partial(run_distributed_pass, leg, python, clusters[-1], args.pytest_args, env))
+    if airflow3:  # 2.11's sdist ships no tests (docs/sensors.md "Swapping the base class")
+        then.append(functools.partial(run_airflow_suite_step, leg, python))
     then += [functools.partial(run_demo_step, v) for v in args.then_demo_on]
     wheel = build_distributions(python) if args.then_smoke_on or set(args.then_on) - {LOWEST} else None
     then += [functools.partial(run_then_leg, leg, v, wheel, [], env, False) for v in args.then_smoke_on]
@@ -529,6 +531,21 @@ def run_then_leg(
     code = run_to_end([*leg.pytest(python, f"then-{label}"), *tests, *deselect, *pytest_args], env)
     seconds = time.monotonic() - started
     say(f"summary: {name}: {pytest_result(code)} in {seconds:.0f}s")
+    return name, code, seconds
+
+
+def run_airflow_suite_step(leg: Leg, python: Path) -> tuple[str, int, float]:
+    """Airflow's own sensor tests (its released sdists) with the base swapped for BackoffSensor: a failure
+    not on tests/airflow_suite_allowed.txt fails the step (issue 42)."""
+    name = "Airflow's own sensor tests, base swapped for BackoffSensor"
+    say(f"== {name}")
+    started = time.monotonic()
+    report = REPORTS_DIR / f"{leg.label}-airflow-suite.xml"
+    leg.reports.append(report)
+    script = ROOT / "scripts" / "airflow_sensor_suite.py"
+    code = run_to_end([sys.executable, str(script), "--python", str(python), "--junitxml", str(report)])
+    seconds = time.monotonic() - started
+    say(f"summary: {name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {seconds:.0f}s")
     return name, code, seconds
 
 

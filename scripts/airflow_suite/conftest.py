@@ -76,7 +76,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" or report.outcome != "passed":
         outcome = report.outcome if report.when == "call" or report.outcome == "skipped" else "error"
         detail = ""
-        if report.outcome != "passed":
+        if report.skipped and isinstance(report.longrepr, tuple):  # (file, line, "Skipped: reason")
+            detail = str(report.longrepr[2]).removeprefix("Skipped: ")
+        elif report.outcome != "passed":
             detail = str(report.longrepr)[-2000:] if report.longrepr else ""
         with open(path, "a", encoding="utf-8") as out:
             out.write(json.dumps({"id": report.nodeid, "outcome": outcome, "detail": detail}) + "\n")
