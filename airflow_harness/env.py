@@ -1118,17 +1118,6 @@ class AirflowEnv:
             "start_date, end_date, queued_at, conf"
         )
 
-    def clear_task(self, dag_id: str, run_id: str, task_id: str) -> None:
-        """Clear one task instance so the scheduler runs it again (a new try). 3.x: REST; 2.11: the CLI."""
-        if self.is_airflow3:
-            body = {"dry_run": False, "dag_run_id": run_id, "task_ids": [task_id], "only_failed": False}
-            self.api("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances", body)
-            return
-        moment = self.dag_run(dag_id, run_id)["logical_date"].isoformat()
-        self.airflow_cli(
-            "tasks", "clear", dag_id, "-t", f"^{re.escape(task_id)}$", "-s", moment, "-e", moment, "-y"
-        )
-
     def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
         """All runs of a DAG ordered by logical date / run_after (aware datetimes; 2.11 run_after = logical)."""
         order = "run_after, id" if self.is_airflow3 else "execution_date, id"

@@ -20,6 +20,7 @@ import shutil
 import sqlite3
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_se
 from airflow_smart_ext.conditions.spec import sharing_key
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
-from tests.integration.live import add_connection_fields, lost_by_executor, start_run
+from tests.integration.live import add_connection_fields, start_run
 from tests.integration.ui_browser import chromium, no_browser_reason
 from tests.integration.ui_pages import (
     anonymous_get,
@@ -60,33 +61,42 @@ SCREENSHOTS_ENV = "SMART_EXT_UI_SCREENSHOTS"
 
 
 def wait_deferred(env: AirflowEnv, count: int, timeout: float = 300) -> None:
-    """Until ``count`` task instances are deferred (polling the DB); fail at once when one ends, unless the
-    scheduler failed it on a late executor event before it ran (live.LOST_BY_EXECUTOR_RE, an Airflow defect
-    on an overloaded machine: nothing this page shows): that one is cleared and runs again, once."""
+    """Until ``count`` task instances are deferred (polling the DB); fail at once when one ends. A first try
+    that failed (the DAG's waits have retries=1) is told in a warning with its whole log: what this test proves
+    is the page, but the failure is kept in sight (on CI's loaded PostgreSQL pass a worker-first wait's
+    first try failed twice right after "Pre Execute"; not seen alone: an open question)."""
     deadline = time.monotonic() + timeout
     rows: list[tuple[Any, ...]] = []
-    cleared: set[tuple[str, str]] = set()
+    retried: set[tuple[str, str]] = set()
     while time.monotonic() < deadline:
         rows = env.query(
             "SELECT dag_id, task_id, state FROM task_instance WHERE dag_id IN (%s, %s)", (OPEN, HIDDEN)
         )
         ended = [r for r in rows if r[2] in TERMINAL_TI_STATES]
-        lost = [
-            (d, t)
-            for d, t, state in ended
-            if state == "failed" and (d, t) not in cleared and lost_by_executor(env, d, _run_id(env, d), t)
-        ]
-        for dag_id, task_id in lost:
-            print(f"{dag_id}.{task_id}: lost by the executor before it ran (Airflow defect), cleared once")
-            env.clear_task(dag_id, _run_id(env, dag_id), task_id)
-            cleared.add((dag_id, task_id))
-        if lost:
-            continue
-        assert not ended, [(d, t, state, env.task_log(d, _run_id(env, d), t)) for d, t, state in ended]
+        assert not ended, [(d, t, state, settled_log(env, d, t)) for d, t, state in ended]
+        retried |= {(d, t) for d, t, state in rows if state == "up_for_retry"}
         if sum(r[2] == "deferred" for r in rows) >= count:
+            for dag_id, task_id in sorted(retried):
+                warnings.warn(
+                    f"{dag_id}.{task_id}: try 1 failed, try 2 deferred. Try 1's log:\n"
+                    + settled_log(env, dag_id, task_id),
+                    stacklevel=2,
+                )
             return
         time.sleep(0.5)
     raise AssertionError(f"fewer than {count} deferred tasks within {timeout}s: {rows}")
+
+
+def settled_log(env: AirflowEnv, dag_id: str, task_id: str, try_number: int = 1) -> str:
+    """A try's log once it stopped growing: its last lines may reach the file seconds after its state."""
+    text, deadline = "", time.monotonic() + 20
+    while time.monotonic() < deadline:
+        newer = env.task_log(dag_id, _run_id(env, dag_id), task_id, try_number)
+        if newer and newer == text:
+            break
+        text = newer
+        time.sleep(4)
+    return text
 
 
 def wait_held(env: AirflowEnv, timeout: float = 60) -> dict[tuple[str, str], int]:
