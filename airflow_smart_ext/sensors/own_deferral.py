@@ -39,8 +39,19 @@ def _function_code(value: Any) -> types.CodeType | None:
     return getattr(value, "__code__", None)
 
 
-@functools.cache
+#: (class, BackoffSensor class) -> own_deferral_reason: a class is read once, however many tasks it makes.
+_REASONS: dict[tuple[type, type], str | None] = {}
+
+
 def own_deferral_reason(cls: type, backoff_class: type) -> str | None:
+    """Why ``cls`` (a ``backoff_class`` subclass) defers on its own, or None when ``backoff_class`` defers it."""
+    key = (cls, backoff_class)
+    if key not in _REASONS:
+        _REASONS[key] = _read_reason(cls, backoff_class)
+    return _REASONS[key]
+
+
+def _read_reason(cls: type, backoff_class: type) -> str | None:
     """Why ``cls`` (a ``backoff_class`` subclass) defers on its own, or None when ``backoff_class`` defers it.
 
     Its own classes (those before ``backoff_class`` in the MRO) are read: a method whose code calls ``defer``

@@ -339,7 +339,11 @@ def test_exponential_backoff_with_a_fixed_factor_is_named_at_parse() -> None:
 
 
 # ------------------------------------------------------------------ reschedule count without a first reschedule
-@pytest.mark.skipif(not compat.AIRFLOW_V_3_0_PLUS, reason="2.11 reads its own TaskReschedule rows (a DB)")
+@pytest.mark.skipif(
+    not compat.AIRFLOW_V_3_0_PLUS,
+    reason="2.11: its reschedule state comes from TaskReschedule rows (a metadata DB), not the context; "
+    "the Airflow 3 branch is the one fixed",
+)
 def test_a_reschedule_count_without_a_first_reschedule_date_is_a_first_run(clock: FakeClock) -> None:
     """Airflow's base anchors reschedule mode on the first reschedule's date alone: none on record (cleared) is
     a fresh start, whatever ``task_reschedule_count`` says (Airflow's own test_reschedule_and_retry_timeout)."""
