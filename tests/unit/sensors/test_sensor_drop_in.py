@@ -15,6 +15,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.sensors import BackoffSensor
+from airflow_smart_ext.sensors.own_deferral import own_deferral_reason
 from tests.unit.clock import FakeClock
 from tests.unit.sensors.helpers import FakeTI, PathSensor, ScriptedSensor, make_context
 
@@ -199,9 +200,12 @@ def test_the_decision_is_logged_at_parse() -> None:
 
 def test_a_mapped_own_deferral_sensor_passes_partial_and_expand() -> None:
     sensor_class = time_sensor_style(BackoffSensor)
-    sensor_class.partial(task_id="m", deferrable=True).expand(
-        target_time=[datetime.time(1), datetime.time(2)]
-    )
+    times = [datetime.time(1), datetime.time(2)]
+    mapped = sensor_class.partial(task_id="m", deferrable=True).expand(target_time=times)
+    # The parse kept the non-JSON times: the class defers on its own, so nothing of ours is shipped.
+    assert own_deferral_reason(sensor_class, BackoffSensor) is not None
+    assert mapped.partial_kwargs["deferrable"] is True
+    assert mapped.expand_input.value == {"target_time": times}
 
 
 def test_a_sensor_deferred_by_us_is_still_checked_for_shipping() -> None:
