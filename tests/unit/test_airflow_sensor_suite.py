@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -55,3 +56,42 @@ def test_airflows_own_skip_keeps_its_reason(tmp_path: Path) -> None:
     verdict = _verdict(tmp_path, [skipped])
     assert verdict.left_out == 0  # on tests/allowed_skips.txt
     assert [case.reason for case in verdict.cases] == ["Test only for AF < 3.3"]
+
+
+SAMPLE_TESTS = """
+import pytest
+
+def test_listed_fails():
+    assert False, "a listed difference"
+
+def test_unlisted_fails():
+    assert False, "a break"
+
+def test_listed_passes():
+    pass
+
+@pytest.mark.xfail(reason="Airflow's own expected failure")
+def test_upstream_xfail():
+    assert False
+"""
+
+
+def test_a_listed_test_runs_as_an_expected_failure_and_anything_else_keeps_its_outcome(
+    tmp_path: Path,
+) -> None:
+    """The allow-list reaches pytest: a listed failure is reported as ``xfailed`` (pytest's summary shows no
+    failure for it), an unlisted one fails, a listed one that passes passes, and Airflow's own ``xfail``
+    marker is not mistaken for ours."""
+    shutil.copytree(suite.HARNESS, tmp_path, dirs_exist_ok=True)
+    (tmp_path / "test_sample.py").write_text(SAMPLE_TESTS)
+    allowed = {"test_sample.py::test_listed_fails": "a reason", "test_sample.py::test_listed_passes": "stale"}
+    outcomes = {
+        o.id.split("::")[-1]: o.outcome
+        for o in suite.run_pytest(sys.executable, tmp_path, allowed, suite.ROOT, 120)
+    }
+    assert outcomes == {
+        "test_listed_fails": "xfailed",
+        "test_unlisted_fails": "failed",
+        "test_listed_passes": "passed",
+        "test_upstream_xfail": "skipped",
+    }
