@@ -151,7 +151,7 @@ def resume(
             sensor
         )  # the trigger ended at the execution deadline, before the timeout
     if status == "timeout":  # the deadline (or a check that said time is up): soft_fail decides, as poke mode
-        poke_mode.timed_out(sensor, context, started, pokes)
+        poke_mode.timed_out(sensor, context, started, pokes, resumed=True)
         return None
     if status not in ("success", "skip", "failure", "error"):
         raise compat.AirflowException(f"Unexpected event from BackoffTrigger: {event!r}")
@@ -188,12 +188,11 @@ def resume(
 
 
 def deferral_timed_out(sensor: BackoffSensor) -> None:
-    """Airflow's trigger timeout ends the wait as poke mode's timeout: never retried (2.11 would raise a
-    retryable TaskDeferralError), skipped only with soft_fail (3.x's sensor would skip with never_fail too;
-    poke mode does not: every mode ends a wait as poke mode does, the differential matrix's timeout_never_fail)."""
+    """Airflow's trigger timeout ends the wait as a sensor timeout: never retried (2.11 would raise a
+    retryable TaskDeferralError), skipped as Airflow's base skips a resumed deferral's timeout (soft_fail;
+    never_fail on 3.1+)."""
     message = "Sensor has timed out: the deferral reached its timeout before the trigger reported."
-    if sensor.soft_fail:
-        raise compat.AirflowSkipException(message + " Skipping (soft_fail=True).")
+    poke_mode.skip_timeout(sensor, message, resumed=True)
     raise compat.AirflowSensorTimeout(message)
 
 

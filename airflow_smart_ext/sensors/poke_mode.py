@@ -158,18 +158,31 @@ def log_not_yet(sensor: BackoffSensor, pokes: int, index: int, nxt: ScheduledChe
     )
 
 
-def timed_out(sensor: BackoffSensor, context: Any, started_at: float, pokes: int) -> None:
-    """The sensor timeout: ``AirflowSensorTimeout`` (never retried), skipped with ``soft_fail`` only, in every
-    mode (``never_fail`` does not skip a timeout in Airflow's poke mode either)."""
+def timed_out(
+    sensor: BackoffSensor, context: Any, started_at: float, pokes: int, *, resumed: bool = False
+) -> None:
+    """The sensor timeout: ``AirflowSensorTimeout`` (never retried), skipped with ``soft_fail``; with
+    ``never_fail`` only when a deferral resumed (``resumed``) on an Airflow whose base skips it there (3.1+),
+    as Airflow's poke mode does not skip a timeout with ``never_fail``."""
     waited = clock.now() - started_at
     incr(sensor, "timeouts", context)
     message = (
         f"Sensor has timed out after {pokes} poke(s) and {waited:.1f}s; the final check was at the "
         f"timeout of {sensor.timeout:g}s."
     )
+    skip_timeout(sensor, message, resumed)
+    raise compat.AirflowSensorTimeout(message)
+
+
+def skip_timeout(sensor: BackoffSensor, message: str, resumed: bool) -> None:
+    """Skip a timeout as this Airflow's base does: with ``soft_fail``; with ``never_fail`` after a deferral
+    resumed, on 3.1+ (``compat.NEVER_FAIL_SKIPS_A_RESUMED_TIMEOUT``)."""
     if sensor.soft_fail:
         raise compat.AirflowSkipException(message + " Skipping (soft_fail=True).")
-    raise compat.AirflowSensorTimeout(message)
+    if resumed and compat.NEVER_FAIL_SKIPS_A_RESUMED_TIMEOUT and getattr(sensor, "never_fail", False):
+        raise compat.AirflowSkipException(
+            message + " Skipping (never_fail=True, as Airflow's base skips a resumed deferral's timeout)."
+        )
 
 
 def succeeded(

@@ -91,12 +91,15 @@ class AllowedDifference:
     scenarios: tuple[str, ...]  # ("*",) = all
     reason: str
     more_by_at_most: int | None = None  # set: the value may only exceed poke mode's, by up to this
+    exactly: tuple[Any, Any] | None = None  # set: only this (poke mode's value, this mode's value)
 
     def covers(self, field: str, mode: str, scenario: str, want: Any, got: Any) -> bool:
         if field != self.field or mode not in self.modes:
             return False
         if "*" not in self.scenarios and scenario not in self.scenarios:
             return False
+        if self.exactly is not None:
+            return (want, got) == self.exactly
         return self.more_by_at_most is None or (
             isinstance(want, int) and isinstance(got, int) and 0 < got - want <= self.more_by_at_most
         )
@@ -172,6 +175,21 @@ ALLOWED_DIFFERENCES: list[AllowedDifference] = [
         "yet stored as the trigger's event) is made again by the rebuilt trigger. Checks are at least once "
         "across a triggerer crash, never lost; the ending must agree.",
         more_by_at_most=1,
+    ),
+    AllowedDifference(
+        "state",
+        ("deferrable", "zero_worker"),
+        ("timeout_never_fail",),
+        "As on Airflow's base: from 3.1 its sensor skips whatever a resumed deferral raises when `never_fail` "
+        "is set, its timeout included, while its poke mode fails a timeout with `never_fail` (2.11 and 3.0 "
+        "fail both). The try count must still agree.",
+        exactly=("failed", "skipped"),
+    ),
+    AllowedDifference(
+        "errors",
+        ("deferrable", "zero_worker"),
+        ("timeout_never_fail",),
+        "The skip above: the try logs `AirflowSkipException` where poke mode logs `AirflowSensorTimeout`.",
     ),
 ]
 
@@ -314,7 +332,9 @@ def docs_rows() -> list[tuple[str, ...]]:
     """The allowed-differences table as docs/sensors.md must show it: (field, modes, scenarios, reason)."""
     return [
         (
-            f"`{a.field}`" + ("" if a.more_by_at_most is None else f" (+{a.more_by_at_most} at most)"),
+            f"`{a.field}`"
+            + ("" if a.more_by_at_most is None else f" (+{a.more_by_at_most} at most)")
+            + ("" if a.exactly is None else f" ({a.exactly[0]} → {a.exactly[1]})"),
             ", ".join(a.modes),
             ", ".join(a.scenarios),
             a.reason,
