@@ -316,6 +316,8 @@ class AirflowEnv:
         # not restart (name -> cause), every later check_components() raises naming them.
         self.deaths: list[ComponentDeath] = []
         self.dead: dict[str, str] = {}
+        # supervised(): while set, a known Airflow defect's death is restarted at once (the reason, shown).
+        self._supervisor: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> AirflowEnv:
@@ -1174,6 +1176,11 @@ class AirflowEnv:
         if not self._started or self._stopped:
             return
         self.detect_deaths()
+        if self._supervisor is not None:
+            for death in self.pending_deaths():
+                if death.known is not None:
+                    death.supervised = self._supervisor
+                    self._restart(death)
         problems = [f"{death.headline} (not restarted yet)" for death in self.pending_deaths()]
         problems += [f"Airflow {name} is dead: {cause}" for name, cause in sorted(self.dead.items())]
         if problems:
@@ -1230,23 +1237,38 @@ class AirflowEnv:
         for death in self.deaths:
             if not death.restart and death not in self.pending_deaths():
                 death.restart = "restarted by the test"
-        handled = []
-        for death in self.pending_deaths():
-            name, old = death.component, self.components[death.component]
-            self.stop_component(name, crash=True)  # its children (workers, parsers) may outlive it
-            try:
-                self.start_component(name)
-            except Exception as failed:  # whatever stops it from starting: it stays down, named in dead
-                first = str(failed).splitlines()[0] if str(failed) else type(failed).__name__
-                death.restart = f"could not be restarted: {first}"
-                self.dead[name] = f"{death.cause}; its restart failed: {first}"
-                self.stop_component(name, crash=True)  # whatever is left of the failed start
-            else:
-                self.components[name].restarts = old.restarts + 1
-                death.restart = "restarted"
-            print(f"[airflow_harness] Airflow {name}: {death.restart}", file=sys.stderr, flush=True)
-            handled.append(death)
+        handled = self.pending_deaths()
+        for death in handled:
+            self._restart(death)
         return handled
+
+    def _restart(self, death: ComponentDeath) -> None:
+        name, old = death.component, self.components[death.component]
+        self.stop_component(name, crash=True)  # its children (workers, parsers) may outlive it
+        try:
+            self.start_component(name)
+        except Exception as failed:  # whatever stops it from starting: it stays down, named in dead
+            first = str(failed).splitlines()[0] if str(failed) else type(failed).__name__
+            death.restart = f"could not be restarted: {first}"
+            self.dead[name] = f"{death.cause}; its restart failed: {first}"
+            self.stop_component(name, crash=True)  # whatever is left of the failed start
+        else:
+            self.components[name].restarts = old.restarts + 1
+            death.restart = "restarted by the supervisor" if death.supervised else "restarted"
+        print(f"[airflow_harness] Airflow {name}: {death.restart}", file=sys.stderr, flush=True)
+
+    @contextlib.contextmanager
+    def supervised(self, why: str) -> Iterator[None]:
+        """Within the block, a component whose death is a known Airflow defect (``deaths.KNOWN_DEFECTS``) is
+        started again at its next ``check_components()`` (every wait calls it), as the supervisor
+        docs/deployment.md requires would (systemd's ``Restart=on-failure``), and that death does not fail the
+        test: for a test whose subject is the fault that defect answers (a metadata-database restart). ``why``
+        is shown with each such death. Any other death still fails the test."""
+        self._supervisor = why
+        try:
+            yield
+        finally:
+            self._supervisor = None
 
     def kill_component(self, name: str, sig: signal.Signals = signal.SIGKILL, timeout: float = 30.0) -> None:
         """Send ``sig`` to a component's main process only, like the OOM killer or a crash, and wait for its

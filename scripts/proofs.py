@@ -36,7 +36,7 @@ class Case:
     file: str  # tests/unit/test_x.py
     name: str  # test_y[param] or TestC::test_y[param]
     outcome: str  # passed | failed | error | skipped | xfailed
-    reason: str = ""  # a skip's reason
+    reason: str = ""  # a skip's reason, a failure's message
 
     @property
     def node(self) -> str:
@@ -65,7 +65,13 @@ class Verdict:
         return sum(case.outcome == outcome for case in self.cases)
 
     def report(self) -> list[str]:
+        # Each failure once more, with its message: where a long log is cut, the verdict still says why.
         lines = [
+            f"{case.outcome}: {case.file}::{case.name}: {case.reason}"
+            for case in self.cases
+            if case.outcome in ("failed", "error")
+        ]
+        lines += [
             f"not run: skipped for a reason not on {ALLOWED_SKIPS.relative_to(ROOT)}: {case.file}::{case.name}"
             f" ({case.reason})"
             for case in self.bad_skips
@@ -108,6 +114,7 @@ def read_reports(paths: Iterable[Path]) -> list[Case]:
                     outcome, reason = ("xfailed" if xfail else "skipped"), child.get("message", "")
                 elif child.tag in ("failure", "error"):
                     outcome = "failed" if child.tag == "failure" else "error"
+                    reason = " ".join((child.get("message") or "").split())[:300]
             cases.append(Case(file, prefix + element.get("name", ""), outcome, reason))
     return cases
 

@@ -166,6 +166,11 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     deaths = _attribute_deaths(item, call.when)
+    supervised = [death for death in deaths if death.supervised]
+    deaths = [death for death in deaths if not death.supervised]
+    if supervised:  # restarted by the test's supervisor (AirflowEnv.supervised): shown, not a failure
+        text = "\n\n".join(death.describe() for death in supervised)
+        report.sections.append(("Airflow component deaths restarted by the test's supervisor", text))
     if deaths:
         text = "\n\n".join(death.describe() for death in deaths)
         if report.failed:
@@ -202,7 +207,12 @@ def _attempt(item: pytest.Item, nextitem: pytest.Item | None, attempt: int) -> l
 def _rerun_reason(item: pytest.Item) -> list[ComponentDeath] | None:
     """The first try's deaths when the test runs again: all of them known Airflow defects, all restarted
     (or their Airflow stopped with its module: the re-run starts a new one)."""
-    deaths = [death for env in watched_envs() for death in env.deaths if death.test == item.nodeid]
+    deaths = [
+        death
+        for env in watched_envs()
+        for death in env.deaths
+        if death.test == item.nodeid and not death.supervised
+    ]
     if not deaths or not all(death.known and not death.restart.startswith("could not") for death in deaths):
         return None
     return deaths
@@ -279,6 +289,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     for nodeid, outcome in reruns:
         terminalreporter.write_line(f"re-run once (known Airflow defect): {nodeid}: {outcome} on its re-run")
     known = sum(death.known is not None for death in deaths)
-    terminalreporter.write_line(f"component deaths: {len(deaths)} (known Airflow defects: {known})")
+    supervised = sum(death.supervised is not None for death in deaths)
+    terminalreporter.write_line(
+        f"component deaths: {len(deaths)} (known Airflow defects: {known}; "
+        f"restarted by a test's supervisor: {supervised})"
+    )
     passed = sum(outcome == "passed" for _, outcome in reruns)
     terminalreporter.write_line(f"known-defect re-runs: {len(reruns)} (passed on re-run: {passed})")

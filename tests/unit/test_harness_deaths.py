@@ -235,6 +235,19 @@ def test_later_test_runs_on_restarted_components(airflow_env):
     assert airflow_env.components["triggerer"].restarts == 3
 
 
+def test_supervised_known_defect(airflow_env):
+    with airflow_env.supervised("the fault under test"):
+        airflow_env.die("scheduler", LOCKED)
+        airflow_env.check_components()  # restarts it, raises nothing
+    assert airflow_env.components["scheduler"].running
+
+
+def test_supervised_unknown_death(airflow_env):
+    with airflow_env.supervised("the fault under test"):
+        airflow_env.die("triggerer", "RuntimeError: not the fault under test")
+        airflow_env.check_components()
+
+
 def test_unrestartable(airflow_env):
     airflow_env.unstartable.add("dag-processor")
     airflow_env.die("dag-processor", "KeyError: 'bundle'")
@@ -267,7 +280,7 @@ def test_hooks_fail_the_test_a_death_happens_in_and_rerun_known_defects_once(tmp
     out = inner.stdout + inner.stderr
     assert inner.returncode == 1, out
     summary = inner.stdout.strip().splitlines()[-1]
-    for part in ("5 failed", "3 passed", "1 error", "2 rerun"):
+    for part in ("6 failed", "4 passed", "1 error", "2 rerun"):
         assert part in summary, summary
     assert "skipped" not in summary, summary
 
@@ -281,6 +294,8 @@ def test_hooks_fail_the_test_a_death_happens_in_and_rerun_known_defects_once(tmp
     assert status("test_death_then_skip") == ["FAILED"]  # never a skip
     assert status("test_death_then_failure") == ["FAILED"]
     assert status("test_later_test_runs_on_restarted_components") == ["PASSED"]
+    assert status("test_supervised_known_defect") == ["PASSED"]  # restarted at once, shown, no re-run
+    assert status("test_supervised_unknown_death") == ["FAILED"]  # a supervisor forgives known defects only
     assert status("test_unrestartable") == ["FAILED"]
     assert status("test_uses_the_broken_airflow") == ["ERROR"]  # an error, not a skip
     assert status("test_without_airflow") == ["PASSED"]
@@ -307,5 +322,12 @@ def test_hooks_fail_the_test_a_death_happens_in_and_rerun_known_defects_once(tmp
     assert (
         "test_unrestartable (call, try 1): Airflow dag-processor died (exit 1: KeyError: 'bundle')" in section
     )
-    assert "component deaths: 7 (known Airflow defects: 3)" in section
+    assert (
+        "test_inner.py::test_supervised_known_defect (call, try 1): Airflow scheduler died (exit 1: "
+        "sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) database is locked); known Airflow defect"
+    ) in section
+    assert (
+        "; restarted by the test's supervisor (the fault under test); restarted by the supervisor" in section
+    )
+    assert "component deaths: 9 (known Airflow defects: 4; restarted by a test's supervisor: 1)" in section
     assert "known-defect re-runs: 2 (passed on re-run: 1)" in section

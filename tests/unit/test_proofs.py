@@ -52,6 +52,8 @@ def test_a_skip_off_the_allow_list_is_left_out_one_on_it_is_not(cases: list[proo
     assert [c.name for c in verdict.bad_skips] == ["test_b"]
     assert verdict.left_out == 1
     assert verdict.report()[-1].endswith("1 skipped for allow-listed reasons, 1 left out")
+    # a failure is named again with its message (CI's log may be cut before the pass that printed it)
+    assert verdict.report()[0] == "failed: tests/unit/test_errors.py::TestThing::test_d: boom"
 
 
 def test_every_file_must_run_somewhere(cases: list[proofs.Case]) -> None:
