@@ -257,6 +257,16 @@ def checks_after(env: AirflowEnv, key: str, moment: Any) -> int:
     return sum(1 for line in path.read_text().splitlines() if json.loads(line)["at"] > limit)
 
 
+def errors_per_try(
+    env: AirflowEnv, dag_id: str, run_id: str, task_id: str, tries: int, map_index: int = -1
+) -> tuple[tuple[str, ...], ...]:
+    """Per try, the exception classes its log names (sorted, once each)."""
+    return tuple(
+        tuple(sorted(set(_ERROR_RE.findall(env.task_log(dag_id, run_id, task_id, n, map_index)))))
+        for n in range(1, tries + 1)
+    )
+
+
 def record(env: AirflowEnv, mode: str, scenario: Any, run_id: str, map_index: int) -> Ending:
     dag_id = f"df_{scenario.group}_{mode}"
     rows = env.query_dicts(
@@ -266,10 +276,7 @@ def record(env: AirflowEnv, mode: str, scenario: Any, run_id: str, map_index: in
     )
     row = rows[0] if rows else {"state": "missing", "try_number": 0, "start_date": None, "end_date": None}
     tries = int(row["try_number"] or 0)
-    errors = tuple(
-        tuple(sorted(set(_ERROR_RE.findall(env.task_log(dag_id, run_id, scenario.name, n, map_index)))))
-        for n in range(1, tries + 1)
-    )
+    errors = errors_per_try(env, dag_id, run_id, scenario.name, tries, map_index)
     stats = _xcom(env, dag_id, run_id, scenario.name, map_index, STATS_XCOM_KEY)
     stats = stats if isinstance(stats, dict) else {}
     start, end = row["start_date"], row["end_date"]

@@ -1,0 +1,97 @@
+"""Provider sensors with the base class swapped end as on Airflow's base, in every mode they offer (issue 42,
+part 3), in a real Airflow.
+
+DAGs: tests/integration/dags/pv_provider_dags.py. ``FileSensor``, ``PythonSensor``, ``BashSensor``,
+``DateTimeSensor`` / ``DateTimeSensorAsync`` (standard provider; Airflow 2.11: core) and common-sql's
+``SqlSensor``, each as Airflow's own class and as the same class with ``BackoffSensor`` beneath its methods
+(``class FileSensor(FileSensor, BackoffSensor)``), side by side in one DAG run, in poke mode, reschedule
+mode and the sensor's own deferral where it has one. ``pv_met``: the test makes the condition true once every
+cell has started waiting; ``pv_timeout``: never true. Each swapped cell must end as its stock twin (state,
+try count, the exception classes each try's log names), and the stock cells as Airflow's base does there
+(met: success; timeout: failed, try 1), so a wrong expectation of Airflow's own behaviour fails too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+import uuid
+from pathlib import Path
+from types import ModuleType
+
+from airflow_harness.env import TERMINAL_TI_STATES, AirflowEnv
+from tests.integration.differential import errors_per_try
+from tests.integration.live import add_connection_fields, sqlite_db, sqlite_exec, start_run
+
+DAGS = Path(__file__).resolve().parent / "dags" / "pv_provider_dags.py"
+WAITING = {"running", "up_for_reschedule", "deferred"}
+GRACE = 60.0  # seconds after the first pv_met cell waits
+
+
+def _dag_module() -> ModuleType:
+    """The DAG file's tables (its cells), read without parsing its DAGs into this process's Airflow."""
+    spec = importlib.util.spec_from_file_location("pv_provider_cells", DAGS)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _ending(env: AirflowEnv, dag_id: str, run_id: str, task_id: str) -> tuple[object, ...]:
+    rows = [r for r in env.task_instances(dag_id, run_id) if r["task_id"] == task_id]
+    assert rows, f"{dag_id}.{task_id}: no task instance"
+    tries = int(rows[0]["try_number"] or 0)
+    return rows[0]["state"], tries, errors_per_try(env, dag_id, run_id, task_id, tries)
+
+
+def test_provider_sensors_end_as_on_airflows_base_in_every_mode(airflow_env: AirflowEnv) -> None:
+    env = airflow_env
+    dags = _dag_module()
+    db = sqlite_db(env)
+    add_connection_fields(env, dags.FS_CONN_ID, "fs")
+    flags = env.home / "pv_flags"
+    flags.mkdir(exist_ok=True)
+    confs = {}
+    for dag_id in ("pv_met", "pv_timeout"):
+        table = f"{dag_id}_{uuid.uuid4().hex[:8]}"
+        sqlite_exec(db, f"CREATE TABLE {table} (name TEXT)")
+        confs[dag_id] = {"flag": str(flags / f"{table}.flag"), "table": table}
+    run_ids = {dag_id: start_run(env, dag_id, conf) for dag_id, conf in confs.items()}
+
+    # The condition turns true once the cells wait (both classes of a cell see "not yet" before "met"): every
+    # cell, or those that could start within GRACE of the first (poke-mode cells hold the executor's slots;
+    # a cell that starts after the condition is true succeeds at its first check, on either class).
+    met_tasks = [
+        dags.task_id(variant, sensor, mode)
+        for sensor, mode in dags.cells("pv_met")
+        for variant in ("stock", "swapped")
+    ]
+    first_wait = None
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        states = {r["task_id"]: r["state"] for r in env.task_instances("pv_met", run_ids["pv_met"])}
+        waiting = [task for task in met_tasks if states.get(task) in WAITING | TERMINAL_TI_STATES]
+        if waiting and first_wait is None:
+            first_wait = time.monotonic()
+        if len(waiting) == len(met_tasks) or (first_wait and time.monotonic() - first_wait > GRACE):
+            break
+        env.check_components()
+        time.sleep(1)
+    Path(confs["pv_met"]["flag"]).touch()
+    sqlite_exec(db, f"INSERT INTO {confs['pv_met']['table']} VALUES ('ready')")
+
+    expected = {"pv_met": "success", "pv_timeout": "failed"}
+    problems = []
+    for dag_id, run_id in run_ids.items():
+        env.wait_run(dag_id, run_id, timeout=600)
+        for sensor, mode in dags.cells(dag_id):
+            stock = _ending(env, dag_id, run_id, dags.task_id("stock", sensor, mode))
+            swapped = _ending(env, dag_id, run_id, dags.task_id("swapped", sensor, mode))
+            print(f"{dag_id} {sensor} {mode}: stock {stock}, swapped {swapped}")
+            if swapped != stock:
+                problems.append(f"{dag_id} {sensor} ({mode}): Airflow's base {stock}, swapped {swapped}")
+            if stock[:2] != (expected[dag_id], 1):
+                problems.append(
+                    f"{dag_id} {sensor} ({mode}): Airflow's base ended {stock}, not {expected[dag_id]}"
+                )
+    assert not problems, "\n".join(problems)
