@@ -150,7 +150,7 @@ def resume(
         poke_mode.execution_timed_out(
             sensor
         )  # the trigger ended at the execution deadline, before the timeout
-    if status == "timeout":  # the deadline (or a check that said time is up): soft_fail decides, as poke mode
+    if status == "timeout":  # the deadline (or a check that said time is up): skipped as on Airflow's base
         poke_mode.timed_out(sensor, context, started, pokes, resumed=True)
         return None
     if status not in ("success", "skip", "failure", "error"):
