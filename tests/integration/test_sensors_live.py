@@ -107,7 +107,7 @@ def wait_log(env: AirflowEnv, dag_id: str, run_id: str, task_id: str, text: str,
 # As in sn_file_dags.py: mode -> (policy, max lateness of a poke, max shift of the first anchor, timeout of
 # the *_timeout DAG).
 MODES = {
-    "poke": (policy_for(1.0, 4.0), 1.0, 0.0, 6),
+    "poke": (policy_for(1.0, 4.0), 1.0, 0.0, 15),
     # a reschedule waits for a scheduler loop and a free executor slot (2.11 SQLite: one task at a time)
     "reschedule": (policy_for(3.0, 6.0, jitter="none", splay=0.0), 60.0, 2.5, 12),
 }
