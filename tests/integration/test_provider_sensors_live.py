@@ -5,8 +5,8 @@ DAGs: tests/integration/dags/pv_provider_dags.py. ``FileSensor``, ``PythonSensor
 ``DateTimeSensor`` / ``DateTimeSensorAsync`` (standard provider; Airflow 2.11: core) and common-sql's
 ``SqlSensor``, each as Airflow's own class and as the same class with ``BackoffSensor`` beneath its methods
 (``class FileSensor(FileSensor, BackoffSensor)``), side by side in one DAG run, in poke mode, reschedule
-mode and the sensor's own deferral where it has one. ``pv_met``: the test makes the condition true once every
-cell has started waiting; ``pv_timeout``: never true. Each swapped cell must end as its stock twin (state,
+mode and the sensor's own deferral where it has one. ``pv_met``: the test makes the condition true once the
+cells wait (every one, or those that started within GRACE of the first); ``pv_timeout``: never true. Each swapped cell must end as its stock twin (state,
 try count, the exception classes each try's log names), and the stock cells as Airflow's base does there
 (met: success; timeout: failed, try 1), so a wrong expectation of Airflow's own behaviour fails too. A cell
 the scheduler failed on a late executor event (apache/airflow #71172; seen in CI's rehearsal for a stock
@@ -35,7 +35,7 @@ RUN_ATTEMPTS = 3  # DAG runs, for cells the scheduler failed on a late executor 
 
 
 def _dag_module() -> ModuleType:
-    """The DAG file's tables (its cells), read without parsing its DAGs into this process's Airflow."""
+    """The DAG file's tables (its cells): the file loaded as a plain module, not through a DagBag."""
     spec = importlib.util.spec_from_file_location("pv_provider_cells", DAGS)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
