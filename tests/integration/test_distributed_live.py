@@ -63,10 +63,15 @@ def test_every_mode_on_remote_workers(airflow_env: AirflowEnv, tmp_path: Path) -
     # Sharing: identical deferrable waits make one check per cycle on each triggerer that holds some of them
     # (each check records the triggerer that made it); the wait with its own condition is checked apart.
     wait_for(lambda: sum(owners(run).values()) == TRIGGERS, 120, "every trigger assigned", env)
-    sharing = set(owners(run, SHARED))
+    # Who holds the shared waits, sampled through the window: Airflow hands a trigger to the other triggerer
+    # when its holder misses heartbeats (a loaded machine), and the old holder runs it until its next sync.
+    seen = [frozenset(owners(run, SHARED))]
     window_start = time.time()
-    time.sleep(5 * CYCLE)
+    while time.time() < window_start + 5 * CYCLE:
+        time.sleep(0.5)
+        seen.append(frozenset(owners(run, SHARED)))
     window_end = time.time()
+    holders = set().union(*seen)
 
     def in_window(name: str) -> list[dict[str, Any]]:
         return [
@@ -76,10 +81,16 @@ def test_every_mode_on_remote_workers(airflow_env: AirflowEnv, tmp_path: Path) -
         ]
 
     cycles = (window_end - window_start) / CYCLE
-    per_triggerer = {name: [line for line in in_window("shared") if line["host"] == name] for name in sharing}
-    assert {line["host"] for line in in_window("shared")} <= sharing, in_window("shared")
-    for name, checks in per_triggerer.items():
-        assert cycles - 2 <= len(checks) <= cycles + 1, f"{name}: {len(checks)} checks in {cycles:.1f} cycles"
+    shared = in_window("shared")
+    assert {line["host"] for line in shared} <= holders, (set(seen), shared)
+    for name in holders:  # five waits on one condition: at most one check per cycle on each triggerer
+        checks = [line for line in shared if line["host"] == name]
+        assert len(checks) <= cycles + 1, f"{name}: {len(checks)} checks in {cycles:.1f} cycles"
+    if len(set(seen)) == 1:  # no trigger moved: each holder checked in every cycle
+        for name in holders:
+            checks = [line for line in shared if line["host"] == name]
+            assert cycles - 2 <= len(checks), f"{name}: {len(checks)} checks in {cycles:.1f} cycles"
+    assert cycles - 2 <= len(shared), f"shared: {len(shared)} checks in {cycles:.1f} cycles"
     unshared = in_window("unshared")
     assert cycles - 2 <= len(unshared) <= cycles + 1, (
         f"unshared: {len(unshared)} checks in {cycles:.1f} cycles"

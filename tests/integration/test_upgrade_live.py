@@ -32,6 +32,7 @@ import pytest
 
 from airflow_harness.env import REPO_ROOT, AirflowEnv
 from airflow_smart_ext.compat import AIRFLOW_V_3_3_PLUS
+from tests.integration.live import lost_by_executor
 from tests.integration.previous_release import (
     installed_package,
     package_digest,
@@ -174,12 +175,29 @@ def test_waits_deferred_by_the_previous_release_end_on_try_1_after_an_upgrade(
             db.executemany("INSERT INTO ready VALUES (?)", [(value,) for value in WAITS.values()])
         assert env.wait_run(DAG_ID, run_id, timeout=240) == "success"
         tis = {ti["task_id"]: ti for ti in env.task_instances(DAG_ID, run_id)}
-        assert {task: (tis[task]["state"], tis[task]["try_number"]) for task in WAITS} == {
-            task: ("success", 1) for task in WAITS
-        }
+        ended = {task: (tis[task]["state"], tis[task]["try_number"]) for task in WAITS}
+        assert ended == {task: ("success", 1) for task in WAITS}, why_not_try_1(env, run_id, ended)
         for task in ZERO_WORKER:  # ended by the rebuilt start trigger, never queued for a worker
             assert tis[task]["queued_dttm"] is None, task
         restarted = env.component_log("triggerer")[triggerer_log_before:]
         assert "failed to load" not in restarted and "failed to inflate" not in restarted
     finally:
         env.stop()
+
+
+def why_not_try_1(env: AirflowEnv, run_id: str, ended: dict[str, tuple[str, int]]) -> str:
+    """The evidence for a wait that did not end ``success`` on try 1: its states as sampled, whether the
+    scheduler failed a try on a late executor event (apache/airflow #71172), the scheduler's lines about it
+    and the tail of its first try's log."""
+    parts = [f"ended: {ended}"]
+    for task, (state, try_number) in ended.items():
+        if (state, try_number) == ("success", 1):
+            continue
+        scheduler = [line for line in env.component_log("scheduler").splitlines() if f".{task} " in line]
+        parts += [
+            f"--- {task}: states {env.state_history(DAG_ID, run_id, task)}; failed on a late executor event "
+            f"(apache/airflow #71172) {lost_by_executor(env, DAG_ID, run_id, task)} time(s)",
+            "scheduler:\n" + "\n".join(scheduler[-15:]),
+            "try 1 log (tail):\n" + "\n".join(env.task_log(DAG_ID, run_id, task).splitlines()[-25:]),
+        ]
+    return "\n".join(parts)
