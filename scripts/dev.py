@@ -12,6 +12,7 @@
                             # these minors, with the package installed from its built wheel (CI)
         [--then-smoke-on 3.0 3.1]   # in that lane too: the live smoke alone, from the built wheel (CI)
         [--then-demo-on 3.3 2.11.2]   # in that lane too: the demo, whose every example DAG must succeed (CI)
+        [--then-demo-on-postgres 2.11.2]   # the same, on the PostgreSQL pass's server (tasks in parallel; CI)
         [-- PYTEST_ARGS]    # extra pytest arguments, for every pass
 
 Each creates (or reuses) its own virtualenv ``.venv-<airflow>`` in the project, installs Airflow and this
@@ -457,6 +458,9 @@ def cmd_test(args: argparse.Namespace) -> int:
     if airflow3:  # 2.11's sdist ships no tests (docs/sensors.md "Swapping the base class")
         then.append(functools.partial(run_airflow_suite_step, leg, python))
     then += [functools.partial(run_demo_step, v) for v in args.then_demo_on]
+    if args.then_demo_on_postgres and not dsn:
+        say("--then-demo-on-postgres: no PostgreSQL (--sqlite-only); the demo runs on SQLite")
+    then += [functools.partial(run_demo_step, v, dsn) for v in args.then_demo_on_postgres]
     wheel = build_distributions(python) if args.then_smoke_on or set(args.then_on) - {LOWEST} else None
     then += [functools.partial(run_then_leg, leg, v, wheel, [], env, False) for v in args.then_smoke_on]
     then += [functools.partial(run_then_leg, leg, v, wheel, [], env) for v in args.then_on]
@@ -549,12 +553,15 @@ def run_airflow_suite_step(leg: Leg, python: Path) -> tuple[str, int, float]:
     return name, code, seconds
 
 
-def run_demo_step(version: str) -> tuple[str, int, float]:
-    name = f"demo (every example DAG in a real Airflow {version})"
+def run_demo_step(version: str, pg_dsn: str = "") -> tuple[str, int, float]:
+    """The demo (the README's first command) in ``.venv-<version>``; with ``pg_dsn``, on a database of that
+    server (the LocalExecutor runs tasks in parallel; Airflow 2.11 on SQLite runs one at a time, ~13 min)."""
+    name = f"demo (every example DAG in a real Airflow {version}{', PostgreSQL' if pg_dsn else ''})"
     say(f"== {name}")
     started = time.monotonic()
     python = ensure_venv(version)
-    code = run_to_end([str(python), str(ROOT / "scripts" / "demo.py")])
+    demo_env = {**os.environ, "SMART_EXT_TEST_PG_DSN": pg_dsn} if pg_dsn else None
+    code = run_to_end([str(python), str(ROOT / "scripts" / "demo.py")], demo_env)
     seconds = time.monotonic() - started
     say(f"summary: {name}: {'ok' if code == 0 else f'FAILED (exit {code})'} in {seconds:.0f}s")
     return name, code, seconds
@@ -671,6 +678,13 @@ def main() -> int:
         default=[],
         metavar="VERSION",
         help="after the SQLite pass: the demo (scripts/demo.py) on these Airflow versions too",
+    )
+    sub.choices["test"].add_argument(
+        "--then-demo-on-postgres",
+        nargs="+",
+        default=[],
+        metavar="VERSION",
+        help="after the SQLite pass: the demo on these Airflow versions, on the PostgreSQL pass's server",
     )
     sub.choices["test"].add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     sub.choices["demo"].add_argument(
