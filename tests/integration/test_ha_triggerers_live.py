@@ -101,7 +101,7 @@ def failover(tmp_path_factory: pytest.TempPathFactory) -> Any:
         def all_deferred_and_held() -> list[dict[str, Any]]:
             tis = env.task_instances(DAG_ID, fo.run_id)
             ended = [(t["task_id"], t["state"]) for t in tis if t["state"] in ("failed", "up_for_retry")]
-            assert not ended, ended
+            assert not ended, (ended, *(env.task_log(DAG_ID, fo.run_id, task)[-3000:] for task, _ in ended))
             owners = env.trigger_owners()
             if sum(t["state"] == "deferred" for t in tis) == WAITS and len(owners) == WAITS:
                 return owners if all(o["component"] for o in owners) else []
