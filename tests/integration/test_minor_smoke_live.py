@@ -18,7 +18,6 @@ The UI test runs while the wait is deferred: it precedes the test that lets the 
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,11 +61,7 @@ def example_db(env: AirflowEnv) -> Path:
 @pytest.fixture(scope="module")
 def smoke(airflow_env: AirflowEnv) -> Smoke:
     env = airflow_env
-    # The connection costs two `airflow connections` CLI runs: made while the DAG files are being parsed.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        condition_db = pool.submit(sqlite_db, env)
-        start_watcher(env)
-        db = condition_db.result()
+    db = sqlite_db(env)
     sqlite_exec(db, "CREATE TABLE IF NOT EXISTS zw_static (day TEXT, status TEXT)")
     sqlite_exec(db, "DELETE FROM zw_static")
     run_id = start_run(env, WAIT_DAG)
@@ -79,6 +74,11 @@ def smoke(airflow_env: AirflowEnv) -> Smoke:
         "the triggerer to take the wait's trigger",
         interval=0.5,
     )
+    # The watcher last: its event starts a task at once, and a REST call that writes (unpause, trigger) while
+    # a task starts can stall Airflow 3.1+'s api-server on SQLite for the 60 s busy timeout (its audit-log
+    # dependency commits synchronously on the event loop while an async session holds the write lock; seen
+    # once on 3.2 in CI's rehearsal, where the waiting task's start timed out and failed it).
+    start_watcher(env)
     return Smoke(env, run_id, db)
 
 
