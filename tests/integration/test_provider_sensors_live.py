@@ -6,8 +6,9 @@ DAGs: tests/integration/dags/pv_provider_dags.py. ``FileSensor``, ``PythonSensor
 ``SqlSensor``, each as Airflow's own class and as the same class with ``BackoffSensor`` beneath its methods
 (``class FileSensor(FileSensor, BackoffSensor)``), side by side in one DAG run, in poke mode, reschedule
 mode and the sensor's own deferral where it has one. ``pv_met``: the test makes the condition true once the
-cells wait (every one, or those that started within GRACE of the first); ``pv_timeout``: never true. Each swapped cell must end as its stock twin (state,
-try count, the exception classes each try's log names), and the stock cells as Airflow's base does there
+cells wait (every one, or those that started within GRACE of the first); ``pv_timeout``: never true. Each
+swapped cell must end as its stock twin (state, try count, the exception classes each try's log names), and
+the stock cells as Airflow's base does there
 (met: success; timeout: failed, try 1), so a wrong expectation of Airflow's own behaviour fails too. A cell
 the scheduler failed on a late executor event (apache/airflow #71172; seen in CI's rehearsal for a stock
 reschedule-mode cell) proves nothing: both DAGs run again, up to RUN_ATTEMPTS DAG runs, as the differential
