@@ -43,6 +43,8 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
+import typing
 from collections.abc import Callable
 from pathlib import Path
 
@@ -73,19 +75,36 @@ def server_stack_caps(version: str) -> list[str]:
     return SERVER_STACK_CAPS.get(".".join(version.split(".")[:2]), [])
 
 
+Step = Callable[[], tuple[str, int, float]]  # a job step: its name, exit code and seconds
+LANES = 3  # steps at a time (run_in_lanes)
+_lane = threading.local()  # .log: the log file of a background lane (run_in_lanes), where its steps write
+
+
+def lane_log() -> typing.IO[str] | None:
+    return getattr(_lane, "log", None)
+
+
+def in_lane_output(log: typing.IO[str], target: Callable[[int], None], index: int) -> None:
+    _lane.log = log
+    target(index)
+
+
 def say(message: str) -> None:
-    print(f"[dev] {message}", flush=True)
+    print(f"[dev] {message}", file=lane_log() or sys.stdout, flush=True)
 
 
 def run(argv: list[str], **kwargs: object) -> None:
     say("$ " + " ".join(argv))
-    subprocess.run(argv, check=True, **kwargs)  # type: ignore[call-overload]
+    log = lane_log()
+    streams = {"stdout": log, "stderr": subprocess.STDOUT} if log else {}
+    subprocess.run(argv, check=True, **streams, **kwargs)  # type: ignore[call-overload]
 
 
 def run_to_end(argv: list[str], env: dict[str, str] | None = None) -> int:
     """Run a job step and return its exit code. Ctrl-C reaches the step too (same process group) and makes it
     tear its Airflow down; ``subprocess.run`` would SIGKILL it 0.25 s later and leave Airflow running."""
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env)
+    log = lane_log()
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT if log else None)
     return wait_to_end(proc)
 
 
@@ -425,24 +444,33 @@ def cmd_test(args: argparse.Namespace) -> int:
     ]
     sqlite_env = dict(env)
     sqlite_name = "pytest (unit + integration, SQLite)"
-    passes: list[tuple[str, list[str], dict[str, str]]] = []
     # With PostgreSQL the integration tier runs there (the LocalExecutor on every version) and the SQLite pass
     # runs the unit tier and the slice about SQLite itself (tests/integration/conftest.py).
     if dsn:
         sqlite_env["SMART_EXT_SQLITE_SLICE"] = "1"
         sqlite_name = "pytest (unit + the integration tier's SQLite slice, SQLite)"
     # The benchmarks' fresh-process smokes (a real Airflow among them) run in Airflow 3 legs: the benches
-    # measure Airflow 3 (docs/benchmarks.md), and 2.11's lane is CI's longest.
+    # measure Airflow 3 (docs/benchmarks.md).
     bench_smokes = [] if airflow3 else ["--deselect", BENCH_PROCESS_SMOKES]
     # The slowest tests at the end of each pass's log: where CI's minutes go.
     sqlite_argv = [*leg.pytest(python, "sqlite"), "--durations=25", *bench_smokes, *args.pytest_args]
-    passes.append((sqlite_name, sqlite_argv, sqlite_env))
+    steps: list[Step] = [functools.partial(run_pass, sqlite_name, sqlite_argv, sqlite_env)]
+    pg_shard: Callable[[int], tuple[str, int, float]] | None = None
     if dsn:
-        pg_argv = [*leg.pytest(python, "postgres"), "--durations=25", "-m", "integration or postgres"]
-        pg_env = {**env, "SMART_EXT_TEST_PG_DSN": dsn}
-        passes.append(
-            ("pytest (integration + postgres tests, PostgreSQL)", [*pg_argv, *args.pytest_args], pg_env)
-        )
+        claims = ROOT / ".test-logs" / f"claims-{leg.label}"  # tests/conftest.py: which shard runs a file
+        shutil.rmtree(claims, ignore_errors=True)
+        pg_env = {**env, "SMART_EXT_TEST_PG_DSN": dsn, "SMART_EXT_SHARD_CLAIMS": str(claims)}
+
+        def pg_shard(index: int) -> tuple[str, int, float]:
+            argv = [
+                *leg.pytest(python, f"postgres-{index}"),
+                "--durations=10",
+                "-m",
+                "integration or postgres",
+            ]
+            name = f"pytest (integration + postgres tests, PostgreSQL, shard {index})"
+            return run_pass(name, [*argv, *args.pytest_args], {**pg_env, "SMART_EXT_SHARD_INDEX": str(index)})
+
     else:
         say("--sqlite-only: no PostgreSQL pass and no distributed pass; their proofs are left out")
     timings: list[tuple[str, int, float]] = []
@@ -450,25 +478,26 @@ def cmd_test(args: argparse.Namespace) -> int:
         say(f"== {name}")
         started = time.monotonic()
         timings.append((name, run_to_end(argv, env), time.monotonic() - started))
-    # CI's extra legs run in the SQLite pass's slot once that pass ends (the PostgreSQL pass, longer, still
-    # runs alongside): two processes at a time, as in every leg, and no minutes added to the leg.
-    then: list[Callable[[], tuple[str, int, float]]] = []
+    # CI's extra steps: the lanes take them after the SQLite pass, the longest first.
     if airflow3 and clusters:  # the last one is the distributed pass's
-        then.append(functools.partial(run_distributed_pass, leg, python, clusters[-1], args.pytest_args, env))
+        steps.append(
+            functools.partial(run_distributed_pass, leg, python, clusters[-1], args.pytest_args, env)
+        )
     if airflow3:  # 2.11's sdist ships no tests (docs/sensors.md "Swapping the base class")
-        then.append(functools.partial(run_airflow_suite_step, leg, python))
-    then += [functools.partial(run_demo_step, v) for v in args.then_demo_on]
+        steps.append(functools.partial(run_airflow_suite_step, leg, python))
+    wheel = build_distributions(python) if args.then_smoke_on or set(args.then_on) - {LOWEST} else None
+    steps += [functools.partial(run_then_leg, leg, v, wheel, [], env, False) for v in args.then_smoke_on]
+    steps += [functools.partial(run_demo_step, v) for v in args.then_demo_on]
     if args.then_demo_on_postgres and not dsn:
         say("--then-demo-on-postgres: no PostgreSQL (--sqlite-only); the demo runs on SQLite")
-    then += [functools.partial(run_demo_step, v, dsn) for v in args.then_demo_on_postgres]
-    wheel = build_distributions(python) if args.then_smoke_on or set(args.then_on) - {LOWEST} else None
-    then += [functools.partial(run_then_leg, leg, v, wheel, [], env, False) for v in args.then_smoke_on]
-    then += [functools.partial(run_then_leg, leg, v, wheel, [], env) for v in args.then_on]
-    if args.sequential or len(passes) == 1:
-        timings += [run_pass(name, argv, step_env) for name, argv, step_env in passes]
-        timings += [step() for step in then]
+    steps += [functools.partial(run_demo_step, v, dsn) for v in args.then_demo_on_postgres]
+    steps += [functools.partial(run_then_leg, leg, v, wheel, [], env) for v in args.then_on]
+    if args.sequential:
+        timings += [step() for step in steps]
+        if pg_shard:
+            timings.append(pg_shard(0))
     else:
-        timings += run_side_by_side(passes, f"airflow-{args.airflow}", then)
+        timings += run_in_lanes(steps, pg_shard, f"airflow-{args.airflow}")
     return finish(leg, timings, args.airflow, every_file=not args.pytest_args, strict=not args.sqlite_only)
 
 
@@ -567,50 +596,59 @@ def run_demo_step(version: str, pg_dsn: str = "") -> tuple[str, int, float]:
     return name, code, seconds
 
 
-def run_side_by_side(
-    passes: list[tuple[str, list[str], dict[str, str]]],
-    log_prefix: str,
-    then: list[Callable[[], tuple[str, int, float]]],
+def guarded(step: Step) -> tuple[str, int, float]:
+    """A step whose own code raised (e.g. a failed install) is a failed step, never a lost one."""
+    try:
+        return step()
+    except Exception as exc:  # noqa: BLE001 - reported as the step's failure, with its traceback
+        traceback.print_exc(file=lane_log() or sys.stderr)
+        name = getattr(step, "func", step).__name__
+        return f"{name}: raised {exc!r}", 1, 0.0
+
+
+def run_in_lanes(
+    steps: list[Step], pg_shard: Callable[[int], tuple[str, int, float]] | None, log_prefix: str
 ) -> list[tuple[str, int, float]]:
-    """Run the pytest passes at the same time: the first streams to the terminal (followed by the steps in
-    ``then``), the others write a log file each, printed whole once the first pass and ``then`` have ended.
-    Each pass has its own Airflow (own AIRFLOW_HOME, database and free ports), and a real Airflow mostly
-    waits on timers, so two fit on two cores and the wall time is the longest pass instead of the sum
-    (``--sequential`` runs them one after the other)."""
+    """The leg's steps in LANES lanes at a time. The first lane streams to the terminal; each other lane writes
+    a log file, printed whole at the end. A lane takes the next step that is left, and once none is left runs a
+    shard of the PostgreSQL pass (``pg_shard``; one lane starts there), which takes the test files no shard
+    has claimed yet (tests/conftest.py): the lanes end together, whatever each step costs. Each pytest run
+    has its own Airflows (own AIRFLOW_HOME, database and free ports), and a real Airflow mostly waits on
+    timers, so three fit on two cores."""
     log_dir = ROOT / ".test-logs"
     log_dir.mkdir(exist_ok=True)
-    started = time.monotonic()
-    ended: dict[str, float] = {}
-    background: list[tuple[str, subprocess.Popen[bytes], Path, threading.Thread]] = []
+    left = list(steps)
+    lock = threading.Lock()
+    results: list[tuple[str, int, float]] = []
 
-    def note_end(name: str, proc: subprocess.Popen[bytes]) -> None:
-        proc.wait()
-        ended[name] = time.monotonic()
+    def lane(index: int) -> None:
+        if not (pg_shard and index == 1):  # lane 1 starts the PostgreSQL pass at once
+            while True:
+                with lock:
+                    if not left:
+                        break
+                    step = left.pop(0)
+                results.append(guarded(step))
+        if pg_shard:
+            results.append(guarded(functools.partial(pg_shard, index)))
 
-    for index, (name, argv, step_env) in enumerate(passes[1:], start=1):
-        log_path = log_dir / f"{log_prefix}-pass-{index}.log"
-        say(f"== {name}: runs alongside; output in {log_path.relative_to(ROOT)}, shown below when done")
-        with log_path.open("wb") as log:  # the child keeps its own copy of the descriptor
-            proc = subprocess.Popen(argv, cwd=ROOT, env=step_env, stdout=log, stderr=subprocess.STDOUT)
-        waiter = threading.Thread(target=note_end, args=(name, proc), daemon=True)
-        waiter.start()
-        background.append((name, proc, log_path, waiter))
-    name, argv, step_env = passes[0]
-    say(f"== {name}")
+    background: list[tuple[threading.Thread, Path, typing.IO[str]]] = []
+    for index in range(1, LANES if pg_shard else min(LANES, len(steps))):
+        log_path = log_dir / f"{log_prefix}-lane-{index}.log"
+        log = log_path.open("w", buffering=1)
+        say(f"lane {index}: runs alongside; output in {log_path.relative_to(ROOT)}, shown below when done")
+        thread = threading.Thread(target=in_lane_output, args=(log, lane, index), daemon=True)
+        thread.start()
+        background.append((thread, log_path, log))
     try:
-        code = run_to_end(argv, step_env)
-    except KeyboardInterrupt:  # it reached every pass (one process group): let each tear its Airflow down
-        for _name, proc, _log_path, _waiter in background:
-            wait_to_end(proc)
-        raise
-    results = [(name, code, time.monotonic() - started)]
-    results += [step() for step in then]
-    for name, proc, log_path, waiter in background:
-        waiter.join()
-        results.append((name, proc.returncode, ended[name] - started))
-        say(f"== {name}: output ({log_path.relative_to(ROOT)})")
-        sys.stdout.write(log_path.read_text(errors="replace"))
-        sys.stdout.flush()
+        lane(0)
+    finally:  # Ctrl-C reached every step (one process group): each tears its Airflow down
+        for index, (thread, log_path, lane_file) in enumerate(background, start=1):
+            thread.join()
+            lane_file.close()
+            say(f"== lane {index}: output ({log_path.relative_to(ROOT)})")
+            sys.stdout.write(log_path.read_text(errors="replace"))
+            sys.stdout.flush()
     return results
 
 

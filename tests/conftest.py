@@ -14,6 +14,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +36,87 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if not item.get_closest_marker("postgres")]
+
+
+# Shards of one pass (scripts/dev.py runs the PostgreSQL pass as up to three pytest processes, one per lane):
+# each shard collects the same tests and runs a test file only once it has claimed the file (an exclusive
+# create in the claims directory), so the shards share the files as they free up. Odd shards take the files
+# from the end, so two shards meet in the middle. A file no shard ran is absent from every report, which
+# scripts/proofs.py fails ("every file ran in some pass").
+SHARD_CLAIMS_ENV = "SMART_EXT_SHARD_CLAIMS"
+SHARD_INDEX_ENV = "SMART_EXT_SHARD_INDEX"
+_SHARD_KEY = pytest.StashKey[tuple[list[str], list[str]]]()  # (files this shard ran, files left to others)
+
+
+def _claim(claims: Path, test_file: str) -> bool:
+    try:
+        os.close(os.open(claims / test_file.replace("/", "__"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> Any:
+    """pytest's run loop, over the test files this shard claims (only when it runs as a shard)."""
+    claims_dir = os.environ.get(SHARD_CLAIMS_ENV)
+    if not claims_dir or session.config.option.collectonly:
+        return None
+    if session.testsfailed and not session.config.option.continue_on_collection_errors:
+        raise session.Interrupted(f"{session.testsfailed} errors during collection")
+    claims = Path(claims_dir)
+    claims.mkdir(parents=True, exist_ok=True)
+    groups: dict[Path, list[pytest.Item]] = {}
+    for item in session.items:
+        groups.setdefault(Path(str(item.path)), []).append(item)
+    order = list(groups.values())
+    if int(os.environ.get(SHARD_INDEX_ENV, "0")) % 2:
+        order.reverse()
+    ran: list[str] = []
+    left: list[str] = []
+
+    def next_claimed(position: int) -> tuple[int, list[pytest.Item] | None]:
+        while position < len(order):
+            group = order[position]
+            position += 1
+            test_file = group[0].nodeid.split("::", 1)[0]
+            if _claim(claims, test_file):
+                ran.append(test_file)
+                return position, group
+            left.append(test_file)
+        return position, None
+
+    position, current = next_claimed(0)
+    provisional: pytest.Item | None = None
+    while current is not None:
+        for index, item in enumerate(current):
+            last = index == len(current) - 1
+            # A file's last test tears down what the next file in this shard's order does not share; the
+            # file after it is claimed only then (a shard holds one file at a time).
+            provisional = order[position][0] if last and position < len(order) else None
+            item.config.hook.pytest_runtest_protocol(
+                item=item, nextitem=current[index + 1] if not last else provisional
+            )
+            if session.shouldfail:
+                raise session.Failed(session.shouldfail)
+            if session.shouldstop:
+                raise session.Interrupted(session.shouldstop)
+        position, following = next_claimed(position)
+        if following is not None and provisional is not following[0]:
+            session._setupstate.teardown_exact(following[0])  # pytest's own runner keeps this state
+        current = following
+    session.config.stash[_SHARD_KEY] = (ran, left)
+    return True
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    shard = config.stash.get(_SHARD_KEY, None)
+    if shard is None:
+        return
+    ran, left = shard
+    terminalreporter.section("shard")
+    terminalreporter.write_line(f"test files run in this shard ({len(ran)}): {', '.join(ran) or 'none'}")
+    terminalreporter.write_line(f"test files another shard claimed first: {len(left)}")
 
 
 @pytest.fixture(scope="session")
