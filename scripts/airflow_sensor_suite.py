@@ -3,9 +3,10 @@
 
 For the Airflow a Python interpreter has installed, fetches the released sdists that ship Airflow's own sensor
 tests (the Task SDK's ``tests/task_sdk/bases/test_sensor.py``: ``BaseSensorOperator``; the standard provider's
-``tests/unit/standard/sensors/test_bash.py``, ``test_date_time.py``, ``test_time.py``: its sensors rebased), runs
-them unmodified with ``BaseSensorOperator`` replaced by ``BackoffSensor(backoff_factor=1, jitter="none",
-splay=0)`` (``scripts/airflow_suite/conftest.py``), and fails on any failure that is not on the allow-list
+``tests/unit/standard/sensors/test_bash.py``, ``test_date_time.py``, ``test_filesystem.py``, ``test_time.py``:
+its sensors rebased), runs them unmodified with ``BaseSensorOperator`` replaced by
+``BackoffSensor(backoff_factor=1, jitter="none", splay=0)`` (``scripts/airflow_suite/conftest.py``), and
+fails on any failure that is not on the allow-list
 (``tests/airflow_suite_allowed.txt``: ``TEST_ID | WHY``; an id without ``[params]`` covers every parametrization).
 
     python scripts/airflow_sensor_suite.py --python .venv-3.3/bin/python --junitxml .test-logs/airflow-suite.xml
@@ -90,7 +91,7 @@ def suites_for(versions: dict[str, str | None]) -> tuple[list[Suite], list[str]]
     if standard:
         members = tuple(
             f"tests/unit/standard/sensors/{name}"
-            for name in ("test_bash.py", "test_date_time.py", "test_time.py")
+            for name in ("test_bash.py", "test_date_time.py", "test_filesystem.py", "test_time.py")
         )
         suites.append(Suite("standard", "apache-airflow-providers-standard", standard, members))
     else:
@@ -178,6 +179,9 @@ def run_pytest(
             "SMART_EXT_SUITE_ALLOWED": json.dumps(allowed or {}),
             "SMART_EXT_SUITE_RESULTS": str(results),
             "PYTHONDONTWRITEBYTECODE": "1",
+            # The connection a DB-backed run of Airflow's tests gets from `airflow db reset` (its default
+            # connections); test_filesystem.py's FileSensor reads it, and needs no metadata DB otherwise.
+            "AIRFLOW_CONN_FS_DEFAULT": json.dumps({"conn_type": "fs", "extra": {"path": "/"}}),
         }
     )
     command = [python, "-m", "pytest", str(folder), "--rootdir", str(folder), "-c", os.devnull]

@@ -5,13 +5,13 @@
     python3 scripts/dev.py test [--airflow 3.3|2.11.2]   # ruff + mypy + vulture + the whole pytest suite
         [--sqlite-only]     # no PostgreSQL: the proofs that need it are left out (the closing line counts them)
         [--postgres-dsn DSN]  # the PostgreSQL pass on this server instead of a private cluster
-        [--sequential]      # the PostgreSQL pass after the SQLite pass instead of alongside it
+        [--sequential]      # every step one after the other (the PostgreSQL pass last) instead of in 3 lanes
         [--unit-only]       # only the unit tier (tests/unit), no static checks
         [--lowest]          # unit tier, every direct dependency at its declared floor (Airflow too, not --airflow)
-        [--then-on 3.0 3.1 3.2 lowest ...]   # in the SQLite pass's lane: the unit tier and the live smoke on
+        [--then-on 3.0 3.1 3.2 lowest ...]   # a step of the lanes: the unit tier and the live smoke on
                             # these minors, with the package installed from its built wheel (CI)
-        [--then-smoke-on 3.0 3.1]   # in that lane too: the live smoke alone, from the built wheel (CI)
-        [--then-demo-on 3.3 2.11.2]   # in that lane too: the demo, whose every example DAG must succeed (CI)
+        [--then-smoke-on 3.0 3.1]   # a step too: the live smoke alone, from the built wheel (CI)
+        [--then-demo-on 3.3 2.11.2]   # a step too: the demo, whose every example DAG must succeed (CI)
         [--then-demo-on-postgres 2.11.2]   # the same, on the PostgreSQL pass's server (tasks in parallel; CI)
         [-- PYTEST_ARGS]    # extra pytest arguments, for every pass
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import dataclasses
 import functools
 import hashlib
 import os
@@ -454,7 +455,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     bench_smokes = [] if airflow3 else ["--deselect", BENCH_PROCESS_SMOKES]
     # The slowest tests at the end of each pass's log: where CI's minutes go.
     sqlite_argv = [*leg.pytest(python, "sqlite"), "--durations=25", *bench_smokes, *args.pytest_args]
-    steps: list[Step] = [functools.partial(run_pass, sqlite_name, sqlite_argv, sqlite_env)]
+    steps = [LaneStep(functools.partial(run_pass, sqlite_name, sqlite_argv, sqlite_env), busy=True)]
     pg_shard: Callable[[int], tuple[str, int, float]] | None = None
     if dsn:
         claims = ROOT / ".test-logs" / f"claims-{leg.label}"  # tests/conftest.py: which shard runs a file
@@ -478,22 +479,27 @@ def cmd_test(args: argparse.Namespace) -> int:
         say(f"== {name}")
         started = time.monotonic()
         timings.append((name, run_to_end(argv, env), time.monotonic() - started))
-    # CI's extra steps: the lanes take them after the SQLite pass, the longest first.
+    # CI's extra steps, after the SQLite pass in the order the lanes take them (the longest first).
     if airflow3 and clusters:  # the last one is the distributed pass's
-        steps.append(
-            functools.partial(run_distributed_pass, leg, python, clusters[-1], args.pytest_args, env)
+        distributed = functools.partial(
+            run_distributed_pass, leg, python, clusters[-1], args.pytest_args, env
         )
+        steps.append(LaneStep(distributed, busy=True))
     if airflow3:  # 2.11's sdist ships no tests (docs/sensors.md "Swapping the base class")
-        steps.append(functools.partial(run_airflow_suite_step, leg, python))
+        steps.append(LaneStep(functools.partial(run_airflow_suite_step, leg, python)))
     wheel = build_distributions(python) if args.then_smoke_on or set(args.then_on) - {LOWEST} else None
-    steps += [functools.partial(run_then_leg, leg, v, wheel, [], env, False) for v in args.then_smoke_on]
-    steps += [functools.partial(run_demo_step, v) for v in args.then_demo_on]
+    steps += [
+        LaneStep(functools.partial(run_then_leg, leg, v, wheel, [], env, False)) for v in args.then_smoke_on
+    ]
+    steps += [LaneStep(functools.partial(run_demo_step, v)) for v in args.then_demo_on]
     if args.then_demo_on_postgres and not dsn:
         say("--then-demo-on-postgres: no PostgreSQL (--sqlite-only); the demo runs on SQLite")
-    steps += [functools.partial(run_demo_step, v, dsn) for v in args.then_demo_on_postgres]
-    steps += [functools.partial(run_then_leg, leg, v, wheel, [], env) for v in args.then_on]
+    steps += [LaneStep(functools.partial(run_demo_step, v, dsn)) for v in args.then_demo_on_postgres]
+    steps += [
+        LaneStep(functools.partial(run_then_leg, leg, v, wheel, [], env), busy=True) for v in args.then_on
+    ]
     if args.sequential:
-        timings += [step() for step in steps]
+        timings += [guarded(step.run) for step in steps]
         if pg_shard:
             timings.append(pg_shard(0))
     else:
@@ -606,29 +612,58 @@ def guarded(step: Step) -> tuple[str, int, float]:
         return f"{name}: raised {exc!r}", 1, 0.0
 
 
+@dataclasses.dataclass(frozen=True)
+class LaneStep:
+    """A step of run_in_lanes. ``busy``: it keeps a core busy all along (a unit tier, the distributed
+    topology's nine processes), so no two busy steps run at once: beside each other they starved the
+    Airflows of the other lanes (load 12 on two cores in CI's rehearsal, and timing tests failed)."""
+
+    run: Step
+    busy: bool = False
+
+
 def run_in_lanes(
-    steps: list[Step], pg_shard: Callable[[int], tuple[str, int, float]] | None, log_prefix: str
+    steps: list[LaneStep], pg_shard: Callable[[int], tuple[str, int, float]] | None, log_prefix: str
 ) -> list[tuple[str, int, float]]:
     """The leg's steps in LANES lanes at a time. The first lane streams to the terminal; each other lane writes
-    a log file, printed whole at the end. A lane takes the next step that is left, and once none is left runs a
-    shard of the PostgreSQL pass (``pg_shard``; one lane starts there), which takes the test files no shard
-    has claimed yet (tests/conftest.py): the lanes end together, whatever each step costs. Each pytest run
-    has its own Airflows (own AIRFLOW_HOME, database and free ports), and a real Airflow mostly waits on
-    timers, so three fit on two cores."""
+    a log file, printed whole at the end. A lane takes the next step it may start (one busy step at a time),
+    and once none is left for it runs a shard of the PostgreSQL pass (``pg_shard``; one lane starts there),
+    which takes the test files no shard has claimed yet (tests/conftest.py): the lanes end together,
+    whatever each step costs. Each pytest run has its own Airflows (own AIRFLOW_HOME, database and free
+    ports), and a real Airflow mostly waits on timers, so three fit on two cores beside one busy step."""
     log_dir = ROOT / ".test-logs"
     log_dir.mkdir(exist_ok=True)
-    left = list(steps)
-    lock = threading.Lock()
+    first, *left = steps  # the terminal's lane starts with the first step (the SQLite pass)
+    turn = threading.Condition()
+    busy = [first.busy]  # a busy step is running
     results: list[tuple[str, int, float]] = []
 
-    def lane(index: int) -> None:
+    def take() -> LaneStep | None:
+        with turn:
+            while left:
+                step = next((step for step in left if not (step.busy and busy[0])), None)
+                if step is not None:
+                    left.remove(step)
+                    busy[0] = busy[0] or step.busy
+                    return step
+                if pg_shard:  # only busy steps are left, and one runs: the lane that ends it takes them
+                    return None
+                turn.wait()
+            return None
+
+    def run_step(step: LaneStep) -> None:
+        results.append(guarded(step.run))
+        if step.busy:
+            with turn:
+                busy[0] = False
+                turn.notify_all()
+
+    def lane(index: int, start_with: LaneStep | None = None) -> None:
+        if start_with is not None:
+            run_step(start_with)
         if not (pg_shard and index == 1):  # lane 1 starts the PostgreSQL pass at once
-            while True:
-                with lock:
-                    if not left:
-                        break
-                    step = left.pop(0)
-                results.append(guarded(step))
+            while (step := take()) is not None:
+                run_step(step)
         if pg_shard:
             results.append(guarded(functools.partial(pg_shard, index)))
 
@@ -641,7 +676,7 @@ def run_in_lanes(
         thread.start()
         background.append((thread, log_path, log))
     try:
-        lane(0)
+        lane(0, first)
     finally:  # Ctrl-C reached every step (one process group): each tears its Airflow down
         for index, (thread, log_path, lane_file) in enumerate(background, start=1):
             thread.join()
@@ -685,7 +720,7 @@ def main() -> int:
     sub.choices["test"].add_argument(
         "--sequential",
         action="store_true",
-        help="run the PostgreSQL pass after the SQLite pass instead of alongside it",
+        help="run every step one after the other (the PostgreSQL pass last) instead of in three lanes",
     )
     sub.choices["test"].add_argument(
         "--unit-only", action="store_true", help="only the unit tier (tests/unit), without the static checks"
@@ -700,7 +735,7 @@ def main() -> int:
         nargs="+",
         default=[],
         metavar="VERSION",
-        help="after the SQLite pass: the unit tier and the live smoke on these Airflow minors, the package "
+        help="a step of the lanes: the unit tier and the live smoke on these Airflow minors, the package "
         "installed from its built wheel ('lowest': the unit tier at the declared floors)",
     )
     sub.choices["test"].add_argument(
@@ -708,21 +743,21 @@ def main() -> int:
         nargs="+",
         default=[],
         metavar="VERSION",
-        help="after the SQLite pass: the live smoke alone on these Airflow minors, from the built wheel",
+        help="a step of the lanes: the live smoke alone on these Airflow minors, from the built wheel",
     )
     sub.choices["test"].add_argument(
         "--then-demo-on",
         nargs="+",
         default=[],
         metavar="VERSION",
-        help="after the SQLite pass: the demo (scripts/demo.py) on these Airflow versions too",
+        help="a step of the lanes: the demo (scripts/demo.py) on these Airflow versions too",
     )
     sub.choices["test"].add_argument(
         "--then-demo-on-postgres",
         nargs="+",
         default=[],
         metavar="VERSION",
-        help="after the SQLite pass: the demo on these Airflow versions, on the PostgreSQL pass's server",
+        help="a step of the lanes: the demo on these Airflow versions, on the PostgreSQL pass's server",
     )
     sub.choices["test"].add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     sub.choices["demo"].add_argument(

@@ -2,22 +2,24 @@
 part 3), in a real Airflow.
 
 DAGs: tests/integration/dags/pv_provider_dags.py. ``FileSensor``, ``PythonSensor``, ``BashSensor``,
-``DateTimeSensor`` / ``DateTimeSensorAsync`` (standard provider; Airflow 2.11: core) and common-sql's
-``SqlSensor``, each as Airflow's own class and as the same class with ``BackoffSensor`` beneath its methods
-(``class FileSensor(FileSensor, BackoffSensor)``), side by side in one DAG run, in poke mode, reschedule
-mode and the sensor's own deferral where it has one. ``pv_met``: the test makes the condition true once the
-cells wait (every one, or those that started within GRACE of the first); ``pv_timeout``: never true. Each
-swapped cell must end as its stock twin (state, try count, the exception classes each try's log names), and
-the stock cells as Airflow's base does there
-(met: success; timeout: failed, try 1), so a wrong expectation of Airflow's own behaviour fails too. A cell
-the scheduler failed on a late executor event (apache/airflow #71172; seen in CI's rehearsal for a stock
-reschedule-mode cell) proves nothing: both DAGs run again, up to RUN_ATTEMPTS DAG runs, as the differential
-matrix does, and a cell lost in all of them fails.
+``ExternalTaskSensor``, ``DateTimeSensor`` / ``DateTimeSensorAsync`` (standard provider; Airflow 2.11: core)
+and common-sql's ``SqlSensor``, each as Airflow's own class and as the same class with ``BackoffSensor``
+beneath its methods (``class FileSensor(FileSensor, BackoffSensor)``), side by side in one DAG run, in poke
+mode, reschedule mode and the sensor's own deferral where it has one. ``pv_met``: the test makes the
+condition true once the cells wait (every one, or those that started within GRACE of the first);
+``pv_timeout``: never true. Each swapped cell must end as its stock twin (state, try count, the exception
+classes each try's log names), and the stock cells as Airflow's base does there (met: success; timeout:
+failed, try 1), so a wrong expectation of Airflow's own behaviour fails too. A cell the scheduler failed on
+a late executor event (apache/airflow #71172; seen in CI's rehearsal for a stock reschedule-mode cell)
+proves nothing: both DAGs run again, up to RUN_ATTEMPTS DAG runs, as the differential matrix does, and a
+cell lost in all of them fails.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.util
+import secrets
 import time
 import uuid
 from pathlib import Path
@@ -33,6 +35,7 @@ GRACE = 60.0  # seconds after the first pv_met cell waits
 VARIANTS = ("stock", "swapped")
 EXPECTED = {"pv_met": "success", "pv_timeout": "failed"}  # Airflow's base, each cell on try 1
 RUN_ATTEMPTS = 3  # DAG runs, for cells the scheduler failed on a late executor event (as the matrix)
+UPSTREAM_DATES = dt.datetime(2031, 1, 1, tzinfo=dt.timezone.utc)  # ExternalTaskSensor's: from here on
 
 
 def _dag_module() -> ModuleType:
@@ -64,7 +67,13 @@ def _run_once(env: AirflowEnv, dags: ModuleType, db: Path) -> tuple[Endings, set
     for dag_id in ("pv_met", "pv_timeout"):
         table = f"{dag_id}_{uuid.uuid4().hex[:8]}"
         sqlite_exec(db, f"CREATE TABLE {table} (name TEXT)")
-        confs[dag_id] = {"flag": str(flags / f"{table}.flag"), "table": table}
+        # A logical date no other pv_upstream run has: pv_met's runs once the cells wait, pv_timeout's never.
+        upstream = UPSTREAM_DATES + dt.timedelta(seconds=secrets.randbelow(10**8))
+        confs[dag_id] = {
+            "flag": str(flags / f"{table}.flag"),
+            "table": table,
+            "upstream_date": upstream.isoformat(),
+        }
     run_ids = {dag_id: start_run(env, dag_id, conf) for dag_id, conf in confs.items()}
 
     # The condition turns true once the cells wait (both classes of a cell see "not yet" before "met"): every
@@ -86,6 +95,7 @@ def _run_once(env: AirflowEnv, dags: ModuleType, db: Path) -> tuple[Endings, set
         time.sleep(1)
     Path(confs["pv_met"]["flag"]).touch()
     sqlite_exec(db, f"INSERT INTO {confs['pv_met']['table']} VALUES ('ready')")
+    env.trigger("pv_upstream", logical_date=dt.datetime.fromisoformat(confs["pv_met"]["upstream_date"]))
 
     endings: Endings = {}
     lost: set[Cell] = set()
@@ -105,6 +115,8 @@ def test_provider_sensors_end_as_on_airflows_base_in_every_mode(airflow_env: Air
     dags = _dag_module()
     db = sqlite_db(env)
     add_connection_fields(env, dags.FS_CONN_ID, "fs")
+    env.wait_for_dag("pv_upstream")
+    env.unpause("pv_upstream")
     every = {(dag_id, sensor, mode) for dag_id in EXPECTED for sensor, mode in dags.cells(dag_id)}
     endings: Endings = {}
     pending = set(every)

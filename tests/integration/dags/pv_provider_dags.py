@@ -1,13 +1,15 @@
 """Provider sensors with the base class swapped (tests/integration/test_provider_sensors_live.py, issue 42).
 
-Five sensors users run, each twice per mode it offers: Airflow's own class (``stock__<sensor>__<mode>``) and
+Six sensors users run, each twice per mode it offers: Airflow's own class (``stock__<sensor>__<mode>``) and
 the same class with ``BackoffSensor`` beneath its methods (``swapped__<sensor>__<mode>``), built as a user
 swaps a provider sensor's base: ``class FileSensor(FileSensor, BackoffSensor)``, BackoffSensor's defaults, no
 other change. Modes: poke, reschedule, and the sensor's own deferral where it has one (``FileSensor
 (deferrable=True)``, ``DateTimeSensorAsync``: BackoffSensor leaves a subclass's own deferral to it).
 
 ``pv_met``: the condition turns true once the test says so (``dag_run.conf``: ``flag``, a file the test
-creates, and ``table``, a table it inserts into; the date-time sensors wait 20 s past the run's start).
+creates, ``table``, a table it inserts into, and ``upstream_date``, the logical date of the ``pv_upstream``
+run the test then triggers, whose task ``ExternalTaskSensor`` waits for; the date-time sensors wait 20 s past
+the run's start).
 ``pv_timeout``: never true, each wait times out (6 s). The date-time sensor's own deferral sets no trigger
 timeout on Airflow's base (it would wait for its moment), so it is a ``pv_met`` cell only.
 """
@@ -23,13 +25,17 @@ from airflow import DAG
 from airflow_smart_ext.sensors import BackoffSensor
 
 try:  # Airflow 3: the standard provider
+    from airflow.providers.standard.operators.empty import EmptyOperator
     from airflow.providers.standard.sensors.bash import BashSensor
     from airflow.providers.standard.sensors.date_time import DateTimeSensor, DateTimeSensorAsync
+    from airflow.providers.standard.sensors.external_task import ExternalTaskSensor
     from airflow.providers.standard.sensors.filesystem import FileSensor
     from airflow.providers.standard.sensors.python import PythonSensor
 except ImportError:  # Airflow 2.11: core
+    from airflow.operators.empty import EmptyOperator  # type: ignore[no-redef]
     from airflow.sensors.bash import BashSensor  # type: ignore[no-redef]
     from airflow.sensors.date_time import DateTimeSensor, DateTimeSensorAsync  # type: ignore[no-redef]
+    from airflow.sensors.external_task import ExternalTaskSensor  # type: ignore[no-redef]
     from airflow.sensors.filesystem import FileSensor  # type: ignore[no-redef]
     from airflow.sensors.python import PythonSensor  # type: ignore[no-redef]
 from airflow.providers.common.sql.sensors.sql import SqlSensor
@@ -42,6 +48,11 @@ FLAG = "{{ dag_run.conf['flag'] }}"
 
 def flag_exists(path: str) -> bool:
     return Path(path).exists()
+
+
+def upstream_date(logical_date: dt.datetime, dag_run: Any, **_: Any) -> dt.datetime:
+    """ExternalTaskSensor's ``execution_date_fn``: the pv_upstream run this DAG run waits for."""
+    return dt.datetime.fromisoformat(dag_run.conf["upstream_date"])
 
 
 def swapped(cls: type) -> type:
@@ -62,6 +73,11 @@ SENSORS: dict[str, tuple[type, dict[str, Any], tuple[str, ...]]] = {
         SqlSensor,
         {"conn_id": SQL_CONN_ID, "sql": "SELECT COUNT(*) FROM {{ dag_run.conf['table'] }}"},
         ("poke", "reschedule"),
+    ),
+    "external": (
+        ExternalTaskSensor,
+        {"external_dag_id": "pv_upstream", "external_task_id": "done", "execution_date_fn": upstream_date},
+        ("poke", "reschedule", "own"),
     ),
     "datetime": (DateTimeSensor, {}, ("poke", "reschedule")),
     "datetime_async": (DateTimeSensorAsync, {}, ("own",)),
@@ -105,7 +121,16 @@ for dag_id in ("pv_met", "pv_timeout"):
             common: dict[str, Any] = {"poke_interval": 2, "timeout": TIMEOUTS[dag_id]}
             if mode != "own":
                 common["mode"] = mode
-            elif sensor == "file":  # DateTimeSensorAsync always defers
+            elif sensor in ("file", "external"):  # DateTimeSensorAsync always defers
                 common["deferrable"] = True
             for variant, klass in (("stock", cls), ("swapped", SWAPPED[sensor])):
                 klass(task_id=task_id(variant, sensor, mode), **kwargs, **common)
+
+with DAG(
+    dag_id="pv_upstream",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    tags=["airflow-smart-ext", "integration"],
+):
+    EmptyOperator(task_id="done")
