@@ -55,8 +55,9 @@ TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed
 API_TIMEOUT = BUSY_TIMEOUT_SECONDS + 30.0
 
 # Seconds between two samples of the task_instance table (state_history). Deferral and reschedule phases
-# last at least one triggerer / scheduler loop (~1 s), so 0.1 s sees them.
-STATE_SAMPLE_INTERVAL = 0.1
+# last at least one triggerer / scheduler loop (~1 s), and a worker phase at least a task process's start
+# (seconds), so 0.25 s sees them; each sample reads the whole table (thousands of rows late in a session).
+STATE_SAMPLE_INTERVAL = 0.25
 # How often a DAG file is parsed again while unchanged (Airflow's default: 30 s). Airflow parses each file at
 # start-up and again as soon as it changes (the default "modified_time" sort mode), which is all a test needs;
 # the periodic re-parse of ~47 unchanged files took ~0.4 core per Airflow in CI's rehearsal (2 cores, 2-3
@@ -1365,8 +1366,8 @@ class AirflowEnv:
     def state_history(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> list[str]:
         """Task states observed so far, in order, consecutive duplicates collapsed (e.g. ``["scheduled",
         "queued", "running", "deferred", "scheduled", "queued", "running", "success"]``). Sampled every
-        0.1 s from the task_instance table, plus evidence the DB keeps: a TaskReschedule row proves an
-        ``up_for_reschedule`` phase the sampler may have missed."""
+        STATE_SAMPLE_INTERVAL (0.25 s) from the task_instance table, plus evidence the DB keeps: a
+        TaskReschedule row proves an ``up_for_reschedule`` phase the sampler may have missed."""
         if self.state_sample_interval is None:
             raise AirflowEnvError(
                 "state_history: this AirflowEnv samples no states (state_sample_interval=None)"

@@ -5,7 +5,7 @@
     python3 scripts/dev.py test [--airflow 3.3|2.11.2]   # ruff + mypy + vulture + the whole pytest suite
         [--sqlite-only]     # no PostgreSQL: the proofs that need it are left out (the closing line counts them)
         [--postgres-dsn DSN]  # the PostgreSQL pass on this server instead of a private cluster
-        [--sequential]      # every step one after the other (the PostgreSQL pass last) instead of in 3 lanes
+        [--sequential]      # every step one after the other (the PostgreSQL pass last) instead of in 2 lanes
         [--unit-only]       # only the unit tier (tests/unit), no static checks
         [--lowest]          # unit tier, every direct dependency at its declared floor (Airflow too, not --airflow)
         [--then-on 3.0 3.1 3.2 lowest ...]   # a step of the lanes: the unit tier and the live smoke on
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import dataclasses
 import functools
 import hashlib
 import os
@@ -77,7 +76,9 @@ def server_stack_caps(version: str) -> list[str]:
 
 
 Step = Callable[[], tuple[str, int, float]]  # a job step: its name, exit code and seconds
-LANES = 3  # steps at a time (run_in_lanes)
+# Steps at a time (run_in_lanes). Two: the machine is CPU-bound with two (both cores busy through most of CI's
+# rehearsal); three made it slower (load 12, the SQLite pass 850 s instead of 520 s) and tests timed out.
+LANES = 2
 _lane = threading.local()  # .log: the log file of a background lane (run_in_lanes), where its steps write
 
 
@@ -455,7 +456,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     bench_smokes = [] if airflow3 else ["--deselect", BENCH_PROCESS_SMOKES]
     # The slowest tests at the end of each pass's log: where CI's minutes go.
     sqlite_argv = [*leg.pytest(python, "sqlite"), "--durations=25", *bench_smokes, *args.pytest_args]
-    steps = [LaneStep(functools.partial(run_pass, sqlite_name, sqlite_argv, sqlite_env), busy=True)]
+    steps: list[Step] = [functools.partial(run_pass, sqlite_name, sqlite_argv, sqlite_env)]
     pg_shard: Callable[[int], tuple[str, int, float]] | None = None
     if dsn:
         claims = ROOT / ".test-logs" / f"claims-{leg.label}"  # tests/conftest.py: which shard runs a file
@@ -479,27 +480,22 @@ def cmd_test(args: argparse.Namespace) -> int:
         say(f"== {name}")
         started = time.monotonic()
         timings.append((name, run_to_end(argv, env), time.monotonic() - started))
-    # CI's extra steps, after the SQLite pass in the order the lanes take them (the longest first).
+    # CI's extra steps, in the order the first lane takes them after the SQLite pass.
     if airflow3 and clusters:  # the last one is the distributed pass's
-        distributed = functools.partial(
-            run_distributed_pass, leg, python, clusters[-1], args.pytest_args, env
+        steps.append(
+            functools.partial(run_distributed_pass, leg, python, clusters[-1], args.pytest_args, env)
         )
-        steps.append(LaneStep(distributed, busy=True))
     if airflow3:  # 2.11's sdist ships no tests (docs/sensors.md "Swapping the base class")
-        steps.append(LaneStep(functools.partial(run_airflow_suite_step, leg, python)))
+        steps.append(functools.partial(run_airflow_suite_step, leg, python))
     wheel = build_distributions(python) if args.then_smoke_on or set(args.then_on) - {LOWEST} else None
-    steps += [
-        LaneStep(functools.partial(run_then_leg, leg, v, wheel, [], env, False)) for v in args.then_smoke_on
-    ]
-    steps += [LaneStep(functools.partial(run_demo_step, v)) for v in args.then_demo_on]
+    steps += [functools.partial(run_then_leg, leg, v, wheel, [], env, False) for v in args.then_smoke_on]
+    steps += [functools.partial(run_demo_step, v) for v in args.then_demo_on]
     if args.then_demo_on_postgres and not dsn:
         say("--then-demo-on-postgres: no PostgreSQL (--sqlite-only); the demo runs on SQLite")
-    steps += [LaneStep(functools.partial(run_demo_step, v, dsn)) for v in args.then_demo_on_postgres]
-    steps += [
-        LaneStep(functools.partial(run_then_leg, leg, v, wheel, [], env), busy=True) for v in args.then_on
-    ]
+    steps += [functools.partial(run_demo_step, v, dsn) for v in args.then_demo_on_postgres]
+    steps += [functools.partial(run_then_leg, leg, v, wheel, [], env) for v in args.then_on]
     if args.sequential:
-        timings += [guarded(step.run) for step in steps]
+        timings += [guarded(step) for step in steps]
         if pg_shard:
             timings.append(pg_shard(0))
     else:
@@ -612,58 +608,30 @@ def guarded(step: Step) -> tuple[str, int, float]:
         return f"{name}: raised {exc!r}", 1, 0.0
 
 
-@dataclasses.dataclass(frozen=True)
-class LaneStep:
-    """A step of run_in_lanes. ``busy``: it keeps a core busy all along (a unit tier, the distributed
-    topology's nine processes), so no two busy steps run at once: beside each other they starved the
-    Airflows of the other lanes (load 12 on two cores in CI's rehearsal, and timing tests failed)."""
-
-    run: Step
-    busy: bool = False
-
-
 def run_in_lanes(
-    steps: list[LaneStep], pg_shard: Callable[[int], tuple[str, int, float]] | None, log_prefix: str
+    steps: list[Step], pg_shard: Callable[[int], tuple[str, int, float]] | None, log_prefix: str
 ) -> list[tuple[str, int, float]]:
     """The leg's steps in LANES lanes at a time. The first lane streams to the terminal; each other lane writes
-    a log file, printed whole at the end. A lane takes the next step it may start (one busy step at a time),
-    and once none is left for it runs a shard of the PostgreSQL pass (``pg_shard``; one lane starts there),
-    which takes the test files no shard has claimed yet (tests/conftest.py): the lanes end together,
-    whatever each step costs. Each pytest run has its own Airflows (own AIRFLOW_HOME, database and free
-    ports), and a real Airflow mostly waits on timers, so three fit on two cores beside one busy step."""
+    a log file, printed whole at the end. A lane takes the next step that is left, and once none is left runs
+    a shard of the PostgreSQL pass (``pg_shard``; lane 1 starts there), which takes the test files no shard
+    has claimed yet (tests/conftest.py): the lanes end together, whatever each step costs. Each pytest run
+    has its own Airflows (own AIRFLOW_HOME, database and free ports)."""
     log_dir = ROOT / ".test-logs"
     log_dir.mkdir(exist_ok=True)
     first, *left = steps  # the terminal's lane starts with the first step (the SQLite pass)
-    turn = threading.Condition()
-    busy = [first.busy]  # a busy step is running
+    lock = threading.Lock()
     results: list[tuple[str, int, float]] = []
 
-    def take() -> LaneStep | None:
-        with turn:
-            while left:
-                step = next((step for step in left if not (step.busy and busy[0])), None)
-                if step is not None:
-                    left.remove(step)
-                    busy[0] = busy[0] or step.busy
-                    return step
-                if pg_shard:  # only busy steps are left, and one runs: the lane that ends it takes them
-                    return None
-                turn.wait()
-            return None
+    def take() -> Step | None:
+        with lock:
+            return left.pop(0) if left else None
 
-    def run_step(step: LaneStep) -> None:
-        results.append(guarded(step.run))
-        if step.busy:
-            with turn:
-                busy[0] = False
-                turn.notify_all()
-
-    def lane(index: int, start_with: LaneStep | None = None) -> None:
+    def lane(index: int, start_with: Step | None = None) -> None:
         if start_with is not None:
-            run_step(start_with)
-        if not (pg_shard and index == 1):  # lane 1 starts the PostgreSQL pass at once
+            results.append(guarded(start_with))
+        if not (pg_shard and index == 1):
             while (step := take()) is not None:
-                run_step(step)
+                results.append(guarded(step))
         if pg_shard:
             results.append(guarded(functools.partial(pg_shard, index)))
 
@@ -720,7 +688,7 @@ def main() -> int:
     sub.choices["test"].add_argument(
         "--sequential",
         action="store_true",
-        help="run every step one after the other (the PostgreSQL pass last) instead of in three lanes",
+        help="run every step one after the other (the PostgreSQL pass last) instead of in two lanes",
     )
     sub.choices["test"].add_argument(
         "--unit-only", action="store_true", help="only the unit tier (tests/unit), without the static checks"

@@ -25,6 +25,8 @@ import uuid
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from airflow_harness.env import TERMINAL_TI_STATES, AirflowEnv
 from tests.integration.differential import errors_per_try
 from tests.integration.live import add_connection_fields, lost_by_executor, sqlite_db, sqlite_exec, start_run
@@ -110,6 +112,8 @@ def _run_once(env: AirflowEnv, dags: ModuleType, db: Path) -> tuple[Endings, set
     return endings, lost
 
 
+# One DAG run of each DAG takes 2-3 min on a loaded machine; up to RUN_ATTEMPTS of them.
+@pytest.mark.timeout(1200)
 def test_provider_sensors_end_as_on_airflows_base_in_every_mode(airflow_env: AirflowEnv) -> None:
     env = airflow_env
     dags = _dag_module()

@@ -6,7 +6,7 @@ the triggerer is SIGKILLed mid-wait and restarted; then each condition is set (a
 ends. The tests then read what Airflow recorded:
 
 * the happy path has no ``queued``/``running`` phase where the version supports it (the DB's state history
-  sampled every 0.1 s, plus ``queued_dttm`` and ``hostname`` that only a queued / running try sets);
+  sampled every 0.25 s, plus ``queued_dttm`` and ``hostname`` that only a queued / running try sets);
 * XCom ``return_value`` (the poke's ``PokeReturnValue``) and the stats XCom arrive; callbacks still run;
 * timeouts (``retries=2``) fail once, unretried; ``soft_fail`` skips; a failure criterion fails unretried; a
   skip skips; the deadline is the try's start + ``timeout`` even though the triggerer was down;

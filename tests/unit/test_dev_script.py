@@ -90,41 +90,47 @@ def test_a_private_cluster_starts_restarts_and_is_removed() -> None:
     assert not cluster.dir.exists()
 
 
-def test_lanes_run_every_step_once_never_two_busy_steps_at_once_and_end_in_the_postgresql_pass(
+def test_lanes_run_every_step_once_and_end_together_in_the_postgresql_pass(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(dev, "ROOT", tmp_path)
-    spans: dict[str, tuple[float, float, bool]] = {}
+    ran: list[tuple[str, str]] = []  # (step, the lane's log or "terminal")
 
-    def step(name: str, seconds: float, busy: bool) -> dev.LaneStep:
+    def step(name: str) -> dev.Step:
         def run() -> tuple[str, int, float]:
-            started = dev.time.monotonic()
-            dev.time.sleep(seconds)
-            spans[name] = (started, dev.time.monotonic(), busy)
-            return name, 0, seconds
+            log = dev.lane_log()
+            ran.append((name, log.name if log else "terminal"))
+            dev.say(f"ran {name}")
+            return name, 0, 0.0
 
-        return dev.LaneStep(run, busy=busy)
-
-    shards: list[int] = []
+        return run
 
     def pg_shard(index: int) -> tuple[str, int, float]:
-        shards.append(index)
+        log = dev.lane_log()
+        ran.append((f"shard {index}", log.name if log else "terminal"))
         return f"shard {index}", 0, 0.0
 
-    steps = [
-        step("sqlite", 0.4, True),
-        step("distributed", 0.3, True),
-        step("suite", 0.1, False),
-        step("demo", 0.1, False),
-        step("floors", 0.2, True),
-    ]
-    results = dev.run_in_lanes(steps, pg_shard, "t")
+    def failing() -> tuple[str, int, float]:
+        raise RuntimeError("install failed")
+
+    results = dev.run_in_lanes([step("sqlite"), step("distributed"), failing, step("demo")], pg_shard, "t")
 
     assert sorted(name for name, _code, _seconds in results) == sorted(
-        [*spans, "shard 0", "shard 1", "shard 2"]
+        [
+            "sqlite",
+            "distributed",
+            "failing: raised RuntimeError('install failed')",
+            "demo",
+            "shard 0",
+            "shard 1",
+        ]
     )
-    assert sorted(shards) == [0, 1, 2], "every lane ends in the PostgreSQL pass"
-    busy = sorted((start, end) for start, end, is_busy in spans.values() if is_busy)
-    assert len(busy) == 3
-    assert all(end <= next_start for (_start, end), (next_start, _) in zip(busy, busy[1:])), busy
-    assert spans["suite"][0] < spans["sqlite"][1], "a light step runs beside the busy one"
+    assert [code for name, code, _seconds in results if name.startswith("failing")] == [1], "never lost"
+    lane_log = str(tmp_path / ".test-logs" / "t-lane-1.log")
+    assert ("shard 1", lane_log) in ran, "lane 1 starts the PostgreSQL pass, its output in its log"
+    assert [name for name, where in ran if where == "terminal"] == [
+        "sqlite",
+        "distributed",
+        "demo",
+        "shard 0",
+    ]
