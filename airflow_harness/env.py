@@ -1366,14 +1366,21 @@ class AirflowEnv:
     def state_history(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> list[str]:
         """Task states observed so far, in order, consecutive duplicates collapsed (e.g. ``["scheduled",
         "queued", "running", "deferred", "scheduled", "queued", "running", "success"]``). Sampled every
-        STATE_SAMPLE_INTERVAL (0.25 s) from the task_instance table, plus evidence the DB keeps: a
-        TaskReschedule row proves an ``up_for_reschedule`` phase the sampler may have missed."""
+        STATE_SAMPLE_INTERVAL (0.25 s) from the task_instance table, then the state now, plus evidence the
+        DB keeps: a TaskReschedule row proves an ``up_for_reschedule`` phase the sampler may have missed."""
         if self.state_sample_interval is None:
             raise AirflowEnvError(
                 "state_history: this AirflowEnv samples no states (state_sample_interval=None)"
             )
         with self._history_lock:
             history = list(self._history.get((dag_id, run_id, task_id, map_index), []))
+        # The state now, which the last sample (up to one interval ago) may not have seen yet.
+        now = self.query(
+            "SELECT state FROM task_instance WHERE dag_id = %s AND run_id = %s AND task_id = %s AND map_index = %s",
+            (dag_id, run_id, task_id, map_index),
+        )
+        if now and now[0][0] and (not history or history[-1] != now[0][0]):
+            history.append(str(now[0][0]))
         if "up_for_reschedule" not in history:
             rows = self.query(
                 "SELECT COUNT(*) FROM task_reschedule tr "
