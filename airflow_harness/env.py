@@ -1376,7 +1376,8 @@ class AirflowEnv:
             history = list(self._history.get((dag_id, run_id, task_id, map_index), []))
         # The state now, which the last sample (up to one interval ago) may not have seen yet.
         now = self.query(
-            "SELECT state FROM task_instance WHERE dag_id = %s AND run_id = %s AND task_id = %s AND map_index = %s",
+            "SELECT state FROM task_instance "
+            "WHERE dag_id = %s AND run_id = %s AND task_id = %s AND map_index = %s",
             (dag_id, run_id, task_id, map_index),
         )
         if now and now[0][0] and (not history or history[-1] != now[0][0]):

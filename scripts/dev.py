@@ -495,7 +495,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     if args.sequential:
         timings += [guarded(step) for step in steps]
         if pg_shard:
-            timings.append(pg_shard(0))
+            timings.append(guarded(functools.partial(pg_shard, 0)))
     else:
         timings += run_in_lanes(steps, pg_shard, f"airflow-{args.airflow}")
     return finish(leg, timings, args.airflow, every_file=not args.pytest_args, strict=not args.sqlite_only)
@@ -634,7 +634,7 @@ def run_in_lanes(
             results.append(guarded(functools.partial(pg_shard, index)))
 
     background: list[tuple[threading.Thread, Path, typing.IO[str]]] = []
-    for index in range(1, LANES if pg_shard else min(LANES, len(steps))):
+    for index in range(1, LANES if pg_shard else 1):  # without PostgreSQL: one lane, the steps in order
         log_path = log_dir / f"{log_prefix}-lane-{index}.log"
         log = log_path.open("w", buffering=1)
         say(f"lane {index}: runs alongside; output in {log_path.relative_to(ROOT)}, shown below when done")

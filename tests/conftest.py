@@ -38,7 +38,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if not item.get_closest_marker("postgres")]
 
 
-# Shards of one pass (scripts/dev.py runs the PostgreSQL pass as up to three pytest processes, one per lane):
+# Shards of one pass (scripts/dev.py runs the PostgreSQL pass as one pytest process per lane that joins it):
 # each shard collects the same tests and runs a test file only once it has claimed the file (an exclusive
 # create in the claims directory), so the shards share the files as they free up. Odd shards take the files
 # from the end, so two shards meet in the middle. A file no shard ran is absent from every report, which
