@@ -41,8 +41,13 @@ KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
     ),
     KnownDefect(
         components=r"dag-processor|scheduler(-\d+)?|triggerer(-\d+)?",
-        # mid-query: "server closed the connection"; reconnecting while the server is still down: "refused"
-        cause=r"server closed the connection unexpectedly|(?i:connection refused)",
+        # mid-query: "server closed the connection"; reconnecting while the server is still down: "refused",
+        # or while it stops or starts: "the database system is shutting down" / "starting up" (seen in CI's
+        # rehearsal for a scheduler)
+        cause=(
+            r"server closed the connection unexpectedly|(?i:connection refused)"
+            r"|the database system is (?:shutting down|starting up)"
+        ),
         citation=(
             "a PostgreSQL restart ends an Airflow 3.3.2 component instead of a reconnect (an OperationalError "
             "its loop does not catch: seen for the dag-processor, a scheduler and a triggerer): "

@@ -115,6 +115,15 @@ def test_known_defects_are_cited_and_match_only_their_exit() -> None:
         'exit 1: sqlalchemy.exc.OperationalError: (psycopg2.OperationalError) connection to server at "127.0.0.1", '
         "port 52737 failed: Connection refused",
     )
+    assert known_defect(
+        "scheduler",
+        1,
+        'exit 1: sqlalchemy.exc.OperationalError: (psycopg2.OperationalError) connection to server at "127.0.0.1", '
+        "port 53065 failed: FATAL:  the database system is shutting down",
+    )
+    assert known_defect(
+        "triggerer-2", 1, "exit 1: OperationalError: FATAL:  the database system is starting up"
+    )
     assert known_defect("triggerer", 1, "exit 1: OperationalError: database is locked") is None
     assert known_defect("scheduler", 1, "exit 1: ValueError: boom") is None
     assert known_defect("scheduler", -9, "killed by SIGKILL") is None  # a signal is never Airflow's defect
