@@ -40,11 +40,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # Shards of one pass (scripts/dev.py runs the PostgreSQL pass as one pytest process per lane that joins it):
 # each shard collects the same tests and runs a test file only once it has claimed the file (an exclusive
-# create in the claims directory), so the shards share the files as they free up. Odd shards take the files
-# from the end, so two shards meet in the middle. A file no shard ran is absent from every report, which
-# scripts/proofs.py fails ("every file ran in some pass").
+# create in the claims directory), so the shards share the files as they free up. Odd shards (lane 1, which
+# starts the pass at once) take the longest files first; even shards (lane 0, which joins after its own steps)
+# the shortest first: the two meet on short files, so the lanes end close together. A file no shard ran is
+# absent from every report, which scripts/proofs.py fails ("every file ran in some pass").
 SHARD_CLAIMS_ENV = "SMART_EXT_SHARD_CLAIMS"
 SHARD_INDEX_ENV = "SMART_EXT_SHARD_INDEX"
+# Seconds each long file of the PostgreSQL pass took in CI (the slower Airflow leg, rounded; CI's rehearsals of
+# 2026-11-29). Only the order matters: a file missing here counts as short.
+FILE_SECONDS = {
+    "test_ui_live.py": 250,
+    "test_differential_live.py": 230,
+    "test_watchers_live.py": 230,
+    "test_deferrable_live.py": 190,
+    "test_sensors_live.py": 175,
+    "test_provider_sensors_live.py": 150,
+    "test_ha_triggerers_live.py": 140,
+    "test_watcher_exactly_once_live.py": 125,
+    "test_zero_worker_live.py": 120,
+    "test_upgrade_live.py": 120,
+    "test_timetables_live.py": 100,
+    "test_connection_hiccup_live.py": 100,
+    "test_outage_live.py": 90,
+    "test_trigger_queues_live.py": 90,
+    "test_secrets_live.py": 55,
+    "test_consumers_live.py": 50,
+}
+SHORT_FILE_SECONDS = 10
+
+
+def shard_order(files: list[str], shard_index: int) -> list[str]:
+    """The order a shard claims test files in (collection order among files of equal weight)."""
+    shortest_first = sorted(files, key=lambda f: FILE_SECONDS.get(Path(f).name, SHORT_FILE_SECONDS))
+    return shortest_first[::-1] if shard_index % 2 else shortest_first
+
+
 _SHARD_KEY = pytest.StashKey[tuple[list[str], list[str]]]()  # (files this shard ran, files left to others)
 
 
@@ -69,9 +99,8 @@ def pytest_runtestloop(session: pytest.Session) -> Any:
     groups: dict[Path, list[pytest.Item]] = {}
     for item in session.items:
         groups.setdefault(Path(str(item.path)), []).append(item)
-    order = list(groups.values())
-    if int(os.environ.get(SHARD_INDEX_ENV, "0")) % 2:
-        order.reverse()
+    by_file = {str(path): group for path, group in groups.items()}
+    order = [by_file[f] for f in shard_order(list(by_file), int(os.environ.get(SHARD_INDEX_ENV, "0")))]
     ran: list[str] = []
     left: list[str] = []
 

@@ -389,8 +389,7 @@ def story(airflow_env: AirflowEnv) -> Iterator[Story]:
             env.pause(dag_id)
         for name in added:
             env.env.pop(name, None)
-        for name in env.triggerer_names:
-            env.stop_component(name)
+        env.stop_components(env.triggerer_names, grace=10.0)
         env.components.pop("triggerer-2", None)
         env.triggerers = 1
         env.start_component("triggerer")

@@ -85,3 +85,22 @@ def test_a_shard_that_finds_every_file_claimed_runs_nothing_and_passes(tmp_path:
             (claims / f"{directory}__test_{directory}_{number}.py").touch()
     results = run_shards(tmp_path, 1)
     assert results == [(0, [])]
+
+
+def test_the_first_shard_takes_the_longest_files_first_and_a_later_one_the_shortest() -> None:
+    from tests.conftest import shard_order
+
+    files = [
+        "tests/unit/test_x.py",
+        "tests/integration/test_ui_live.py",
+        "tests/integration/test_retries_live.py",
+        "tests/integration/test_consumers_live.py",
+    ]
+    longest_first = shard_order(files, 1)
+    assert longest_first[:2] == [
+        "tests/integration/test_ui_live.py",
+        "tests/integration/test_consumers_live.py",
+    ]
+    assert shard_order(files, 0) == longest_first[::-1]
+    # Files of equal (short) weight keep their collection order.
+    assert shard_order(files, 0)[:2] == ["tests/unit/test_x.py", "tests/integration/test_retries_live.py"]
