@@ -91,7 +91,8 @@ def _measure_mode(env: Any, mode: str, sensors: int, wait: float, workdir: Path)
 
 def run(tiny: bool) -> Result:
     sys.path.insert(0, str(REPO_ROOT))
-    from airflow_harness.env import TEST_DAGS_DIR, AirflowEnv
+    from airflow_harness.env import AirflowEnv
+    from airflow_harness.state import TEST_DAGS_DIR
 
     sensors = 2 if tiny else SENSORS
     wait = 5.0 if tiny else WAIT_SECONDS

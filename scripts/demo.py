@@ -21,7 +21,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from airflow_harness.env import EXAMPLE_DAGS_DIR, AirflowEnv, iter_dag_files  # noqa: E402
+from airflow_harness.env import AirflowEnv, iter_dag_files  # noqa: E402
+from airflow_harness.state import EXAMPLE_DAGS_DIR  # noqa: E402
 
 POKE_LINE = re.compile(r"Poke #(\d+) \(check #(\d+)\): condition not met; next check #(\d+) in ([\d.]+)s")
 DONE_LINE = re.compile(

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from airflow_harness.env import PG_DSN_ENV, AirflowEnv
+from airflow_harness.env import AirflowEnv
+from airflow_harness.state import PG_DSN_ENV
 from airflow_smart_ext import compat
 from tests.integration.live import counter_lines, start_run, wait_for
 

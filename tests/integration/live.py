@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_harness.env import TERMINAL_TI_STATES, AirflowEnv
+from airflow_harness.env import AirflowEnv
+from airflow_harness.state import TERMINAL_TI_STATES
 from airflow_smart_ext.backoff import BackoffPolicy, task_seed
 
 # One check line of BackoffTrigger, e.g. "check #3 at=1795633335.101 (scheduled 2026-…+00:00): negative; group

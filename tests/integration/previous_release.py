@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_harness.env import REPO_ROOT
+from airflow_harness.state import REPO_ROOT
 from airflow_smart_ext import __version__
 
 # Release 0.1.0: the tag ``v0.1.0``. A clone need not carry tags, so the commit is named too (and checked

@@ -28,13 +28,8 @@ from typing import Any
 
 import pytest
 
-from airflow_harness.env import (
-    PG_DSN_ENV,
-    TERMINAL_RUN_STATES,
-    TERMINAL_TI_STATES,
-    AirflowEnv,
-    AirflowEnvError,
-)
+from airflow_harness.env import AirflowEnv
+from airflow_harness.state import PG_DSN_ENV, TERMINAL_RUN_STATES, TERMINAL_TI_STATES, AirflowEnvError
 from tests.integration import differential as df
 
 pytestmark = [

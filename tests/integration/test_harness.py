@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_harness.env import REPO_ROOT, AirflowEnv, AirflowEnvError
+from airflow_harness.env import AirflowEnv
+from airflow_harness.state import REPO_ROOT, AirflowEnvError
 
 DAG_ID = "smart_ext_smoke"
 

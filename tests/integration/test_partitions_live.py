@@ -20,7 +20,8 @@ from zoneinfo import ZoneInfo
 import holidays
 import pytest
 
-from airflow_harness.env import AirflowEnv, AirflowEnvError
+from airflow_harness.env import AirflowEnv
+from airflow_harness.state import AirflowEnvError
 
 NY = "America/New_York"
 UPSTREAM, DOWNSTREAM = "tt_partitions_live_upstream", "tt_partitions_live_downstream"

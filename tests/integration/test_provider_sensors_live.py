@@ -27,7 +27,8 @@ from types import ModuleType
 
 import pytest
 
-from airflow_harness.env import TERMINAL_TI_STATES, AirflowEnv
+from airflow_harness.env import AirflowEnv
+from airflow_harness.state import TERMINAL_TI_STATES
 from tests.integration.differential import errors_per_try
 from tests.integration.live import add_connection_fields, lost_by_executor, sqlite_db, sqlite_exec, start_run
 

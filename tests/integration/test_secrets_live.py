@@ -23,7 +23,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from airflow_harness.env import TERMINAL_TI_STATES, AirflowEnv
+from airflow_harness.env import AirflowEnv
+from airflow_harness.state import TERMINAL_TI_STATES
 from airflow_smart_ext.secret_kwargs import SEALED
 from tests.integration.live import add_connection_fields, sqlite_exec, start_run
 

@@ -27,7 +27,8 @@ import pendulum
 import pytest
 import time_machine
 
-from airflow_harness.env import AirflowEnv, AirflowEnvError
+from airflow_harness.env import AirflowEnv
+from airflow_harness.state import AirflowEnvError
 from airflow_smart_ext.compat import TimeRestriction, decode_timetable
 from tests.integration.dags.tt_live_today import today_file
 

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from airflow_harness.env import PG_DSN_ENV, TEST_DAGS_DIR, AirflowEnv
+from airflow_harness.env import AirflowEnv
+from airflow_harness.state import PG_DSN_ENV, TEST_DAGS_DIR
 from airflow_smart_ext import compat
 
 pytestmark = [

@@ -31,7 +31,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from airflow_harness.env import TERMINAL_TI_STATES, TEST_DAGS_DIR, AirflowEnv
+from airflow_harness.env import AirflowEnv
+from airflow_harness.state import TERMINAL_TI_STATES, TEST_DAGS_DIR
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed
 from airflow_smart_ext.conditions.spec import sharing_key

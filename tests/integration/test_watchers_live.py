@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 
-from airflow_harness.env import PG_DSN_ENV, AirflowEnv, AirflowEnvError
+from airflow_harness.env import AirflowEnv
+from airflow_harness.state import PG_DSN_ENV, AirflowEnvError
 from airflow_smart_ext.triggers.watcher import COMMIT_DELAY_SECONDS
 
 pytestmark = pytest.mark.timeout(900)

@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 
-from airflow_harness.env import TERMINAL_RUN_STATES, AirflowEnv
+from airflow_harness.env import AirflowEnv
+from airflow_harness.state import TERMINAL_RUN_STATES
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start
 from tests.integration.live import (

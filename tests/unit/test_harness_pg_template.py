@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from airflow_harness.env import PG_DSN_ENV, AirflowEnv
+from airflow_harness.env import AirflowEnv
+from airflow_harness.state import PG_DSN_ENV
 
 pytestmark = pytest.mark.postgres  # the PostgreSQL pass, which sets the server's DSN
 

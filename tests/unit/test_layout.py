@@ -407,3 +407,22 @@ def test_the_version_rule_can_fail(tmp_path: Path) -> None:
     path = tmp_path / "x.py"
     path.write_text("from airflow_smart_ext import compat\nif compat.AIRFLOW_V_3_3_PLUS:\n    pass\n")
     assert _version_checks(path) == ["x.py:2: if compat.AIRFLOW_V_3_3_PLUS:"]
+
+
+def test_the_harness_keeps_one_concern_per_module_and_no_class_over_300_lines() -> None:
+    """Issue 44: ``AirflowEnv`` is composed of one class per concern (airflow_harness/state.py lists them), none
+    of them, nor any other class of the harness, over 300 lines."""
+    from airflow_harness.env import AirflowEnv
+    from airflow_harness.state import EnvState
+
+    harness = Path(__file__).resolve().parents[2] / "airflow_harness"
+    sizes = {
+        f"{path.name}::{node.name}": node.end_lineno - node.lineno + 1
+        for path in harness.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.end_lineno is not None
+    }
+    assert sizes and max(sizes.values()) <= 300, {name: size for name, size in sizes.items() if size > 300}
+    concerns = [base for base in AirflowEnv.__bases__ if base is not EnvState]
+    assert len({base.__module__ for base in concerns}) == len(concerns) >= 6
+    assert all(issubclass(base, EnvState) for base in concerns)
