@@ -42,7 +42,7 @@ from airflow_harness.state import (
     Component,
 )
 from airflow_harness.supervision import _WATCHED, Supervision
-from airflow_smart_ext.compat import AIRFLOW_V_3_0_PLUS
+from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS
 
 
 class AirflowEnv(Settings, Database, Processes, Supervision, ApiClient, Runs, StateHistory):

@@ -49,8 +49,8 @@ def every_new_value(asset: Any, *, consumer: str | None = None) -> Iterator[NewV
     returned. ``consumer`` names the record (default ``<dag_id>.<task_id>``): two tasks processing the same
     values each need their own.
     """
-    compat.require_consumers("every_new_value")
-    context = compat.current_task_context()
+    compat.consumers.require_consumers("every_new_value")
+    context = compat.consumers.current_task_context()
     if consumer is None:
         ti = context["ti"]
         consumer = f"{ti.dag_id}.{ti.task_id}"
@@ -72,9 +72,9 @@ def every_new_value(asset: Any, *, consumer: str | None = None) -> Iterator[NewV
             seq,
         )
     key = state_variable_key(consumer, asset.name)
-    state = ConsumerState.from_json(compat.read_variable(key))
+    state = ConsumerState.from_json(compat.consumers.read_variable(key))
     for new in unprocessed(read, state):
         yield new
         # Reached only when the caller asks for the next value: the body for this one returned.
         state = state.marked(new)
-        compat.write_variable(key, state.to_json())
+        compat.consumers.write_variable(key, state.to_json())

@@ -3,7 +3,7 @@
 Every component that deserializes DAGs (scheduler, dag-processor, api-server/webserver, triggerer and
 workers) must see this plugin through the ``airflow.plugins`` entry point; without it a DAG that uses one of
 our timetables fails to serialize ("Timetable class ... is not registered") and a scheduler that meets such
-a serialized DAG crashes. The web parts depend on how Airflow serves plugin pages (``compat.PLUGIN_PAGES``,
+a serialized DAG crashes. The web parts depend on how Airflow serves plugin pages (``compat.web_urls.PLUGIN_PAGES``,
 :func:`ui_parts`) and are cheap to
 import: the views' web app is built by the server that serves it, on its first request.
 """
@@ -27,12 +27,12 @@ def ui_parts() -> dict[str, Any]:
     2.11: a Flask blueprint and two Browse menu links. Nothing here imports FastAPI, Flask-AppBuilder or the
     views: every component imports the plugin; the server that serves them builds them.
     """
-    base = compat.airflow_base_path()
-    if compat.PLUGIN_PAGES in ("in_ui", "api_only"):
+    base = compat.web_urls.airflow_base_path()
+    if compat.web_urls.PLUGIN_PAGES in ("in_ui", "api_only"):
         from airflow_smart_ext.ui.web_asgi import SmartExtWebApp
 
         app_name = "Waits and Calendars views"
-        if compat.PLUGIN_PAGES == "api_only":
+        if compat.web_urls.PLUGIN_PAGES == "api_only":
             # 3.0's UI keeps its token out of cookies and its api-server reads only the header: no browser page
             app_name += (
                 f" (Airflow 3.0: no menu entry and no browser sign-in for plugin pages; use {URL_PREFIX}/api/waits"
@@ -41,7 +41,7 @@ def ui_parts() -> dict[str, Any]:
         parts: dict[str, Any] = {
             "fastapi_apps": [{"app": SmartExtWebApp(), "url_prefix": URL_PREFIX, "name": app_name}]
         }
-        if compat.PLUGIN_PAGES == "in_ui":
+        if compat.web_urls.PLUGIN_PAGES == "in_ui":
             # The UI puts ``href`` into an iframe as it is: keep a sub-path Airflow is served at.
             parts["external_views"] = [
                 {

@@ -27,7 +27,7 @@ def dag_policy(dag: Any) -> None:
     # imported here: the entry point loads while Airflow's settings initialise, before the timetables can
     from airflow.configuration import conf  # noqa: PLC0415
 
-    from airflow_smart_ext.compat import parsing_for_a_task  # noqa: PLC0415
+    from airflow_smart_ext.compat.dag_parsing import parsing_for_a_task  # noqa: PLC0415
     from airflow_smart_ext.timetables._base import LocalDayTimetable  # noqa: PLC0415
     from airflow_smart_ext.timetables.coverage import coverage_problem  # noqa: PLC0415
 

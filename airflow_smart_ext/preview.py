@@ -56,7 +56,7 @@ def load_dags(path: str) -> list[Any]:
     if spec is None or spec.loader is None:
         raise PreviewError(f"dag file: cannot import {path!r} (not a Python file?).")
     module = importlib.util.module_from_spec(spec)
-    context = compat.dag_context()
+    context = compat.dag_parsing.dag_context()
     saved = context.autoregistered_dags, context.current_autoregister_module_name
     context.autoregistered_dags, context.current_autoregister_module_name = set(), name
     sys.modules[name] = module  # autoregistration looks the module up by name

@@ -18,7 +18,7 @@ failed try: retry after a seeded, jittered, capped backoff delay; fail now; or l
 - Every decision has a readable ``reason``; Airflow writes it to the task log ("Retry policy decision").
 
 Airflow >= 3.3 only: building a policy on older versions raises at DAG parse (see
-:func:`airflow_smart_ext.compat.require_retry_policies`); importing this module works everywhere.
+:func:`airflow_smart_ext.compat.retry_policies.require_retry_policies`); importing this module works everywhere.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_smart_ext.backoff import DEFAULT_CAP_SECONDS, BackoffPolicy, duration_text, task_seed
-from airflow_smart_ext.compat import (
+from airflow_smart_ext.compat.retry_policies import (
     RETRY_POLICIES_SUPPORTED,
     RETRY_POLICY_MIN_AIRFLOW,
     RetryAction,

@@ -34,11 +34,11 @@ def _hidden(value: Any, name: str | None) -> bool:
     """Whether Airflow's secrets masker would redact ``value`` (a JSON leaf) under the key ``name``."""
     if value is None or isinstance(value, bool):
         return False
-    return bool(compat.redact_secrets(value, name) != value)
+    return bool(compat.locations.redact_secrets(value, name) != value)
 
 
 def _sensitive_name(name: str | None) -> bool:
-    return name is not None and compat.redact_secrets("x", name) != "x"
+    return name is not None and compat.locations.redact_secrets("x", name) != "x"
 
 
 def seal(value: Any, where: str) -> Any:
@@ -48,7 +48,7 @@ def seal(value: Any, where: str) -> Any:
     def envelope(leaf: Any, path: str) -> dict[str, str]:
         nonlocal fernet
         if fernet is None:
-            fernet = compat.get_fernet()
+            fernet = compat.locations.get_fernet()
         if not getattr(fernet, "is_encrypted", False):
             raise SecretNotSealable(
                 f"{where}{path} holds a rendered secret (a value Airflow's secrets masker redacts) and "
@@ -88,13 +88,13 @@ def is_sealed(value: Any) -> bool:
 
 def unseal(value: Any, opened: list[Any] | None = None) -> Any:
     """``value`` with every envelope opened; each opened value is registered with this process's masker (and
-    appended to ``opened``: a trigger registers them with its supervisor's too, ``compat.amask_secret``)."""
+    appended to ``opened``: a trigger registers them with its supervisor's too, ``compat.secret_masking.amask_secret``)."""
     fernet: Any = None
 
     def open_(token: str) -> Any:
         nonlocal fernet
         if fernet is None:
-            fernet = compat.get_fernet()
+            fernet = compat.locations.get_fernet()
         try:
             leaf = json.loads(fernet.decrypt(token.encode("ascii")))
         except Exception as err:  # cryptography's InvalidToken, or no key at all
@@ -102,7 +102,7 @@ def unseal(value: Any, opened: list[Any] | None = None) -> Any:
                 "a sealed sensor argument cannot be opened in the triggerer: its [core] fernet_key must "
                 f"be the one the worker used ({type(err).__name__})"
             ) from None
-        compat.mask_secret(leaf)
+        compat.locations.mask_secret(leaf)
         if opened is not None:
             opened.append(leaf)
         return leaf

@@ -15,7 +15,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from airflow_smart_ext import clock
-from airflow_smart_ext.ui.waits_report import SORTS, InvalidQuery, WaitsQuery, build_report
+from airflow_smart_ext.ui.query_params import InvalidQuery
+from airflow_smart_ext.ui.waits_report import SORTS, WaitsQuery, build_report
 from airflow_smart_ext.ui.watchers_report import add_watchers
 
 CONDITION_WIDTH = 60  # the table cuts long conditions (``--json`` has them whole)

@@ -26,7 +26,7 @@ from airflow_smart_ext.wait.parameters import WatcherArgumentError
 
 __all__ = ["ConditionWatcher", "WatcherArgumentError", "sensor_condition", "sql_condition"]
 
-if compat.ASSET_WATCHERS_SUPPORTED:
+if compat.asset_watchers.ASSET_WATCHERS_SUPPORTED:
     from airflow_smart_ext.triggers.watcher import ConditionWatcher
 else:
 
@@ -34,7 +34,7 @@ else:
         # 2.11: importing the watcher fails at once with what to use instead (where a DAG file imports it
         # before its own ``from airflow.sdk import ...``, which fails first there: docs/watchers.md)
         if name == "ConditionWatcher":
-            compat.require_asset_watchers(f"{__name__}.ConditionWatcher")
+            compat.asset_watchers.require_asset_watchers(f"{__name__}.ConditionWatcher")
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -110,7 +110,7 @@ def sensor_condition(sensor_class: Any, **sensor_kwargs: Any) -> dict[str, Any]:
     ``PokeReturnValue``'s XCom value when the poke is done (``value_key=`` on the watcher picks one key of a dict).
     The poke runs outside any DAG run: its context has no run dates.
     """
-    if not (isinstance(sensor_class, type) and issubclass(sensor_class, compat.BaseSensorOperator)):
+    if not (isinstance(sensor_class, type) and issubclass(sensor_class, compat.locations.BaseSensorOperator)):
         raise WatcherArgumentError(
             f"sensor_class must be a sensor class (BaseSensorOperator subclass); got {sensor_class!r}"
         )

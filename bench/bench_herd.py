@@ -128,7 +128,7 @@ def deferrable_herd(sensors: int, rate: float | None) -> list[tuple[Any, float]]
     from airflow_smart_ext import compat
     from airflow_smart_ext.backoff import condition_seed
     from airflow_smart_ext.conditions import runtime, sharing_key
-    from airflow_smart_ext.sensors.base import backoff_policy_for
+    from airflow_smart_ext.sensors.arguments import backoff_policy_for
     from airflow_smart_ext.triggers import BackoffTrigger
 
     started_at = 1_800_000_000.0
@@ -140,10 +140,10 @@ def deferrable_herd(sensors: int, rate: float | None) -> list[tuple[Any, float]]
 
     async def main() -> None:
         saved = (seam.now, seam.asleep, seam.call_later, runtime.run_blocking)
-        saved_hold = compat.TRIGGER_MIN_EVENT_DELAY_SECONDS
+        saved_hold = compat.deferral.TRIGGER_MIN_EVENT_DELAY_SECONDS
         seam.now, seam.asleep, seam.call_later = clock.time, clock.sleep, clock.call_later  # type: ignore[assignment]
         runtime.run_blocking = inline  # type: ignore[assignment]
-        compat.TRIGGER_MIN_EVENT_DELAY_SECONDS = 0.0
+        compat.deferral.TRIGGER_MIN_EVENT_DELAY_SECONDS = 0.0
         bench_checks.CLOCK[:] = [clock.time]
         bench_checks.CHECK_TIMES.clear()
         tasks = []
@@ -171,7 +171,7 @@ def deferrable_herd(sensors: int, rate: float | None) -> list[tuple[Any, float]]
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             seam.now, seam.asleep, seam.call_later, runtime.run_blocking = saved  # type: ignore[assignment]
-            compat.TRIGGER_MIN_EVENT_DELAY_SECONDS = saved_hold
+            compat.deferral.TRIGGER_MIN_EVENT_DELAY_SECONDS = saved_hold
         return None
 
     import logging

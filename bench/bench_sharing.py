@@ -33,9 +33,10 @@ from urllib.parse import quote
 
 from benchlib import Goal, Result, Table, fake_ti, fmt_num, fmt_ratio, median, ratio, script_main
 
+from airflow_smart_ext.wait.sharing import DEFAULT_SHARING_WINDOW_SECONDS
+
 BENCH_DIR = Path(__file__).resolve().parent
 TIME_SCALE = 100.0
-DEFAULT_SHARING_WINDOW_SECONDS = 5.0
 CONDITIONS = 10
 TRIGGERS = 1000
 CONN_ID = "bench_sharing_db"

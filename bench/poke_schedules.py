@@ -146,7 +146,7 @@ def our_policies(extra_splay: float | None = None) -> tuple[dict[str, Any], str]
                 return False
 
         dag = DAG(_BENCH_DAG_ID + "_ours", schedule=None, start_date=datetime(2024, 1, 1))
-        from airflow_smart_ext.sensors.base import DEFAULT_JITTER as default_jitter
+        from airflow_smart_ext.backoff import DEFAULT_JITTER as default_jitter
 
         for jitter in JITTER_STRATEGIES:
             sensor = NeverTrueBackoffSensor(

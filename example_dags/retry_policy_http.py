@@ -22,7 +22,7 @@ import pendulum
 import requests
 from airflow import DAG
 
-from airflow_smart_ext.compat import task
+from airflow_smart_ext.compat.locations import task
 from airflow_smart_ext.retries import (
     CONNECTION_ERRORS,
     HTTP_ERRORS,

@@ -75,7 +75,7 @@ def is_failed(status: Any) -> bool:
 
 def sqlite_path(conn_id: str = EXAMPLE_CONN_ID) -> str:
     """Filesystem path of the SQLite database behind a connection."""
-    from airflow_smart_ext.compat import SensorBaseHook
+    from airflow_smart_ext.compat.locations import SensorBaseHook
 
     uri = SensorBaseHook.get_connection(conn_id).get_hook().get_uri()  # sqlite:////abs/path.db
     return uri.split("sqlite:///", 1)[1].split("?", 1)[0]

@@ -26,7 +26,7 @@ import datetime as dt
 from airflow import DAG
 from sensor_common import EXAMPLE_CONN_ID, RUN_DIR_TEMPLATE, FileArrivedSensor, deliver_later, sqlite_path
 
-from airflow_smart_ext.compat import task
+from airflow_smart_ext.compat.locations import task
 from airflow_smart_ext.sensors import BackoffSqlSensor
 
 DROP_FILE = RUN_DIR_TEMPLATE + "/report.json"

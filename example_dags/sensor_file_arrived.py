@@ -19,7 +19,7 @@ import datetime as dt
 from airflow import DAG
 from sensor_common import RUN_DIR_TEMPLATE, FileArrivedSensor, deliver_later
 
-from airflow_smart_ext.compat import task
+from airflow_smart_ext.compat.locations import task
 
 DROP_FILE = RUN_DIR_TEMPLATE + "/orders.csv"
 

@@ -20,7 +20,7 @@ import datetime as dt
 from airflow import DAG
 from sensor_common import EXAMPLE_CONN_ID, deliver_later, is_failed, is_loaded, sqlite_path
 
-from airflow_smart_ext.compat import task
+from airflow_smart_ext.compat.locations import task
 from airflow_smart_ext.sensors import BackoffSqlSensor
 
 with DAG(

@@ -22,7 +22,8 @@ import datetime as dt
 import pendulum
 from airflow import DAG
 
-from airflow_smart_ext.compat import PARTITIONS_SUPPORTED, Asset, task
+from airflow_smart_ext.compat.locations import Asset, task
+from airflow_smart_ext.compat.partitions import PARTITIONS_SUPPORTED
 from airflow_smart_ext.timetables import BusinessDaysTimetable
 
 NEW_YORK = "America/New_York"

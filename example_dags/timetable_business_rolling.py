@@ -15,7 +15,7 @@ from __future__ import annotations
 import pendulum
 from airflow import DAG
 
-from airflow_smart_ext.compat import task
+from airflow_smart_ext.compat.locations import task
 from airflow_smart_ext.timetables import RollingWindowTimetable
 
 NEW_YORK = "America/New_York"

@@ -18,7 +18,7 @@ import pendulum
 from airflow import DAG
 
 from airflow_smart_ext.calendars import BusinessCalendar
-from airflow_smart_ext.compat import task
+from airflow_smart_ext.compat.locations import task
 from airflow_smart_ext.timetables import BusinessDaysTimetable
 
 NEW_YORK = "America/New_York"

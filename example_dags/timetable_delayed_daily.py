@@ -15,7 +15,7 @@ import datetime as dt
 import pendulum
 from airflow import DAG
 
-from airflow_smart_ext.compat import task
+from airflow_smart_ext.compat.locations import task
 from airflow_smart_ext.timetables import DelayedDailyTimetable
 
 NEW_YORK = "America/New_York"

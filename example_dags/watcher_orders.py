@@ -32,7 +32,7 @@ DAYS = 5
 SECONDS_BETWEEN_DAYS = 20
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
-if compat.ASSET_WATCHERS_SUPPORTED:
+if compat.asset_watchers.ASSET_WATCHERS_SUPPORTED:
     from airflow.sdk import DAG, Asset, AssetWatcher, task
 
     from airflow_smart_ext.watchers import ConditionWatcher, sql_condition

@@ -163,7 +163,7 @@ class AbandonedChecks:
                 self._running_by_owner[owner] += 1
             on_key = self._detached_by_key[key]
             self._report(key)
-        compat.Stats.incr(METRIC_ABANDONED)
+        compat.locations.Stats.incr(METRIC_ABANDONED)
         if record.detached:
             log.warning(
                 "a check on %s was abandoned (over its time limit or its trigger ended); its thread is "
@@ -173,7 +173,7 @@ class AbandonedChecks:
                 self.detached,
             )
         else:
-            compat.Stats.incr(METRIC_ABANDONED_OVER_BUDGET)
+            compat.locations.Stats.incr(METRIC_ABANDONED_OVER_BUDGET)
             log.warning(
                 "a check on %s was abandoned, but the abandoned-check budget is full (%d of %d on this key, "
                 "%d of %d in all): it keeps its slot and its thread until it ends",
@@ -200,5 +200,7 @@ class AbandonedChecks:
         log.warning("an abandoned check on %s ended after %.1fs", record.key, time.monotonic() - record.since)
 
     def _report(self, key: str) -> None:
-        compat.Stats.gauge(METRIC_ABANDONED_RUNNING, self.detached)
-        compat.Stats.gauge(f"{METRIC_ABANDONED_RUNNING}.{_metric_key(key)}", self._detached_by_key[key])
+        compat.locations.Stats.gauge(METRIC_ABANDONED_RUNNING, self.detached)
+        compat.locations.Stats.gauge(
+            f"{METRIC_ABANDONED_RUNNING}.{_metric_key(key)}", self._detached_by_key[key]
+        )

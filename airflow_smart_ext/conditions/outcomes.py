@@ -57,13 +57,13 @@ EVENT_STATUS = {
 
 def outcome_from_exception(err: BaseException) -> Outcome:
     """Map what a check raises to its outcome (as poke mode treats it)."""
-    if isinstance(err, compat.AirflowSkipException):
+    if isinstance(err, compat.locations.AirflowSkipException):
         # The worker raises the skip again with this text: the poke's own, as poke mode's log shows it.
         return Outcome("skip", message=str(err))
     message = f"{type(err).__name__}: {err}"
-    if isinstance(err, compat.SENSOR_TIMEOUT_ERRORS):
+    if isinstance(err, compat.locations.SENSOR_TIMEOUT_ERRORS):
         return Outcome("timeout", message=message, error=err)
-    if isinstance(err, compat.AirflowFailException):
+    if isinstance(err, compat.locations.AirflowFailException):
         return Outcome("failure", message=message, error=err)
     return Outcome("error", message=message, error=err)
 

@@ -58,7 +58,9 @@ def _config_value(key: str, default: Any) -> Any:
     env = os.environ.get(f"AIRFLOW__{CONFIG_SECTION.upper()}__{key.upper()}")
     cache_key = (key, str(default), env)
     if cache_key not in _config_cache:
-        _config_cache[cache_key] = compat.airflow_conf.get(CONFIG_SECTION, key, fallback=str(default))
+        _config_cache[cache_key] = compat.locations.airflow_conf.get(
+            CONFIG_SECTION, key, fallback=str(default)
+        )
     return _config_cache[cache_key]
 
 
@@ -343,7 +345,7 @@ def import_object(dotted_path: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError:
-        dags_folder = compat.airflow_conf.get("core", "dags_folder", fallback="")
+        dags_folder = compat.locations.airflow_conf.get("core", "dags_folder", fallback="")
         if not dags_folder or not os.path.isdir(dags_folder):
             raise
         with _sys_path_lock:

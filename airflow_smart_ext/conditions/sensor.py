@@ -161,7 +161,7 @@ class SensorSharedCheck(SharedCheck):
                     result = await apoke(ctx)
             else:
                 result = await runtime.run_blocking(self._poke, ctx, key=key)
-        except compat.CHECK_ERRORS as err:
+        except compat.locations.CHECK_ERRORS as err:
             return outcome_from_exception(err)
         # PokeReturnValue is truthy when done and carries the XCom value; a bare bool works too.
         if not bool(result):

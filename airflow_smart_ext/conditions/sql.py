@@ -91,13 +91,13 @@ def evaluate_first_row(
     """
     if row is None:
         if fail_on_empty:
-            raise compat.AirflowFailException("No rows returned and fail_on_empty=True")
+            raise compat.locations.AirflowFailException("No rows returned and fail_on_empty=True")
         return FirstRowOutcome(False, "No rows returned yet")
     select = resolve_criterion(selector, "selector")
     value = select(row) if select is not None else row[0]
     fail = resolve_criterion(failure, "failure")
     if fail is not None and fail(value):
-        raise compat.AirflowFailException(f"Failure criteria met: failure({value!r}) returned True")
+        raise compat.locations.AirflowFailException(f"Failure criteria met: failure({value!r}) returned True")
     ok = resolve_criterion(success, "success")
     if ok is not None:
         if ok(value):
@@ -215,7 +215,7 @@ def db_hook(connection: Any, hook_params: Mapping[str, Any] | None = None) -> Db
 
     hook = connection.get_hook(hook_params=dict(hook_params or {}))
     if not isinstance(hook, DbApiHook):
-        raise compat.AirflowException(
+        raise compat.locations.AirflowException(
             f"Connection {connection.conn_id!r} has type {connection.conn_type!r} whose hook "
             f"{type(hook).__name__} is not a common-sql DbApiHook; a SQL check needs a SQL database "
             f"connection."
@@ -264,7 +264,9 @@ class SqlSharedCheck(SharedCheck):
 
     async def run(self, context: Mapping[str, Any]) -> Any:
         # Airflow 3 triggers have no metadata-DB access: the connection comes through the supervisor.
-        connection = await compat.aget_connection(self.conn_id, within=runtime.CHECK_TIME_LIMIT.get())
+        connection = await compat.connections.aget_connection(
+            self.conn_id, within=runtime.CHECK_TIME_LIMIT.get()
+        )
         return await runtime.run_blocking(
             self.query,
             connection,
@@ -288,7 +290,7 @@ class SqlInterpreter:
         try:
             # Truthy when done; a failure criterion raises AirflowFailException (-> "failure").
             result = evaluate_first_row(row, self.selector, self.success, self.failure, self.fail_on_empty)
-        except compat.CHECK_ERRORS as err:
+        except compat.locations.CHECK_ERRORS as err:
             return outcome_from_exception(err)
         return outcome_from_result(result)
 

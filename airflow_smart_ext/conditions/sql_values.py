@@ -48,7 +48,7 @@ class SqlValuesInterpreter:
     def __call__(self, rows: Any) -> Outcome:
         try:
             found = [self.selector(row) if self.selector is not None else row[0] for row in rows]
-        except compat.CHECK_ERRORS as err:
+        except compat.locations.CHECK_ERRORS as err:
             return outcome_from_exception(err)
         found = [value for value in found if value is not None]
         if not found:

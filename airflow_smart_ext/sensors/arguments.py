@@ -14,63 +14,30 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.backoff import DEFAULT_BACKOFF_FACTOR, DEFAULT_JITTER, BackoffPolicy, default_max_wait
+from airflow_smart_ext.backoff import DEFAULT_BACKOFF_FACTOR, DEFAULT_JITTER, BackoffPolicy
 from airflow_smart_ext.errors import resolve_error_types
 from airflow_smart_ext.sensors import to_triggerer
 from airflow_smart_ext.sensors.own_deferral import own_deferral_reason
 from airflow_smart_ext.wait.parameters import (
     DEFAULT_SPLAY,
-    DEFERRABLE_FALLBACKS,
-    MAX_BACKOFF_FACTOR,
-    MAX_DECORRELATED_SENSOR_CHECKS,
     PARAMETERS,
     RULES,
-    SQL_PARAMETERS,
-    Parameter,
-    Rule,
     backoff_policy,
     check_arguments,
-    check_timeout_seconds,
-    default_timeout,
     effective_values,
     is_runtime_value,
-    rate_limit_value,
 )
 
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
 
-# Names the sensor modules, tests and docs import from here (the table's own home is wait/parameters.py).
-__all__ = [
-    "DEFAULT_BACKOFF_FACTOR",
-    "DEFAULT_JITTER",
-    "DEFAULT_SPLAY",
-    "DEFERRABLE_FALLBACKS",
-    "MAX_BACKOFF_FACTOR",
-    "MAX_DECORRELATED_SENSOR_CHECKS",
-    "PARAMETERS",
-    "RULES",
-    "SQL_PARAMETERS",
-    "CheckedPartial",
-    "Parameter",
-    "Rule",
-    "backoff_policy_for",
-    "check_arguments",
-    "check_static_arguments",
-    "check_timeout_seconds",
-    "default_max_wait",
-    "default_timeout",
-    "deferrable_value",
-    "effective_values",
-    "rate_limit_value",
-    "rule_parameters",
-]
-
 
 def deferrable_value(deferrable: Any) -> bool:
     """``deferrable`` (None: ``[operators] default_deferrable``)."""
     if deferrable is None:
-        deferrable = compat.airflow_conf.getboolean("operators", "default_deferrable", fallback=False)
+        deferrable = compat.locations.airflow_conf.getboolean(
+            "operators", "default_deferrable", fallback=False
+        )
     return bool(deferrable)
 
 
@@ -125,7 +92,7 @@ def check_static_arguments(
 def _backoff_class(cls: type) -> type:
     """``BackoffSensor`` in ``cls``'s MRO: the class just before Airflow's ``BaseSensorOperator``."""
     mro = cls.__mro__
-    return mro[mro.index(compat.BaseSensorOperator) - 1]
+    return mro[mro.index(compat.locations.BaseSensorOperator) - 1]
 
 
 def rule_parameters() -> frozenset[str]:

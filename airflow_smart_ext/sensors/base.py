@@ -17,42 +17,28 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.backoff import BackoffPolicy
-from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
+from airflow_smart_ext.backoff import DEFAULT_BACKOFF_FACTOR, DEFAULT_JITTER, BackoffPolicy
 from airflow_smart_ext.errors import resolve_error_types
 from airflow_smart_ext.sensors import deferral, poke_mode, reschedule, start_plan, to_triggerer
 from airflow_smart_ext.sensors.arguments import (
-    DEFAULT_BACKOFF_FACTOR,
-    DEFAULT_JITTER,
-    DEFAULT_SPLAY,
-    PARAMETERS,
     CheckedPartial,
-    Parameter,
     backoff_policy_for,
-    check_arguments,
     check_static_arguments,
-    check_timeout_seconds,
     deferrable_value,
-    rate_limit_value,
     rule_parameters,
 )
 from airflow_smart_ext.sensors.own_deferral import own_deferral_reason
-from airflow_smart_ext.sensors.start_plan import DEFERRAL_GRACE_SECONDS
-
-# Public names other modules, tests, benchmarks and docs import from here.
-__all__ = [
-    "DEFAULT_BACKOFF_FACTOR",
-    "DEFAULT_JITTER",
-    "DEFERRAL_GRACE_SECONDS",
-    "STATS_XCOM_KEY",
-    "BackoffSensor",
-    "backoff_policy_for",
-    "check_timeout_seconds",
-    "rate_limit_value",
-]
+from airflow_smart_ext.wait.parameters import (
+    DEFAULT_SPLAY,
+    PARAMETERS,
+    Parameter,
+    check_arguments,
+    check_timeout_seconds,
+    rate_limit_value,
+)
 
 
-class _BackoffSensorMeta(type(compat.BaseSensorOperator)):  # type: ignore[misc]
+class _BackoffSensorMeta(type(compat.locations.BaseSensorOperator)):  # type: ignore[misc]
     """Runs ``_validate_after_init`` once the whole ``__init__`` chain (and Airflow's wrappers) finished."""
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
@@ -65,7 +51,7 @@ class _BackoffSensorMeta(type(compat.BaseSensorOperator)):  # type: ignore[misc]
 _METACLASS: dict[str, Any] = {} if TYPE_CHECKING else {"metaclass": _BackoffSensorMeta}
 
 
-class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
+class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
     """Drop-in replacement for ``BaseSensorOperator`` with a seeded, deadline-aware backoff schedule.
 
     Every ``BaseSensorOperator`` parameter keeps its meaning: ``poke_interval`` is the *initial*
@@ -303,7 +289,7 @@ class BackoffSensor(compat.BaseSensorOperator, **_METACLASS):
             # The subclass deferred on its own: Airflow's own resume, exactly (its timeout mapping and its
             # soft_fail / never_fail wrapper around the subclass's method, as this Airflow version does).
             return super().resume_execution(next_method, next_kwargs, context)
-        if compat.is_trigger_timeout(next_method, next_kwargs):
+        if compat.sensor_timeouts.is_trigger_timeout(next_method, next_kwargs):
             # Airflow's backstop fired: end as poke mode does at the deadline it backs up, on every version
             # (the execution deadline: retryable; else a sensor timeout that soft_fail and never_fail skip).
             if poke_mode.ends_at_execution_deadline(self):

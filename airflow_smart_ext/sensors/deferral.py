@@ -8,14 +8,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import clock, compat
-from airflow_smart_ext.backoff import condition_seed
-from airflow_smart_ext.conditions import Ending, sharing_key, task_ending
+from airflow_smart_ext.conditions import Ending, task_ending
 from airflow_smart_ext.conditions.outcomes import rebuild_error
 from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import error_type_paths
 from airflow_smart_ext.sensors import poke_mode
 from airflow_smart_ext.sensors.start_plan import DEFERRAL_GRACE_SECONDS
 from airflow_smart_ext.wait import timeline
+from airflow_smart_ext.wait.sharing import wait_seed
 
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
@@ -26,7 +26,7 @@ def execute_deferrable(sensor: BackoffSensor, context: Any) -> Any:
     deadline = poke_mode.deadlines(sensor, started_at).timeout
     # Identical waits get one schedule (seed of the condition, not of the task), so the triggerer's
     # shared check serves all of them on the same cycle instead of one check per task.
-    seed = condition_seed(sharing_key(sensor.deferrable_check(context)))
+    seed = wait_seed(sensor.deferrable_check(context))
     if _rate_limited(sensor):
         # The connection has a check budget, which only the triggerer can keep (it sees every pending
         # check): check #0 runs there too, paced with the others, instead of on every worker at once.
@@ -154,7 +154,7 @@ def resume(
         poke_mode.timed_out(sensor, context, started, pokes, resumed=True)
         return None
     if status not in ("success", "skip", "failure", "error"):
-        raise compat.AirflowException(f"Unexpected event from BackoffTrigger: {event!r}")
+        raise compat.locations.AirflowException(f"Unexpected event from BackoffTrigger: {event!r}")
     if status == "failure":
         poke_mode.incr(sensor, "failures", context)
     ending = task_ending(
@@ -171,20 +171,20 @@ def resume(
         after = int(event.get("check_index", 0) or 0)
         return defer(sensor, context, seed, started, float(deadline), after=after, worker_pokes=pokes)
     if status == "skip":  # the poke raised AirflowSkipException in the triggerer, as in poke mode
-        raise compat.AirflowSkipException(message)
+        raise compat.locations.AirflowSkipException(message)
     if status == "failure":
         if ending is Ending.SKIP:
-            raise compat.AirflowSkipException(
+            raise compat.locations.AirflowSkipException(
                 f"Failure criteria met; skipping (soft_fail/never_fail): {message}"
             )
-        raise compat.AirflowFailException(f"Failure criteria met: {message}")
+        raise compat.locations.AirflowFailException(f"Failure criteria met: {message}")
     if ending is Ending.SKIP:
-        raise compat.AirflowSkipException(f"Check failed; skipping (never_fail=True): {message}")
+        raise compat.locations.AirflowSkipException(f"Check failed; skipping (never_fail=True): {message}")
     rebuilt = rebuild_error(event.get("error_class"), message)
     if rebuilt is not None:  # the check's own class, as poke mode raises it (retry policies read the class)
         sensor.log.error("The check raised in the triggerer: %s", message)
         raise rebuilt
-    raise compat.AirflowException(f"Check failed in the triggerer: {message}")
+    raise compat.locations.AirflowException(f"Check failed in the triggerer: {message}")
 
 
 def deferral_timed_out(sensor: BackoffSensor) -> None:
@@ -193,7 +193,7 @@ def deferral_timed_out(sensor: BackoffSensor) -> None:
     never_fail on 3.1+)."""
     message = "Sensor has timed out: the deferral reached its timeout before the trigger reported."
     poke_mode.skip_timeout(sensor, message, resumed=True)
-    raise compat.AirflowSensorTimeout(message)
+    raise compat.locations.AirflowSensorTimeout(message)
 
 
 #: A key every deferral of ours carries in its resume kwargs (worker-first and zero-worker alike).

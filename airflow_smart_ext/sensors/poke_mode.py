@@ -15,7 +15,7 @@ from airflow_smart_ext.errors import classify
 from airflow_smart_ext.wait import timeline
 
 if TYPE_CHECKING:
-    from airflow_smart_ext.compat import PokeReturnValue
+    from airflow_smart_ext.compat.locations import PokeReturnValue
     from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
 
 METRIC_PREFIX = "smart_ext.sensor"
@@ -84,7 +84,7 @@ def ends_at_execution_deadline(sensor: BackoffSensor) -> bool:
 def execution_timed_out(sensor: BackoffSensor) -> None:
     """What poke mode raises at ``execution_timeout``: AirflowTaskTimeout, retried while retries remain."""
     assert sensor.execution_timeout is not None
-    raise compat.AirflowTaskTimeout(
+    raise compat.locations.AirflowTaskTimeout(
         f"Sensor reached its execution_timeout of {sensor.execution_timeout.total_seconds():g}s before its "
         f"timeout of {sensor.timeout:g}s (as in poke mode: a task timeout, retried while retries remain)."
     )
@@ -101,9 +101,9 @@ def poke_once(sensor: BackoffSensor, context: Any, index: int, pokes: int) -> tu
     incr(sensor, "pokes", context)
     try:
         result: bool | PokeReturnValue = sensor.poke(context)
-    except compat.AirflowSkipException:
+    except compat.locations.AirflowSkipException:
         raise
-    except compat.CHECK_ERRORS as err:
+    except compat.locations.CHECK_ERRORS as err:
         outcome = outcome_from_exception(err)
         error_class = classify(err, sensor.transient_error_types) if outcome.status == "error" else None
         transient = error_class is not None and error_class.transient
@@ -138,10 +138,10 @@ def poke_once(sensor: BackoffSensor, context: Any, index: int, pokes: int) -> tu
             return False, None
         if ending is Ending.SKIP:
             flag = "soft_fail" if sensor.soft_fail and outcome.status != "error" else "never_fail"
-            raise compat.AirflowSkipException(f"Skipping due to {flag} is set to True.") from err
+            raise compat.locations.AirflowSkipException(f"Skipping due to {flag} is set to True.") from err
         raise  # the poke's own exception decides retries, as in Airflow
     sensor.consecutive_errors = 0
-    if isinstance(result, compat.PokeReturnValue):
+    if isinstance(result, compat.locations.PokeReturnValue):
         return bool(result.is_done), result.xcom_value
     return bool(result), None
 
@@ -171,16 +171,20 @@ def timed_out(
         f"timeout of {sensor.timeout:g}s."
     )
     skip_timeout(sensor, message, resumed)
-    raise compat.AirflowSensorTimeout(message)
+    raise compat.locations.AirflowSensorTimeout(message)
 
 
 def skip_timeout(sensor: BackoffSensor, message: str, resumed: bool) -> None:
     """Skip a timeout as this Airflow's base does: with ``soft_fail``; with ``never_fail`` after a deferral
-    resumed, on 3.1+ (``compat.NEVER_FAIL_SKIPS_A_RESUMED_TIMEOUT``)."""
+    resumed, on 3.1+ (``compat.sensor_timeouts.NEVER_FAIL_SKIPS_A_RESUMED_TIMEOUT``)."""
     if sensor.soft_fail:
-        raise compat.AirflowSkipException(message + " Skipping (soft_fail=True).")
-    if resumed and compat.NEVER_FAIL_SKIPS_A_RESUMED_TIMEOUT and getattr(sensor, "never_fail", False):
-        raise compat.AirflowSkipException(
+        raise compat.locations.AirflowSkipException(message + " Skipping (soft_fail=True).")
+    if (
+        resumed
+        and compat.sensor_timeouts.NEVER_FAIL_SKIPS_A_RESUMED_TIMEOUT
+        and getattr(sensor, "never_fail", False)
+    ):
+        raise compat.locations.AirflowSkipException(
             message + " Skipping (never_fail=True, as Airflow's base skips a resumed deferral's timeout)."
         )
 
@@ -208,7 +212,7 @@ def succeeded(
 def incr(sensor: BackoffSensor, what: str, context: Any) -> None:
     ti = task_instance(context) or StandInTaskInstance(sensor)
     try:
-        compat.Stats.incr(
+        compat.locations.Stats.incr(
             f"{METRIC_PREFIX}.{what}",
             tags={"dag_id": ti.dag_id, "task_id": ti.task_id, "sensor": type(sensor).__name__},
         )

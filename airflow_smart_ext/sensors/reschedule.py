@@ -20,7 +20,9 @@ SPLAY_RESCHEDULE_MIN_SECONDS = 1.0
 def min_gap_seconds() -> float:
     """The least time to a reschedule: ``[smart_ext] reschedule_min_gap_seconds`` (Airflow 3: 5, else 0).
     A scheduler whose loop stalls for longer than this on a busy machine may need more (see compat)."""
-    return runtime.config_non_negative_float("reschedule_min_gap_seconds", compat.RESCHEDULE_MIN_GAP_SECONDS)
+    return runtime.config_non_negative_float(
+        "reschedule_min_gap_seconds", compat.rescheduling.RESCHEDULE_MIN_GAP_SECONDS
+    )
 
 
 def _epoch(value: datetime.datetime) -> float:
@@ -32,7 +34,7 @@ def _epoch(value: datetime.datetime) -> float:
 def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     # The exact number of earlier pokes of this try and the try's anchor, from Airflow's records
     # (not re-estimated by replaying intervals as Airflow's own sensor does).
-    count, first_date = compat.sensor_reschedule_state(context)
+    count, first_date = compat.rescheduling.sensor_reschedule_state(context)
     started_at = _epoch(first_date) if first_date is not None else clock.now()
     deadline = poke_mode.deadlines(sensor, started_at).timeout
     # Earlier pokes of this try were checks 0..count-1 in order; a late reschedule skips checks whose
@@ -58,7 +60,7 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
             )
             if splay_wait:
                 run_at = max(first_at, clock.now() + min_gap)
-                raise compat.AirflowRescheduleException(poke_mode.utc(run_at))
+                raise compat.locations.AirflowRescheduleException(poke_mode.utc(run_at))
             clock.sleep(first_at - clock.now())  # too short for a reschedule: as poke mode does
     if (
         count > 0
@@ -76,7 +78,7 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     if count == 0:
         # Later runs anchor on the first reschedule's recorded start date: predict it now, so a slow
         # first poke does not shift the schedule (and the deadline) between this run and the next.
-        started_at = compat.first_reschedule_anchor(context, clock.now())
+        started_at = compat.rescheduling.first_reschedule_anchor(context, clock.now())
         deadline = poke_mode.deadlines(sensor, started_at).timeout
     # execution_timeout ends the try as in poke mode (one process there, one per check here): the schedule
     # stops at the earlier deadline, and reaching the execution deadline is a retryable AirflowTaskTimeout.
@@ -97,4 +99,4 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
             run_at - nxt.at,
             min_gap,
         )
-    raise compat.AirflowRescheduleException(poke_mode.utc(run_at))
+    raise compat.locations.AirflowRescheduleException(poke_mode.utc(run_at))

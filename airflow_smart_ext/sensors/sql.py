@@ -21,9 +21,9 @@ from airflow_smart_ext.conditions.sql import (
     fetch_first_row,
 )
 from airflow_smart_ext.sensors import to_triggerer
-from airflow_smart_ext.sensors.arguments import SQL_PARAMETERS, Parameter, check_arguments
 from airflow_smart_ext.sensors.base import BackoffSensor
 from airflow_smart_ext.wait import parameters as wait_parameters
+from airflow_smart_ext.wait.parameters import SQL_PARAMETERS, Parameter, check_arguments
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook
@@ -95,7 +95,7 @@ class BackoffSqlSensor(BackoffSensor):
         return (*SQL_PARAMETERS, *super().parameter_table())
 
     def _get_hook(self) -> DbApiHook:
-        return db_hook(compat.SensorBaseHook.get_connection(self.conn_id), self.hook_params)
+        return db_hook(compat.locations.SensorBaseHook.get_connection(self.conn_id), self.hook_params)
 
     def poke(self, context: Any) -> bool:
         hook = self._get_hook()
@@ -107,7 +107,7 @@ class BackoffSqlSensor(BackoffSensor):
         try:
             row = fetch_first_row(hook, self.sql, self.parameters)
         except Exception as err:
-            raise compat.AirflowException(
+            raise compat.locations.AirflowException(
                 f"Query failed on connection {self.conn_id!r}: {type(err).__name__}: {err}"
             ) from err
         # A matched failure criterion raises AirflowFailException: no retry, not swallowed by silent_fail.
@@ -144,7 +144,7 @@ class BackoffSqlSensor(BackoffSensor):
                 return criterion
             dotted = callable_path(criterion)
             if dotted is None:
-                raise compat.AirflowException(
+                raise compat.locations.AirflowException(
                     f"Cannot defer task {self.task_id!r}: {self.shippability_problem()}"
                 )
             return dotted
@@ -159,7 +159,7 @@ class BackoffSqlSensor(BackoffSensor):
         )
         problem = json_problem(spec)
         if problem is not None:
-            raise compat.AirflowException(
+            raise compat.locations.AirflowException(
                 f"Cannot defer task {self.task_id!r}: rendered parameters are not JSON-serializable ({problem})"
             )
         return spec

@@ -66,7 +66,7 @@ def plan_start(sensor: BackoffSensor) -> None:
         "sensor": type(sensor).__name__,
     }
     sensor.start_from_trigger = True
-    sensor.start_trigger_args = compat.StartTriggerArgs(
+    sensor.start_trigger_args = compat.locations.StartTriggerArgs(
         trigger_cls=CLASSPATH,
         next_method="execute_complete",
         trigger_kwargs={"start": start, **{name: value for name, (_path, value) in fields.items()}},
@@ -109,7 +109,7 @@ def start_problem(
     clashing = reserved_field_names(fields)
     if clashing:
         return f"template field(s) {clashing} clash with the start trigger's own attributes", {}, {}
-    return compat.start_from_trigger_problem(templated=templated), fields, check
+    return compat.start_in_triggerer.start_from_trigger_problem(templated=templated), fields, check
 
 
 def log_worker_first(sensor: BackoffSensor, context: Any) -> None:
@@ -118,7 +118,7 @@ def log_worker_first(sensor: BackoffSensor, context: Any) -> None:
     if reason is None and sensor.start_from_trigger:
         map_index = getattr(poke_mode.task_instance(context), "map_index", -1)
         reason = (
-            compat.mapped_start_problem()
+            compat.start_in_triggerer.mapped_start_problem()
             if map_index is not None and map_index >= 0
             else "Airflow's scheduler started this try on a worker"
         )

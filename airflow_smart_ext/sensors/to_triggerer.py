@@ -37,7 +37,7 @@ def framework_parameters(sensor_class: type) -> frozenset[str]:
     """
     mro = sensor_class.__mro__
     names: set[str] = {"task_id", "dag", "task_group", "params", "default_args", "kwargs", "self"}
-    for klass in mro[mro.index(compat.BaseSensorOperator) - 1 :]:
+    for klass in mro[mro.index(compat.locations.BaseSensorOperator) - 1 :]:
         init = klass.__dict__.get("__init__")
         if init is not None:
             names.update(inspect.signature(init).parameters)
@@ -114,7 +114,7 @@ def sensor_check_spec(sensor: BackoffSensor, context: Mapping[str, Any]) -> dict
     """
     classpath = callable_path(type(sensor))
     if classpath is None:  # validated at parse; a class can still be redefined dynamically
-        raise compat.AirflowException(
+        raise compat.locations.AirflowException(
             f"Cannot ship {type(sensor).__qualname__} to the triggerer: {sensor.shippability_problem()}"
         )
     template_fields = set(sensor.template_fields or ())
@@ -123,7 +123,7 @@ def sensor_check_spec(sensor: BackoffSensor, context: Mapping[str, Any]) -> dict
         rendered = getattr(sensor, key) if key in template_fields and hasattr(sensor, key) else value
         problem = json_problem(rendered)
         if problem is not None:
-            raise compat.AirflowException(
+            raise compat.locations.AirflowException(
                 f"Cannot defer task {sensor.task_id!r}: rendered argument {key!r} is not JSON-serializable "
                 f"({problem})."
             )

@@ -25,15 +25,14 @@ from airflow_smart_ext.calendars import (
     business_calendar_from_dict,
     ordinal,
 )
-from airflow_smart_ext.compat import (
+from airflow_smart_ext.compat.partitions import InvalidPartitionKeyError, make_partition_dagrun_info
+from airflow_smart_ext.compat.timetables import (
     AirflowTimetableInvalid,
     DagRunInfo,
     DataInterval,
-    InvalidPartitionKeyError,
     TimeRestriction,
     Timetable,
     make_dagrun_info,
-    make_partition_dagrun_info,
 )
 from airflow_smart_ext.timetables._engine import ScheduleEngine, Slot
 
@@ -158,7 +157,7 @@ def check_key_format(partitioned: Any, key_format: Any) -> str | None:
                 f"key_format={key_format!r} with partitioned=False."
             )
         return None
-    problem = compat.partitions_problem()
+    problem = compat.partitions.partitions_problem()
     if problem is not None:
         raise InvalidTimetableParameter(f"partitioned: {problem}")
     if key_format is None:

@@ -22,7 +22,6 @@ from airflow_smart_ext.conditions import (
     sharing_key,
     validate_check_spec,
 )
-from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import resolve_error_types
 from airflow_smart_ext.triggers import gc_tuning, log_lines, sharing
 from airflow_smart_ext.triggers.events import WaitEvents, before_yield, iso
@@ -32,35 +31,15 @@ from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.wait_schedule import WaitSchedule
 from airflow_smart_ext.wait import parameters, paths
 from airflow_smart_ext.wait.last_check import XCOM_KEY
+from airflow_smart_ext.wait.sharing import coalescing_window, sharing_window_config
 
 CLASSPATH = paths.BACKOFF_TRIGGER
 
-DEFAULT_SHARING_WINDOW_SECONDS = 5.0
-DEFAULT_SHARING_WINDOW_FRACTION = 0.1
 # After the deadline, how long the final check may still run before the trigger reports its timeout anyway.
 FINAL_CHECK_GRACE_SECONDS = 10.0
 
 
-def sharing_window_config() -> tuple[float, float]:
-    """``([smart_ext] sharing_window_seconds, [smart_ext] sharing_window_fraction)``, validated."""
-    return (
-        config_non_negative_float("sharing_window_seconds", DEFAULT_SHARING_WINDOW_SECONDS),
-        config_non_negative_float("sharing_window_fraction", DEFAULT_SHARING_WINDOW_FRACTION),
-    )
-
-
-def coalescing_window(interval: float, config: tuple[float, float] | None = None) -> float:
-    """How much earlier than due a subscriber may be served by a shared check.
-
-    ``min([smart_ext] sharing_window_seconds, [smart_ext] sharing_window_fraction * interval)``, where
-    ``interval`` is the gap to this subscriber's previous scheduled check. ``config`` is
-    :func:`sharing_window_config` (read once per trigger run, not on every check).
-    """
-    seconds, fraction = config if config is not None else sharing_window_config()
-    return max(0.0, min(seconds, fraction * max(0.0, interval)))
-
-
-class BackoffTrigger(compat.BaseTrigger):
+class BackoffTrigger(compat.locations.BaseTrigger):
     """Wait for a condition, checking on the times of a ``BackoffPolicy``; yield exactly one event.
 
     :param check: the check spec (``{"type": "sensor", ...}`` or ``{"type": "sql", ...}``: ``conditions/spec.py``).
@@ -169,7 +148,7 @@ class BackoffTrigger(compat.BaseTrigger):
         )
 
     def __repr__(self) -> str:  # never the kwargs (Airflow's default would print the rendered arguments)
-        return f"<{CLASSPATH} check={compat.redact_secrets(self.check)!r}>"
+        return f"<{CLASSPATH} check={compat.locations.redact_secrets(self.check)!r}>"
 
     # -- schedule --
 
@@ -189,7 +168,7 @@ class BackoffTrigger(compat.BaseTrigger):
     async def run(self) -> AsyncIterator[Any]:
         run_started = clock.now()
         for secret in self._opened:  # 3.x: the log files are written by the triggerer's supervisor
-            await compat.amask_secret(secret)
+            await compat.secret_masking.amask_secret(secret)
         if self._unreadable is not None:
             self.log.error("BackoffTrigger: %s", self._unreadable)
             await before_yield(run_started)
@@ -308,7 +287,7 @@ class BackoffTrigger(compat.BaseTrigger):
         ti = getattr(self, "task_instance", None)
         if ti is None:
             return None
-        return lambda record: compat.aset_task_xcom(ti, XCOM_KEY, record)
+        return lambda record: compat.task_xcoms.aset_task_xcom(ti, XCOM_KEY, record)
 
     def _limits(self) -> sharing.CheckLimits:
         rate = runtime.connection_rate_limit(self.rate_limit)

@@ -51,7 +51,7 @@ class WaitEvents:
         ``waited_seconds`` is ``checked_at - started_at``: the check's scheduled time (the deadline for a
         timeout), or the observation's time for an early completion.
         """
-        return compat.TriggerEvent(
+        return compat.locations.TriggerEvent(
             {
                 "status": status,
                 "checks": self.checks,
@@ -60,7 +60,7 @@ class WaitEvents:
                 "xcom_value": outcome.xcom_value if outcome is not None and status == "success" else None,
                 # A check's error text may quote an opened secret (a URL with a token): the event is stored
                 # in the task instance's next_kwargs, unencrypted on Airflow 3.
-                "message": compat.redact_secrets(message),
+                "message": compat.locations.redact_secrets(message),
                 "check_index": index,
                 # so the worker raises the check's own class, as poke mode does (retry policies read it)
                 "error_class": error_class_path(outcome.error) if outcome and outcome.error else None,
@@ -95,11 +95,11 @@ class WaitEvents:
 async def before_yield(run_started: float) -> None:
     """Wait until the event may be yielded: the minimum delay has passed and the run's log lines are written.
 
-    Airflow 3.3.2 executor race: ``compat.TRIGGER_MIN_EVENT_DELAY_SECONDS`` (5 s on Airflow 3, 0 on 2.11) —
+    Airflow 3.3.2 executor race: ``compat.deferral.TRIGGER_MIN_EVENT_DELAY_SECONDS`` (5 s on Airflow 3, 0 on 2.11) —
     a trigger that fires within ~5 s of the deferral can make the scheduler fail the task (apache/airflow
     #71580). The task's log must hold every line before the event ends the task.
     """
-    remaining = run_started + compat.TRIGGER_MIN_EVENT_DELAY_SECONDS - clock.now()
+    remaining = run_started + compat.deferral.TRIGGER_MIN_EVENT_DELAY_SECONDS - clock.now()
     if remaining > 0:
         await clock.asleep(remaining)
     await log_lines.flushed()

@@ -45,16 +45,16 @@ async def stored_already(report: Report, watcher: str, assets: Sequence[str], lo
     """True when each of ``assets`` holds the event of ``report`` (then it must not be sent again); False
     when one does not, or when Airflow cannot be asked (then it is sent again, flagged)."""
     conn_id = runtime.config_text(API_CONN_OPTION).strip()
-    if not (conn_id and assets and compat.ASSET_EVENT_LOOKUP_SUPPORTED):
+    if not (conn_id and assets and compat.asset_events.ASSET_EVENT_LOOKUP_SUPPORTED):
         return False
     try:
-        connection = await compat.aget_connection(conn_id, within=LOOKUP_TIMEOUT_SECONDS)
+        connection = await compat.connections.aget_connection(conn_id, within=LOOKUP_TIMEOUT_SECONDS)
         missing = [
             asset
             for asset in assets
             if not any(
                 is_this_event(event, report, watcher)
-                for event in await compat.recent_asset_events(
+                for event in await compat.asset_events.recent_asset_events(
                     connection, asset, timeout=LOOKUP_TIMEOUT_SECONDS
                 )
             )

@@ -48,7 +48,7 @@ def route(task: Any, check: dict[str, Any]) -> str | None:
         return None
     if not queues:
         return None
-    unavailable = compat.trigger_queue_unavailable()
+    unavailable = compat.deferral.trigger_queue_unavailable()
     if unavailable is not None:
         task.log.warning(
             "[%s] trigger_queues is set but not used: %s; this wait goes to any triggerer.",

@@ -248,7 +248,7 @@ class CheckGroup:
     ) -> Observation:
         delay = rate_limiter(self.shared_check.concurrency_key, limits.rate_limit).reserve(limits.not_after)
         if delay > 0:  # over the connection's budget: delayed, never dropped, never past the deadline
-            compat.Stats.incr(METRIC_RATE_LIMITED)
+            compat.locations.Stats.incr(METRIC_RATE_LIMITED)
             await clock.asleep(delay)
             observed_at = clock.now()
         task = asyncio.current_task()
@@ -279,8 +279,8 @@ class CheckGroup:
                     "this condition starts no other until it returns)"
                 ),
             )
-            compat.Stats.incr(METRIC_TIME_LIMIT_EXCEEDED)
-        except compat.CHECK_ERRORS as err:
+            compat.locations.Stats.incr(METRIC_TIME_LIMIT_EXCEEDED)
+        except compat.locations.CHECK_ERRORS as err:
             raw, error = None, err
         finally:
             if timer is not None:
@@ -289,7 +289,7 @@ class CheckGroup:
         # Rounds may finish out of order: ``latest`` is the freshest data, i.e. the latest *start*.
         if self.latest is None or observed_at >= self.latest.observed_at:
             self.latest = observation
-        compat.Stats.incr(METRIC_CHECKS)
+        compat.locations.Stats.incr(METRIC_CHECKS)
         self._announce(observation)
         return observation
 
@@ -325,7 +325,7 @@ class CheckGroup:
         oldest_acceptable = due_at - window
         latest = self.latest
         if latest is not None and latest.observed_at >= oldest_acceptable:
-            compat.Stats.incr(METRIC_CHECKS_SAVED)
+            compat.locations.Stats.incr(METRIC_CHECKS_SAVED)
             return latest, True
         round_: asyncio.Future[Observation] | None = None
         for task, started in self._inflight.items():  # the freshest round in our window, if any
@@ -352,7 +352,7 @@ class CheckGroup:
                 if round_.done():
                     observation = round_.result()  # a cancelled round (group closed) raises here
                     if shared:
-                        compat.Stats.incr(METRIC_CHECKS_SAVED)
+                        compat.locations.Stats.incr(METRIC_CHECKS_SAVED)
                     return observation, shared
                 give_up_at = limits.give_up_at if limits is not None else None
                 if give_up_at is None:
@@ -462,8 +462,8 @@ class SharingRegistry:
         return self._subscribers
 
     def _report(self) -> None:
-        compat.Stats.gauge(METRIC_GROUPS, len(self.groups))
-        compat.Stats.gauge(METRIC_SUBSCRIBERS, self._subscribers)
+        compat.locations.Stats.gauge(METRIC_GROUPS, len(self.groups))
+        compat.locations.Stats.gauge(METRIC_SUBSCRIBERS, self._subscribers)
 
 
 class TokenBucket:

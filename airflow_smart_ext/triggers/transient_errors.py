@@ -38,7 +38,7 @@ class ErrorRideOut:
         if task_ending("error", silent_fail=self.silent_fail, transient=transient) is not Ending.NOT_YET:
             return outcome
         self.consecutive_errors += 1
-        compat.Stats.incr(METRIC_TRANSIENT_ERRORS)
+        compat.locations.Stats.incr(METRIC_TRANSIENT_ERRORS)
         reason = error_class.reason if transient and error_class is not None else "silent_fail=True"
         self.last_reason = reason
         log_lines.emit(

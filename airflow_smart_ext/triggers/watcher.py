@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_smart_ext import clock, compat
-from airflow_smart_ext.backoff import DEFAULT_POKE_INTERVAL, BackoffPolicy, condition_seed
+from airflow_smart_ext.backoff import DEFAULT_POKE_INTERVAL, BackoffPolicy
 from airflow_smart_ext.conditions import (
     make_shared_check,
     runtime,
@@ -39,7 +39,6 @@ from airflow_smart_ext.conditions.spec import check_type
 from airflow_smart_ext.conditions.sql_values import SqlValuesCheck
 from airflow_smart_ext.errors import error_type_paths, resolve_error_types
 from airflow_smart_ext.triggers import log_lines, sharing
-from airflow_smart_ext.triggers.backoff import coalescing_window, sharing_window_config
 from airflow_smart_ext.triggers.interpreters import LazyInterpreter
 from airflow_smart_ext.triggers.last_check import LastCheckRecorder, Write, last_check
 from airflow_smart_ext.triggers.redelivery import stored_already
@@ -57,9 +56,11 @@ from airflow_smart_ext.wait import paths
 from airflow_smart_ext.wait.last_check import STATE_KEY_SUFFIX, LastCheck
 from airflow_smart_ext.wait.parameters import (
     WatcherArgumentError,
+    policy_arguments,
     transient_errors_problem,
     watcher_arguments,
 )
+from airflow_smart_ext.wait.sharing import coalescing_window, sharing_window_config, wait_seed
 from airflow_smart_ext.wait.timeline import PollSchedule
 from airflow_smart_ext.wait.watcher_state import state_store_key, watcher_name
 
@@ -143,7 +144,7 @@ class StoredWatermark:
         return True
 
 
-class ConditionWatcher(compat.EventTriggerBase):
+class ConditionWatcher(compat.locations.EventTriggerBase):
     """Emit one asset event per new value of a condition. Use it as an asset's watcher (Airflow >= 3.0)::
 
         Asset("orders_daily", watchers=[AssetWatcher(name="orders_loaded", trigger=ConditionWatcher(
@@ -194,9 +195,12 @@ class ConditionWatcher(compat.EventTriggerBase):
         every_value: bool = False,
         start_after: Any = None,
     ) -> None:
-        compat.require_asset_watchers(type(self).__name__)
+        compat.asset_watchers.require_asset_watchers(type(self).__name__)
         super().__init__()
-        check, start_after = compat.decode_watcher_kwarg(check), compat.decode_watcher_kwarg(start_after)
+        check, start_after = (
+            compat.asset_watchers.decode_watcher_kwarg(check),
+            compat.asset_watchers.decode_watcher_kwarg(start_after),
+        )
         try:
             validate_check_spec(check)
         except ValueError as err:
@@ -252,11 +256,7 @@ class ConditionWatcher(compat.EventTriggerBase):
             {
                 **every_value,  # only when set: a latest-value watcher keeps the identity it had
                 "check": self.check,
-                "poke_interval": self.policy.initial,
-                "max_wait": self.policy.cap,
-                "backoff_factor": self.policy.factor,
-                "jitter": self.policy.jitter,
-                "splay": self.policy.splay,
+                **policy_arguments(self.policy),
                 "value_key": self.value_key,
                 "report_first_value": self.report_first_value,
                 "check_timeout": self.check_timeout,
@@ -268,7 +268,7 @@ class ConditionWatcher(compat.EventTriggerBase):
         )
 
     def __repr__(self) -> str:
-        return f"<{CLASSPATH} check={compat.redact_secrets(self.check)!r}>"
+        return f"<{CLASSPATH} check={compat.locations.redact_secrets(self.check)!r}>"
 
     # -- the poll (once per shared stream on 3.3+) --
 
@@ -290,12 +290,11 @@ class ConditionWatcher(compat.EventTriggerBase):
 
     async def _observations(self, log: Any) -> AsyncGenerator[Observed, None]:
         """Check on the schedule forever; yield each check's value (None when it saw none)."""
-        key = sharing_key(self.check)
         check = self._poll_check()
         interpret = LazyInterpreter(check, log)  # its import errors are check errors
         window_config = sharing_window_config()
         limits = self._limits()
-        schedule = PollSchedule(self.policy, condition_seed(key), clock.now())
+        schedule = PollSchedule(self.policy, wait_seed(self.check), clock.now())
         group = self._join(check)
         context = self.check.get("context", {})
         previous: Any = None
@@ -372,7 +371,7 @@ class ConditionWatcher(compat.EventTriggerBase):
         payload = report.payload(None if observed_at is None else _iso(observed_at))
         # which watcher's seq it is: consumers keep one numbering per watcher (consumers.every_new_value)
         payload["watcher"] = self._name()
-        return compat.TriggerEvent(payload)
+        return compat.locations.TriggerEvent(payload)
 
     def _name(self) -> str:
         """The name its events carry and its watermark is kept under."""
@@ -392,7 +391,7 @@ class ConditionWatcher(compat.EventTriggerBase):
     def _last_check_writer(self) -> Write | None:
         """Writes this watcher's last-check record to the asset state store of each asset it watches (3.3+;
         None before: nowhere to keep it)."""
-        accessors = compat.asset_state_accessors(self)
+        accessors = compat.asset_watchers.asset_state_accessors(self)
         if not accessors:
             return None
         key = self._state_key() + STATE_KEY_SUFFIX  # beside the watermark, a record of its own
@@ -404,7 +403,7 @@ class ConditionWatcher(compat.EventTriggerBase):
         return write
 
     async def _events(self, observations: AsyncIterator[Observed], log: Any) -> AsyncIterator[Any]:
-        store = StoredWatermark(compat.asset_state_accessors(self), self._state_key(), log)
+        store = StoredWatermark(compat.asset_watchers.asset_state_accessors(self), self._state_key(), log)
         recorder, write = LastCheckRecorder(), self._last_check_writer()  # per watcher: its own record
         stored = await store.load()
         if stored is None and self.every_value:
@@ -412,7 +411,9 @@ class ConditionWatcher(compat.EventTriggerBase):
         tracker = self._edge = EdgeTracker(stored, self.report_first_value)
         redelivery = tracker.redelivery()
         if redelivery is not None:
-            if not await stored_already(redelivery, self._name(), compat.watched_assets(self), log):
+            if not await stored_already(
+                redelivery, self._name(), compat.asset_watchers.watched_assets(self), log
+            ):
                 yield self._event(log, redelivery, None)
                 await clock.asleep(COMMIT_DELAY_SECONDS)
             tracker.commit()
@@ -452,7 +453,10 @@ class ConditionWatcher(compat.EventTriggerBase):
 
     def shared_stream_key(self) -> Any:
         """3.3+: identical polls share one stream (the key leaves out what only the edge uses)."""
-        if not (compat.SHARED_STREAMS_SUPPORTED and self.share) or self._values_check is not None:
+        if (
+            not (compat.asset_watchers.SHARED_STREAMS_SUPPORTED and self.share)
+            or self._values_check is not None
+        ):
             return None  # every_value on SQL: each poll binds its own watermark
         _, kwargs = self.serialize()
         edge_only = ("value_key", "report_first_value", "state_key", "every_value", "start_after")
@@ -503,7 +507,7 @@ class ConditionWatcher(compat.EventTriggerBase):
             what = kind.sensor_class(self.check) or f"{kind.name} on {kind.conn_id(self.check)}"
             trigger_id = getattr(self, "trigger_id", None)
             name = f"<{what}{'' if trigger_id is None else f', trigger {trigger_id}'}>"
-        assets = compat.watched_assets(self)
+        assets = compat.asset_watchers.watched_assets(self)
         return (
             f"watcher {name} on {'asset ' + ', '.join(assets) if assets else '<not named by this Airflow>'}"
         )

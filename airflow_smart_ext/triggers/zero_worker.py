@@ -8,12 +8,12 @@ on a worker, whose ``execute_complete`` raises exactly what poke mode raises (a 
 failure criterion fails without retry, a skip skips), because Airflow routes a ``TaskFailedEvent`` to a retry.
 
 Restart-safe: the start of the try (hence the schedule anchor and the deadline) comes from what Airflow
-persisted for the try (``compat.trigger_try_started_at``), the seed from the rendered condition, so a rebuilt
+persisted for the try (``compat.start_in_triggerer.trigger_try_started_at``), the seed from the rendered condition, so a rebuilt
 trigger continues the same schedule and deadline.
 
 Memory per wait does not grow with the DAG: when ``run`` starts, the trigger keeps what it needs from the task
 instance and the template context as plain values and lets go of the copy of the DAG Airflow built for
-rendering (``compat.release_start_context``; docs/deferrable.md "Memory per wait").
+rendering (``compat.start_in_triggerer.release_start_context``; docs/deferrable.md "Memory per wait").
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from airflow_smart_ext import clock, compat
-from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, condition_seed
+from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions import sensor as sensor_check
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
-from airflow_smart_ext.conditions.spec import sharing_key
 from airflow_smart_ext.triggers import log_lines
 from airflow_smart_ext.triggers.backoff import BackoffTrigger
 from airflow_smart_ext.triggers.events import iso
 from airflow_smart_ext.wait import parameters, paths, timeline
 from airflow_smart_ext.wait.condition import zero_worker_check
+from airflow_smart_ext.wait.sharing import wait_seed
 
 CLASSPATH = paths.START_TRIGGER
 #: ``next_kwargs`` of a task resumed on a worker from the zero-worker path: no check ran on a worker.
@@ -90,7 +90,7 @@ class _ScheduleFromStart(BackoffTrigger):
         return window
 
 
-class BackoffStartTrigger(compat.BaseTrigger):
+class BackoffStartTrigger(compat.locations.BaseTrigger):
     """Start a deferrable ``BackoffSensor`` in the triggerer and end it there on success.
 
     :param start: what the sensor fixed at DAG parse (``sensors/start_plan.plan_start``): the check spec
@@ -134,7 +134,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
         # Airflow's Templater picks native rendering from this attribute (else from a DAG it lacks here).
         self.render_template_as_native_obj = _render_native(self, context)
         if jinja_env is None:
-            jinja_env = compat.trigger_template_env(self.render_template_as_native_obj)
+            jinja_env = compat.start_in_triggerer.trigger_template_env(self.render_template_as_native_obj)
         super().render_template_fields(context, jinja_env)  # type: ignore[misc]  # 3.3+ only (never called on 2.11)
 
     def _check_spec(self, run_facts: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +144,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
     async def _take_run_facts(self) -> dict[str, Any]:
         """The run facts and what the ending needs from the task instance, kept as plain values; then let go
         of the context and the DAG Airflow built for rendering, which would otherwise stay alive for the
-        whole wait (memory per wait independent of the DAG's size: ``compat.release_start_context``)."""
+        whole wait (memory per wait independent of the DAG's size: ``compat.start_in_triggerer.release_start_context``)."""
         ti: Any = self.task_instance  # 2.11: the ORM row; 3.3+: the runtime task instance
         facts: dict[str, Any] = {  # what a worker ships (sensor_check.build_spec), from the task instance
             "dag_id": ti.dag_id,
@@ -152,7 +152,9 @@ class BackoffStartTrigger(compat.BaseTrigger):
             "run_id": ti.run_id,
             "map_index": -1 if getattr(ti, "map_index", None) is None else int(ti.map_index),
             "try_number": int(getattr(ti, "try_number", 1) or 1),
-            **sensor_check.run_dates(*await compat.trigger_run_dates(self, self._render_context)),
+            **sensor_check.run_dates(
+                *await compat.start_in_triggerer.trigger_run_dates(self, self._render_context)
+            ),
         }
         self._try_number = int(facts["try_number"])
         self._metric_tags = {
@@ -165,19 +167,19 @@ class BackoffStartTrigger(compat.BaseTrigger):
             and not self.start.get("multiple_outputs")
             and _maps_over_output(self)
         )
-        compat.release_start_context(self, self._render_context)
+        compat.start_in_triggerer.release_start_context(self, self._render_context)
         self._render_context = None
         return facts
 
     def _incr(self, what: str, count: int = 1) -> None:
         try:
-            compat.Stats.incr(f"{_METRIC_PREFIX}.{what}", count=count, tags=self._metric_tags)
+            compat.locations.Stats.incr(f"{_METRIC_PREFIX}.{what}", count=count, tags=self._metric_tags)
         except Exception as exc:  # metrics must never fail a sensor
             log_lines.emit(self.log, "debug", "Could not emit metric %s: %r", what, exc)
 
     async def run(self) -> AsyncIterator[Any]:
         start = self.start
-        started_at = compat.trigger_try_started_at(self, float(start["backstop_seconds"]))
+        started_at = compat.start_in_triggerer.trigger_try_started_at(self, float(start["backstop_seconds"]))
         if started_at is None:  # not expected on 2.11 / 3.3+; a wait must not be lost over it
             started_at = clock.now()
             log_lines.emit(
@@ -186,7 +188,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
                 "The start of the try is unknown; anchoring the schedule at the current time.",
             )
         check = self._check_spec(await self._take_run_facts())
-        seed = condition_seed(sharing_key(check))
+        seed = wait_seed(check)
         # execution_timeout ends the wait as in poke mode: the schedule stops at the earlier deadline and the
         # event says which one it was (the worker raises AirflowTaskTimeout for the execution deadline).
         ends = timeline.deadlines(started_at, float(start["timeout"]), start.get("execution_timeout"))
@@ -235,7 +237,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
                     payload.get("message") or "",
                 )
                 await log_lines.flushed()
-                yield compat.TriggerEvent(
+                yield compat.locations.TriggerEvent(
                     {
                         **payload,
                         "started_at": started_at,
@@ -253,7 +255,10 @@ class BackoffStartTrigger(compat.BaseTrigger):
         ``TaskSuccessEvent`` (3.x), a later try (its task instance still holds the previous try's
         ``end_date``), or an XCom that needs a worker (split outputs, a mapped downstream task)."""
         reason = None
-        if self.start.get("success_callbacks") and not compat.trigger_end_runs_success_callbacks():
+        if (
+            self.start.get("success_callbacks")
+            and not compat.start_in_triggerer.trigger_end_runs_success_callbacks()
+        ):
             reason = "on_success_callback: this Airflow runs it only when a worker ends the task"
         elif self._try_number > 1:
             # A clear or a retry stamped end_date; the scheduler's start in the triggerer keeps it and a
@@ -289,7 +294,7 @@ class BackoffStartTrigger(compat.BaseTrigger):
                 "waited_seconds": round(waited, 3),
                 "mode": "deferrable",
             }
-        return compat.TaskSuccessEvent(xcoms=xcoms or None)
+        return compat.locations.TaskSuccessEvent(xcoms=xcoms or None)
 
     async def cleanup(self) -> None:
         """Group membership is released by the schedule's own cleanup when ``run`` ends."""

@@ -343,7 +343,7 @@ def _previous_runs(session: Any, dag_ids: Sequence[str], past: int) -> dict[str,
     from airflow.models.dagrun import DagRun
     from sqlalchemy import func, select
 
-    columns = compat.dag_run_columns()
+    columns = compat.metadata_db.dag_run_columns()
     order = columns.get("run_after", columns["logical_date"])
     rank = func.row_number().over(partition_by=DagRun.dag_id, order_by=order.desc()).label("rank")
     ranked = (
@@ -355,7 +355,7 @@ def _previous_runs(session: Any, dag_ids: Sequence[str], past: int) -> dict[str,
     runs: dict[str, list[dict[str, Any]]] = {}
     for row in session.execute(query).mappings():
         run = {name: row[name] for name in columns}
-        run["path"] = compat.dag_page_path(row["dag_id"], row["run_id"])
+        run["path"] = compat.web_urls.dag_page_path(row["dag_id"], row["run_id"])
         runs.setdefault(row["dag_id"], []).append(run)
     return runs
 
@@ -373,9 +373,9 @@ def load_calendars(
     if dag_ids is not None and not dag_ids:
         return []
     found, unreadable = [], []
-    for dag_id, stored, compressed in compat.latest_serialized_dags(session, dag_ids, CLASSPATHS):
+    for dag_id, stored, compressed in compat.metadata_db.latest_serialized_dags(session, dag_ids, CLASSPATHS):
         try:
-            dag = compat.stored_dag(stored, compressed).get("dag", {})
+            dag = compat.metadata_db.stored_dag(stored, compressed).get("dag", {})
         except Exception as err:  # one unreadable row must not hide every other DAG's calendar
             unreadable.append((dag_id, f"cannot read its serialized DAG: {type(err).__name__}"))
             continue
@@ -398,8 +398,9 @@ def load_calendars(
             )
         except Exception as err:  # stored by another release with arguments this one refuses: say so, go on
             report = _empty_report(dag_id, f"cannot read its timetable: {type(err).__name__}: {err}")
-        reports.append({**report, "path": compat.dag_page_path(dag_id)})
+        reports.append({**report, "path": compat.web_urls.dag_page_path(dag_id)})
     reports += [
-        {**_empty_report(dag_id, error), "path": compat.dag_page_path(dag_id)} for dag_id, error in unreadable
+        {**_empty_report(dag_id, error), "path": compat.web_urls.dag_page_path(dag_id)}
+        for dag_id, error in unreadable
     ]
     return reports

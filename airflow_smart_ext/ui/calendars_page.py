@@ -14,7 +14,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from airflow_smart_ext.ui import look
-from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT, MAX_RUNS, URL_PREFIX, CalendarsQuery
+from airflow_smart_ext.ui.pages import URL_PREFIX
+from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT, MAX_RUNS, CalendarsQuery
 
 STYLE = (
     look.scoped("""

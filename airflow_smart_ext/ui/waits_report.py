@@ -27,20 +27,11 @@ from airflow_smart_ext.ui.trigger_rows import (
     Schedules,
     WaitFacts,
     read_wait,
-    redact_sealed,
     trigger_paths,
 )
 from airflow_smart_ext.wait import last_check, timeline
 
-__all__ = [
-    "SORTS",
-    "InvalidQuery",
-    "LiveWait",
-    "WaitsQuery",
-    "build_report",
-    "redact_sealed",
-    "trigger_paths",
-]
+__all__ = ["SORTS", "WaitsQuery", "build_report"]
 
 SORTS = ("next_check", "deadline")
 MAX_LIMIT = 100_000

@@ -22,7 +22,7 @@ from airflow_smart_ext import compat, secret_kwargs
 from airflow_smart_ext.conditions import sensor as sensor_check
 from airflow_smart_ext.ui import kwargs_store
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
-from airflow_smart_ext.ui.waits_report import LiveWait, redact_sealed, trigger_paths
+from airflow_smart_ext.ui.trigger_rows import LiveWait, redact_sealed, trigger_paths
 from airflow_smart_ext.wait import last_check, timeline
 
 __all__ = ["load_live_waits", "load_triggerers"]
@@ -72,7 +72,9 @@ def _open_value(name: str, value: Any) -> Opened:
                     value
                 )  # also registers each opened value with the secrets masker
         # Sealed values as "***", then whatever Airflow's secrets masker hides (under this kwarg's name).
-        cached = _remember(_BY_VALUE, key, (opened, compat.redact_secrets(redact_sealed(value), name)))
+        cached = _remember(
+            _BY_VALUE, key, (opened, compat.locations.redact_secrets(redact_sealed(value), name))
+        )
     return cached  # type: ignore[no-any-return]
 
 
@@ -105,7 +107,7 @@ _DAGRUN_TIMEOUTS: dict[tuple[str, int], float | None] = {}
 
 
 def _dagrun_timeout(stored: Any, compressed: bytes | None) -> float | None:
-    value = compat.stored_dag(stored, compressed).get("dag", {}).get("dagrun_timeout")
+    value = compat.metadata_db.stored_dag(stored, compressed).get("dag", {}).get("dagrun_timeout")
     return None if value is None else float(value)
 
 
@@ -115,7 +117,7 @@ def _dagrun_timeouts(session: Any, dag_ids: Collection[str]) -> dict[str, float 
     found: dict[str, float | None] = {}
     if not dag_ids:
         return found
-    for dag_id, stored, compressed in compat.latest_serialized_dags(session, sorted(dag_ids)):
+    for dag_id, stored, compressed in compat.metadata_db.latest_serialized_dags(session, sorted(dag_ids)):
         try:
             if isinstance(stored, Mapping):  # a JSON column the driver already parsed: nothing to cache
                 found[dag_id] = _dagrun_timeout(stored, compressed)
@@ -174,8 +176,8 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
     from airflow.utils.state import TaskInstanceState
     from sqlalchemy import and_, select
 
-    placement = compat.trigger_placement_columns()
-    xcom = compat.xcom_table()
+    placement = compat.trigger_placement.trigger_placement_columns()
+    xcom = compat.task_xcoms.xcom_table()
     query = (
         select(
             TaskInstance.dag_id,
@@ -189,7 +191,7 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
             Trigger.encrypted_kwargs,
             Trigger.created_date,
             Trigger.triggerer_id,
-            compat.dag_run_logical_date().label("logical_date"),
+            compat.metadata_db.dag_run_logical_date().label("logical_date"),
             DagRun.data_interval_start,
             DagRun.data_interval_end,
             DagRun.start_date.label("run_start"),

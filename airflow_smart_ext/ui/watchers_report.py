@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.conditions.spec import check_type
 from airflow_smart_ext.ui import serving
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.wait import last_check
+from airflow_smart_ext.wait.parameters import stored_policy
 from airflow_smart_ext.wait.watcher_state import read_record
 
 __all__ = ["AssetEvent", "LiveWatcher", "watcher_rows"]
@@ -67,13 +67,7 @@ def _seconds(value: float) -> str:
 
 def polls(kwargs: Mapping[str, Any]) -> str:
     """How the watcher checks, in words (its stored schedule)."""
-    policy = BackoffPolicy(
-        initial=kwargs["poke_interval"],
-        factor=kwargs["backoff_factor"],
-        cap=kwargs["max_wait"],
-        jitter=kwargs["jitter"],
-        splay=kwargs.get("splay", 0.0),
-    )
+    policy = stored_policy(kwargs)
     words = f"every {_seconds(policy.initial)}"
     if policy.factor > 1 and policy.cap is not None and policy.cap > policy.initial:
         words += f", x{policy.factor:g} per check without a new value, up to {_seconds(policy.cap)}"

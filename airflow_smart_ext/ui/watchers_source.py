@@ -67,15 +67,15 @@ def _newest_events(session: Any, asset_ids: set[int]) -> dict[int, AssetEvent]:
 
 def load_watchers(session: Any) -> list[LiveWatcher]:
     """Every asset watcher whose trigger is one of our condition watchers ([] before Airflow 3.0)."""
-    if not compat.ASSET_WATCHERS_SUPPORTED:
+    if not compat.asset_watchers.ASSET_WATCHERS_SUPPORTED:
         return []
     from airflow.jobs.job import Job
     from airflow.models.asset import AssetModel
     from airflow.models.trigger import Trigger
     from sqlalchemy import literal, select
 
-    placement = compat.trigger_placement_columns()
-    link, name = compat.asset_watcher_links()
+    placement = compat.trigger_placement.trigger_placement_columns()
+    link, name = compat.asset_watchers.asset_watcher_links()
     rows = session.execute(
         select(
             (literal(None) if name is None else name).label("name"),
@@ -98,13 +98,13 @@ def load_watchers(session: Any) -> list[LiveWatcher]:
         .where(Trigger.classpath == paths.CONDITION_WATCHER)
     ).all()
     asset_ids = {row.asset_id for row in rows}
-    states = compat.asset_state_records(session, asset_ids, f"{STATE_KEY_PREFIX}:")
+    states = compat.asset_watchers.asset_state_records(session, asset_ids, f"{STATE_KEY_PREFIX}:")
     events = _newest_events(session, asset_ids)
     watchers = []
     for row in rows:
         try:
             kwargs = {
-                name: compat.decode_watcher_kwarg(value)
+                name: compat.asset_watchers.decode_watcher_kwarg(value)
                 for name, value in Trigger._decrypt_kwargs(row.encrypted_kwargs).items()
             }
             key = state_store_key(
@@ -115,7 +115,10 @@ def load_watchers(session: Any) -> list[LiveWatcher]:
             )
         except Exception:  # e.g. Fernet's InvalidToken (a rotated key): this row shows as unreadable
             kwargs, key = {}, ""
-        shown = {name: compat.redact_secrets(redact_sealed(value), name) for name, value in kwargs.items()}
+        shown = {
+            name: compat.locations.redact_secrets(redact_sealed(value), name)
+            for name, value in kwargs.items()
+        }
         holder = (
             None
             if row.holder_job is None
@@ -139,7 +142,7 @@ def load_watchers(session: Any) -> list[LiveWatcher]:
                 holder=holder,
                 trigger_queue=getattr(row, "trigger_queue", None),
                 trigger_team=getattr(row, "trigger_team", None),
-                outcome_recorded=compat.ASSET_STATE_STORE_SUPPORTED,
+                outcome_recorded=compat.asset_watchers.ASSET_STATE_STORE_SUPPORTED,
             )
         )
     return watchers

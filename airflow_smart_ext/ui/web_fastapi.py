@@ -4,7 +4,7 @@ Airflow mounts a plugin's app as it is, so authentication is ours, done with Air
 (``airflow.api_fastapi.core_api.security``) the way its ``GET /api/v2/dags`` route does it:
 ``get_user`` takes the JWT from an ``Authorization: Bearer`` header or else from the ``_token`` cookie the
 UI's login sets (httponly, same origin: the UI shows our page in an iframe, which sends it); no or a bad
-token -> 401/403. ``requires_access_dag("GET")`` (``compat.requires_dag_read``) then checks DAG read access
+token -> 401/403. ``requires_access_dag("GET")`` (``compat.dag_access.requires_dag_read``) then checks DAG read access
 (of the ``dag_id`` asked for, if any) and the auth manager's ``get_authorized_dag_ids`` limits the rows to
 the DAGs the user may read. (Airflow 3.0's ``get_user`` reads the header only.)
 """
@@ -82,7 +82,7 @@ def create_app() -> FastAPI:
     app = FastAPI(
         title="airflow-smart-ext: Waits and Calendars",
         # the parameters first: Airflow's access check reads ``dag_id`` from them (a NUL there would be a 500)
-        dependencies=[Depends(_params), Depends(compat.requires_dag_read())],
+        dependencies=[Depends(_params), Depends(compat.dag_access.requires_dag_read())],
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
@@ -110,7 +110,9 @@ def create_app() -> FastAPI:
         root = airflow_root(request.scope.get("root_path", ""))
 
         def link(row: Any) -> str:
-            return compat.task_page_url(root, row["dag_id"], row["run_id"], row["task_id"], row["map_index"])
+            return compat.web_urls.task_page_url(
+                root, row["dag_id"], row["run_id"], row["task_id"], row["map_index"]
+            )
 
         return HTMLResponse(waits_page.render_waits(report, query, link))
 

@@ -119,7 +119,9 @@ def waits() -> Response:
     root = _root()
 
     def link(row: Any) -> str:
-        return compat.task_page_url(root, row["dag_id"], row["run_id"], row["task_id"], row["map_index"])
+        return compat.web_urls.task_page_url(
+            root, row["dag_id"], row["run_id"], row["task_id"], row["map_index"]
+        )
 
     page = waits_page.render_waits(report, query, link, _default_timezone(), _in_airflow_layout)
     return Response(page, mimetype="text/html")

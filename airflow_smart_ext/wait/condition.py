@@ -129,7 +129,7 @@ def _moment(value: Any) -> Any:
 
 @functools.cache
 def _environment(native: bool) -> Any:
-    return compat.trigger_template_env(native)
+    return compat.start_in_triggerer.trigger_template_env(native)
 
 
 @functools.lru_cache(maxsize=4096)

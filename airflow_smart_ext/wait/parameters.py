@@ -57,14 +57,28 @@ class WaitArgumentError(ValueError, TypeError):
 
 
 CRITERIA_NAMES = ("success", "failure", "selector")
-#: A stored schedule's keys (``BackoffPolicy.to_dict``) -> the table's names for them (the sensor's arguments).
+#: A stored schedule's keys (``BackoffPolicy.to_dict``) -> the table's names for them (the sensor's arguments),
+#: in the order a watcher stores them (its kwargs are its identity): one mapping, both ways (below).
 POLICY_PARAMETERS = {
     "initial": "poke_interval",
-    "factor": "backoff_factor",
     "cap": "max_wait",
+    "factor": "backoff_factor",
     "jitter": "jitter",
     "splay": "splay",
 }
+
+
+def policy_arguments(policy: BackoffPolicy) -> dict[str, Any]:
+    """A schedule as the table's arguments (``poke_interval``, ``max_wait``, ...): what a watcher stores."""
+    return {name: getattr(policy, key) for key, name in POLICY_PARAMETERS.items()}
+
+
+def stored_policy(arguments: Mapping[str, Any]) -> BackoffPolicy:
+    """The schedule a watcher stored as the table's arguments (:func:`policy_arguments`; a row written before
+    ``splay`` was stored has none: the policy's default)."""
+    return BackoffPolicy(
+        **{key: arguments[name] for key, name in POLICY_PARAMETERS.items() if name in arguments}
+    )
 
 
 _NOT_HELD = object()  # a trigger that holds no timeout (a worker-first row: the sensor decided its rules)
@@ -188,7 +202,7 @@ def _error_types(value: Any) -> bool:
     return True
 
 
-_MODES = tuple(compat.BaseSensorOperator.valid_modes)
+_MODES = tuple(compat.locations.BaseSensorOperator.valid_modes)
 
 #: Every parameter of ``BackoffSensor`` and of Airflow's ``BaseSensorOperator`` (one row each).
 PARAMETERS: tuple[Parameter, ...] = (
@@ -206,8 +220,12 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter(
         "timeout",
         ">= 0 seconds (a number or a datetime.timedelta)"
-        + (", or None for [sensors] default_timeout" if compat.SENSOR_TIMEOUT_ACCEPTS_NONE else ""),
-        _duration(0, none=compat.SENSOR_TIMEOUT_ACCEPTS_NONE),
+        + (
+            ", or None for [sensors] default_timeout"
+            if compat.sensor_timeouts.SENSOR_TIMEOUT_ACCEPTS_NONE
+            else ""
+        ),
+        _duration(0, none=compat.sensor_timeouts.SENSOR_TIMEOUT_ACCEPTS_NONE),
     ),
     Parameter(
         "max_wait",
@@ -397,7 +415,7 @@ def effective_values(arguments: Mapping[str, Any]) -> dict[str, Any]:
 
 def default_timeout() -> float:
     """Airflow's ``[sensors] default_timeout`` (a sensor's ``timeout=None``)."""
-    return compat.airflow_conf.getfloat("sensors", "default_timeout", fallback=7 * 86400)
+    return compat.locations.airflow_conf.getfloat("sensors", "default_timeout", fallback=7 * 86400)
 
 
 def check_arguments(

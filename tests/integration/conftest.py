@@ -75,7 +75,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             kept.append(item)
             continue
         item.add_marker(pytest.mark.integration)
-        if name in DISTRIBUTED_ONLY and not compat.AIRFLOW_V_3_0_PLUS:
+        if name in DISTRIBUTED_ONLY and not compat.versions.AIRFLOW_V_3_0_PLUS:
             elsewhere = postgres_pass  # skipped once, in the SQLite pass (distributed.NO_DISTRIBUTED_PASS)
         elif distributed:
             elsewhere = name not in DISTRIBUTED_SLICE
@@ -85,7 +85,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 or (slice_only and name not in SQLITE_SLICE)
                 or (postgres_pass and name in SQLITE_ONLY)
                 or (
-                    (postgres_pass or not compat.AIRFLOW_V_3_0_PLUS)
+                    (postgres_pass or not compat.versions.AIRFLOW_V_3_0_PLUS)
                     and f"{name}::{item.name}" in SQLITE_PASS_ONLY
                 )
             )

@@ -41,7 +41,7 @@ NO_DISTRIBUTED_PASS = "2.11: the distributed pass (CeleryExecutor topology) runs
 
 # Every test module of the pass: Airflow 3, PostgreSQL, and a bound on a hung wait well under CI's budget.
 PASS_MARKS = [
-    pytest.mark.skipif(not compat.AIRFLOW_V_3_0_PLUS, reason=NO_DISTRIBUTED_PASS),
+    pytest.mark.skipif(not compat.versions.AIRFLOW_V_3_0_PLUS, reason=NO_DISTRIBUTED_PASS),
     pytest.mark.skipif(not os.environ.get(PG_DSN_ENV), reason="the distributed pass needs PostgreSQL"),
     pytest.mark.timeout(900),
 ]

@@ -29,7 +29,7 @@ from tests.integration.live import event_payload, sqlite_exec, wait_for
 pytestmark = [
     pytest.mark.timeout(600),
     pytest.mark.skipif(
-        not compat.CONSUMERS_SUPPORTED,
+        not compat.consumers.CONSUMERS_SUPPORTED,
         reason="every_new_value needs Airflow >= 3.3 (tests/unit/test_consumers.py checks its refusal before)",
     ),
 ]

@@ -182,7 +182,7 @@ def test_zero_worker_waits_had_no_worker_phase(failover: Failover) -> None:
     for task_id, queued_dttm, hostname in rows:
         history = env.state_history(DAG_ID, failover.run_id, task_id)
         assert "deferred" in history, (task_id, history)
-        if task_id.startswith("zw_") and compat.START_FROM_TRIGGER_SUPPORTED:
+        if task_id.startswith("zw_") and compat.start_in_triggerer.START_FROM_TRIGGER_SUPPORTED:
             assert not set(WORKER_PHASES) & set(history), (task_id, history)
             assert queued_dttm is None and not hostname, (task_id, queued_dttm, hostname)
         else:  # worker-first: check #0 on a worker, then deferred

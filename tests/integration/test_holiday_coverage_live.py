@@ -19,7 +19,7 @@ _DAG = textwrap.dedent(
     import pendulum
     from airflow import DAG
 
-    from airflow_smart_ext.compat import task
+    from airflow_smart_ext.compat.locations import task
     from airflow_smart_ext.timetables import BusinessDaysTimetable
 
     TZ = "America/Argentina/Buenos_Aires"

@@ -84,7 +84,7 @@ def smoke(airflow_env: AirflowEnv) -> Smoke:
 
 def start_watcher(env: AirflowEnv) -> None:
     """3.x: the README example's watcher, its day already in the table (its first check reports it)."""
-    if compat.ASSET_WATCHERS_SUPPORTED:
+    if compat.asset_watchers.ASSET_WATCHERS_SUPPORTED:
         orders = example_db(env)
         orders.parent.mkdir(parents=True, exist_ok=True)
         sqlite_exec(orders, "CREATE TABLE IF NOT EXISTS orders_loaded (day TEXT)")
@@ -95,7 +95,7 @@ def start_watcher(env: AirflowEnv) -> None:
 
 def expected_path() -> str:
     """The Waits view's ``path`` of the untemplated wait: where it started."""
-    return "zero-worker" if compat.START_FROM_TRIGGER_SUPPORTED else "worker-first"
+    return "zero-worker" if compat.start_in_triggerer.START_FROM_TRIGGER_SUPPORTED else "worker-first"
 
 
 def test_waits_view_opens_inside_airflows_ui_with_the_waits_row(smoke: Smoke) -> None:
@@ -105,7 +105,7 @@ def test_waits_view_opens_inside_airflows_ui_with_the_waits_row(smoke: Smoke) ->
             "2.11: the Waits view is a webserver page, not inside Airflow 3's UI; the session's Airflow runs "
             "no webserver (tests/integration/test_ui_live.py opens it on 2.11)"
         )
-    if compat.PLUGIN_PAGES != "in_ui":
+    if compat.web_urls.PLUGIN_PAGES != "in_ui":
         pytest.skip(NO_PLUGIN_VIEWS)
     from tests.integration.ui_browser import chromium, no_browser_reason
     from tests.integration.ui_pages import open_from_nav, wait_for, wait_rows
@@ -145,7 +145,9 @@ def test_deferrable_wait_succeeds_on_try_1(smoke: Smoke) -> None:
         "AND map_index = -1",
         (WAIT_DAG, smoke.run_id, WAIT_TASK),
     )
-    if compat.START_FROM_TRIGGER_SUPPORTED:  # zero-worker: started and ended in the triggerer
+    if (
+        compat.start_in_triggerer.START_FROM_TRIGGER_SUPPORTED
+    ):  # zero-worker: started and ended in the triggerer
         assert not set(WORKER_PHASES) & set(history), (history, log[-3000:])
         assert history[-2:] == ["deferred", "success"], history
         assert queued_dttm is None and not hostname, (queued_dttm, hostname)  # set only by a worker's try
@@ -166,7 +168,7 @@ def asset_events(env: AirflowEnv, asset: str) -> list[dict[str, Any]]:
 
 def test_watcher_event_lands_on_the_asset(smoke: Smoke) -> None:
     env = smoke.env
-    if not compat.ASSET_WATCHERS_SUPPORTED:
+    if not compat.asset_watchers.ASSET_WATCHERS_SUPPORTED:
         pytest.skip(NO_WATCHERS)
     events = env.poll(lambda: asset_events(env, WATCH_ASSET), 240, f"an asset event on {WATCH_ASSET}")
     assert [(e["value"], e["seq"], e["redelivered"]) for e in events] == [(DAY, 1, False)], events

@@ -27,7 +27,7 @@ import pytest
 
 from airflow_harness.env import AirflowEnv
 from airflow_smart_ext.backoff import BackoffPolicy
-from airflow_smart_ext.compat import RETRY_POLICIES_SUPPORTED, RETRY_POLICY_MIN_AIRFLOW
+from airflow_smart_ext.compat.retry_policies import RETRY_POLICIES_SUPPORTED, RETRY_POLICY_MIN_AIRFLOW
 from airflow_smart_ext.retries import retry_seed
 
 pytestmark = pytest.mark.skipif(

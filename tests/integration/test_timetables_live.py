@@ -29,7 +29,8 @@ import time_machine
 
 from airflow_harness.env import AirflowEnv
 from airflow_harness.state import AirflowEnvError
-from airflow_smart_ext.compat import TimeRestriction, decode_timetable
+from airflow_smart_ext.compat.serialization import decode_timetable
+from airflow_smart_ext.compat.timetables import TimeRestriction
 from tests.integration.dags.tt_live_today import today_file
 
 UTC = dt.timezone.utc

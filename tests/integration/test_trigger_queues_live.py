@@ -29,7 +29,9 @@ pytestmark = [
         not os.environ.get(PG_DSN_ENV),
         reason="two triggerers need PostgreSQL: this runs in the PostgreSQL pass (set SMART_EXT_TEST_PG_DSN)",
     ),
-    pytest.mark.skipif(not compat.AIRFLOW_V_3_2_PLUS, reason="trigger queues are an Airflow 3.2+ feature"),
+    pytest.mark.skipif(
+        not compat.versions.AIRFLOW_V_3_2_PLUS, reason="trigger queues are an Airflow 3.2+ feature"
+    ),
     pytest.mark.timeout(600),
 ]
 

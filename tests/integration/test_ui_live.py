@@ -333,7 +333,7 @@ def check_the_watcher(env: AirflowEnv, driver: WebDriver, report: dict[str, Any]
         if not rows or rows[0]["last_event_seq"] != 1:
             return None
         # 3.3+: the watermark is committed COMMIT_DELAY_SECONDS after the event is stored (its intent before)
-        committed = not compat.ASSET_STATE_STORE_SUPPORTED or rows[0]["last_seq"] == 1
+        committed = not compat.asset_watchers.ASSET_STATE_STORE_SUPPORTED or rows[0]["last_seq"] == 1
         return rows[0] if committed else None
 
     watcher = wait_for(
@@ -344,7 +344,7 @@ def check_the_watcher(env: AirflowEnv, driver: WebDriver, report: dict[str, Any]
     assert watcher["last_event_value"] == "day-1" and watcher["last_event_redelivered"] is False, watcher
     assert "ui_watch" in watcher["condition"] and watcher["conn_id"] == "ui_sqlite", watcher
     assert watcher["served_by"]["job_id"] == trigger["triggerer_id"] and watcher["unserved_reason"] is None
-    if compat.ASSET_STATE_STORE_SUPPORTED:  # 3.3+: the watermark in the asset state store
+    if compat.asset_watchers.ASSET_STATE_STORE_SUPPORTED:  # 3.3+: the watermark in the asset state store
         assert (watcher["last_seq"], watcher["last_value"]) == (1, "day-1"), watcher
     open_from_nav(driver, env, "Waits")
     shown = driver.execute_script(
@@ -360,7 +360,7 @@ def test_the_last_check_outcome_is_what_the_triggerer_recorded(ui_env: AirflowEn
     """Issue 35 part 2: each wait's last check, written by the triggerer as an XCom of its task (3.x through
     its supervisor channel, 2.11 with the ORM), one record per check group; ``SELECT 0`` is never true, so
     every wait says "not met". 3.3+: the watcher's, in the asset state store ("met": it saw its value)."""
-    recorded_watcher = compat.ASSET_STATE_STORE_SUPPORTED
+    recorded_watcher = compat.asset_watchers.ASSET_STATE_STORE_SUPPORTED
 
     def recorded() -> dict[str, Any] | None:
         status, body = fetch(admin, base_url(ui_env) + "/smart-ext/api/waits")

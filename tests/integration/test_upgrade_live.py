@@ -32,7 +32,7 @@ import pytest
 
 from airflow_harness.env import AirflowEnv
 from airflow_harness.state import REPO_ROOT
-from airflow_smart_ext.compat import AIRFLOW_V_3_3_PLUS
+from airflow_smart_ext.compat.versions import AIRFLOW_V_3_3_PLUS
 from tests.integration.live import lost_by_executor
 from tests.integration.previous_release import (
     installed_package,

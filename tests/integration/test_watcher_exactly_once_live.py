@@ -50,7 +50,7 @@ pytestmark = [
         reason="two triggerers need PostgreSQL: this runs in the PostgreSQL pass (set SMART_EXT_TEST_PG_DSN)",
     ),
     pytest.mark.skipif(
-        not compat.CONSUMERS_SUPPORTED,
+        not compat.consumers.CONSUMERS_SUPPORTED,
         reason="the watermark (asset state store) and every_new_value need Airflow >= 3.3",
     ),
     pytest.mark.timeout(900),

@@ -45,8 +45,11 @@ from tests.integration.live import (
 )
 
 # Whether this Airflow starts the templated zw_ sensors in the triggerer (3.3+), and the static one (2.11 too).
-ZERO_WORKER_TEMPLATED = compat.START_FROM_TRIGGER_SUPPORTED and compat.START_FROM_TRIGGER_RENDERS_TEMPLATES
-ZERO_WORKER_STATIC = compat.START_FROM_TRIGGER_SUPPORTED
+ZERO_WORKER_TEMPLATED = (
+    compat.start_in_triggerer.START_FROM_TRIGGER_SUPPORTED
+    and compat.start_in_triggerer.START_FROM_TRIGGER_RENDERS_TEMPLATES
+)
+ZERO_WORKER_STATIC = compat.start_in_triggerer.START_FROM_TRIGGER_SUPPORTED
 WORKER_PHASES = ("queued", "running")
 POLICY = BackoffPolicy(initial=2.0, factor=2.0, cap=4.0, jitter="full", splay=2.0)  # zw_dags COMMON
 
@@ -208,7 +211,9 @@ def test_success_callbacks_still_run(scenario: Scenario) -> None:
         assert history.index("deferred") < min(
             (history.index(s) for s in WORKER_PHASES if s in history), default=len(history)
         ), history
-    if ZERO_WORKER_STATIC and compat.trigger_end_runs_success_callbacks():  # ended in the triggerer
+    if (
+        ZERO_WORKER_STATIC and compat.start_in_triggerer.trigger_end_runs_success_callbacks()
+    ):  # ended in the triggerer
         assert not set(WORKER_PHASES) & set(history), history
     elif ZERO_WORKER_STATIC:  # Airflow would drop the callback of a trigger-ended task: a worker ends it
         assert "the task ends on a worker: on_success_callback" in scenario.log("callback"), history
@@ -251,7 +256,7 @@ def test_skip_from_the_poke_skips(scenario: Scenario) -> None:
 def test_killed_triggerer_continues_same_schedule_and_deadline(scenario: Scenario) -> None:
     if not ZERO_WORKER_TEMPLATED:
         pytest.skip(
-            f"Airflow {compat.AIRFLOW_VERSION_STRING} starts templated sensors on a worker (see above)"
+            f"Airflow {compat.versions.AIRFLOW_VERSION_STRING} starts templated sensors on a worker (see above)"
         )
     log = scenario.log("file_ok")
     starts = ZERO_WORKER_RE.findall(log)

@@ -38,13 +38,13 @@ async def clock(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(seam, "asleep", fake.asleep)
     monkeypatch.setattr(seam, "call_later", fake.call_later)
     monkeypatch.setattr(runtime, "run_blocking", fake.run_blocking)
-    real_aget_connection = compat.aget_connection
+    real_aget_connection = compat.connections.aget_connection
 
     async def aget_connection(conn_id: str, within: float | None = None) -> Any:
         with fake.busy():  # a thread on 2.11, the supervisor on 3.x
             return await real_aget_connection(conn_id, within)
 
-    monkeypatch.setattr(compat, "aget_connection", aget_connection)
+    monkeypatch.setattr(compat.connections, "aget_connection", aget_connection)
     real_flushed = log_lines.flushed
 
     async def flushed() -> None:

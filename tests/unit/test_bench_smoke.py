@@ -26,7 +26,7 @@ IN_PROCESS = ["bench_timetables", "bench_poke", "bench_herd"]
 # bench_worker_slots drives a real Airflow through airflow_harness/env.py, whose REST calls carry no
 # token (simple_auth_manager_all_admins); Airflow 3.1's api-server refuses those (401 "Not authenticated":
 # it wants a JWT even then). The real-Airflow tier runs on 3.3 and 2.11.2 only, so 3.1 does not run it.
-_HARNESS_REST_REFUSED = compat.AIRFLOW_V_3_1_PLUS and not compat.AIRFLOW_V_3_2_PLUS
+_HARNESS_REST_REFUSED = compat.versions.AIRFLOW_V_3_1_PLUS and not compat.versions.AIRFLOW_V_3_2_PLUS
 FRESH_PROCESS = [
     "bench_import.py",
     "bench_triggerer.py",

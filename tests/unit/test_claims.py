@@ -251,6 +251,6 @@ def test_the_documented_guard_defaults_are_the_codes(monkeypatch: pytest.MonkeyP
     from airflow_smart_ext.sensors import reschedule
 
     monkeypatch.delenv("AIRFLOW__SMART_EXT__RESCHEDULE_MIN_GAP_SECONDS", raising=False)
-    expected = 5.0 if compat.AIRFLOW_V_3_0_PLUS else 0.0
-    assert reschedule.min_gap_seconds() == expected == compat.RESCHEDULE_MIN_GAP_SECONDS
-    assert expected == compat.TRIGGER_MIN_EVENT_DELAY_SECONDS
+    expected = 5.0 if compat.versions.AIRFLOW_V_3_0_PLUS else 0.0
+    assert reschedule.min_gap_seconds() == expected == compat.rescheduling.RESCHEDULE_MIN_GAP_SECONDS
+    assert expected == compat.deferral.TRIGGER_MIN_EVENT_DELAY_SECONDS

@@ -44,12 +44,11 @@ def airflow(monkeypatch: pytest.MonkeyPatch) -> Any:
         events = [SimpleNamespace(id=event_id, extra=extra) for event_id, extra in fake.events]
         return {"ti": SimpleNamespace(dag_id="d", task_id="t"), "inlet_events": {ORDERS: events}}
 
-    monkeypatch.setattr(
-        compat_consumers, "CONSUMERS_SUPPORTED", True
-    )  # the glue is the same code on every 3.x
-    monkeypatch.setattr(compat, "current_task_context", context)
-    monkeypatch.setattr(compat, "read_variable", fake.variables.get)
-    monkeypatch.setattr(compat, "write_variable", write)
+    # the glue is the same code on every 3.x
+    monkeypatch.setattr(compat_consumers, "CONSUMERS_SUPPORTED", True)
+    monkeypatch.setattr(compat.consumers, "current_task_context", context)
+    monkeypatch.setattr(compat.consumers, "read_variable", fake.variables.get)
+    monkeypatch.setattr(compat.consumers, "write_variable", write)
     return fake
 
 
@@ -121,7 +120,9 @@ def test_the_asset_must_be_an_inlet(airflow: Any) -> None:
 def test_refused_before_3_3(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(compat_consumers, "CONSUMERS_SUPPORTED", False)
     values: Iterator[Any] = every_new_value(ORDERS)
-    with pytest.raises(compat.ConsumersUnsupported, match=r"needs Airflow >= 3\.3\.0.*seq starts again at 1"):
+    with pytest.raises(
+        compat.consumers.ConsumersUnsupported, match=r"needs Airflow >= 3\.3\.0.*seq starts again at 1"
+    ):
         next(values)
 
 

@@ -10,7 +10,7 @@ from email.message import Message
 import pytest
 
 from airflow_smart_ext import errors
-from airflow_smart_ext.compat import AirflowException
+from airflow_smart_ext.compat.locations import AirflowException
 
 NOW = datetime.datetime(2026, 11, 25, 12, 0, tzinfo=datetime.timezone.utc)
 

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 
 def _modules_after_import(module: str) -> set[str]:
     code = (
@@ -146,7 +148,7 @@ def test_no_module_reads_another_modules_private_names() -> None:
 
 def test_every_compat_module_says_what_it_exports() -> None:
     """Each compat module has a literal ``__all__``, every name in it is bound by the module, and the package
-    hands on every one of them (``compat.X``)."""
+    finds its home (``compat.home_of``: the deprecated ``compat.X`` of release 0.1.0 resolves through it)."""
     import ast
     import importlib
 
@@ -181,7 +183,9 @@ def test_every_compat_module_says_what_it_exports() -> None:
         ):  # not dag_access_3_0: only 3.0 can import it (its api-server's modules)
             module = importlib.import_module(f"{PACKAGE}.compat.{path.stem}")
             problems += [f"{path}: {name} does not resolve" for name in exported if not hasattr(module, name)]
-            problems += [f"compat.{name} is missing" for name in exported if not hasattr(compat, name)]
+            problems += [
+                f"compat.{name}: not at home" for name in exported if compat.home_of(name) != path.stem
+            ]
     assert problems == []
 
 
@@ -391,7 +395,7 @@ def _version_checks(path: Path) -> list[str]:
 
 def test_only_compat_checks_the_airflow_version() -> None:
     """Every Airflow-version branch lives in compat/ (README, Development): other modules ask compat for a
-    feature (``compat.ASSET_WATCHERS_SUPPORTED``), never for a version."""
+    feature (``compat.asset_watchers.ASSET_WATCHERS_SUPPORTED``), never for a version."""
     package = Path(__file__).resolve().parents[2] / "airflow_smart_ext"
     offenders = [
         hit
@@ -405,8 +409,10 @@ def test_only_compat_checks_the_airflow_version() -> None:
 
 def test_the_version_rule_can_fail(tmp_path: Path) -> None:
     path = tmp_path / "x.py"
-    path.write_text("from airflow_smart_ext import compat\nif compat.AIRFLOW_V_3_3_PLUS:\n    pass\n")
-    assert _version_checks(path) == ["x.py:2: if compat.AIRFLOW_V_3_3_PLUS:"]
+    path.write_text(
+        "from airflow_smart_ext import compat\nif compat.versions.AIRFLOW_V_3_3_PLUS:\n    pass\n"
+    )
+    assert _version_checks(path) == ["x.py:2: if compat.versions.AIRFLOW_V_3_3_PLUS:"]
 
 
 def test_the_harness_keeps_one_concern_per_module_and_no_class_over_300_lines() -> None:
@@ -426,3 +432,120 @@ def test_the_harness_keeps_one_concern_per_module_and_no_class_over_300_lines() 
     concerns = [base for base in AirflowEnv.__bases__ if base is not EnvState]
     assert len({base.__module__ for base in concerns}) == len(concerns) >= 6
     assert all(issubclass(base, EnvState) for base in concerns)
+
+
+def _compat_reads(text: str) -> list[str]:
+    """What a source reads from compat itself: ``compat.X`` and ``from airflow_smart_ext.compat import X``."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "compat":
+            found.append(node.attr)
+        elif isinstance(node, ast.ImportFrom) and node.module == f"{PACKAGE}.compat":
+            found += [alias.name for alias in node.names]
+    return found
+
+
+def test_compat_is_read_by_concern_and_loads_nothing_eagerly() -> None:
+    """Issue 44: callers import the concern (``compat.deferral.X``, ``from airflow_smart_ext.compat import
+    deferral``), never a name of the package itself; importing compat loads none of its modules."""
+    from airflow_smart_ext import compat
+
+    concerns = set(compat.submodules())
+    root = Path(__file__).resolve().parents[2]
+    offenders = [
+        f"{path.relative_to(root)}: compat.{name}"
+        for folder in ("airflow_smart_ext", "airflow_harness", "tests", "bench", "scripts", "example_dags")
+        for path in sorted((root / folder).rglob("*.py"))
+        if "compat" not in path.relative_to(root).parts[1:2]
+        for name in _compat_reads(path.read_text())
+        if name not in concerns | {"submodules", "home_of"}
+    ]
+    assert offenders == []
+    assert _compat_reads("from airflow_smart_ext import compat\ncompat.task\n") == [
+        "task"
+    ]  # the rule can fail
+    code = "import sys, airflow_smart_ext.compat; print([m for m in sys.modules if '.compat.' in m])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_a_name_of_release_0_1_0s_compat_still_resolves_with_a_warning_naming_its_home() -> None:
+    """DAG files written for 0.1.0 (its examples read ``from airflow_smart_ext.compat import task``)."""
+    import warnings
+
+    from airflow_smart_ext import compat
+    from airflow_smart_ext.compat import locations
+
+    old_name, missing = "task", "no_such_name"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        task = getattr(compat, old_name)
+    assert task is locations.task
+    assert [str(w.message) for w in caught if w.category is DeprecationWarning] == [
+        "airflow_smart_ext.compat.task moved: import it from airflow_smart_ext.compat.locations"
+    ]
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        getattr(compat, missing)
+
+
+# Names imported from a module that only imports them: the documented faces (a package's __init__, compat's
+# wrappers of Airflow's names) and the aliases users or stored rows rely on.
+_KEPT_ALIASES = {
+    ("airflow_smart_ext.retries", "RETRY_POLICIES_SUPPORTED"),  # example_dags/retry_policy_http.py shows it
+    ("airflow_smart_ext.triggers.start", "BackoffStartTrigger"),  # the classpath 0.1.0's trigger rows hold
+    ("airflow_smart_ext.watchers", "ConditionWatcher"),  # the authoring API's documented home (README)
+}
+
+
+def _re_exports(root: Path, paths: list[Path], shown_from: Path | None = None) -> list[str]:
+    """``from M import N`` where module ``M`` of the package only imports ``N`` (a re-export hub)."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
+                continue
+            if not node.module.startswith((PACKAGE + ".", "airflow_harness.")):
+                continue
+            source = root / (node.module.replace(".", "/") + ".py")
+            if not source.exists() or node.module.startswith(f"{PACKAGE}.compat."):
+                continue  # a package's __init__ (a documented face), or compat (it wraps Airflow's names)
+            tree = ast.parse(source.read_text())
+            bound = {
+                target.id
+                for item in ast.walk(tree)
+                if isinstance(item, (ast.Assign, ast.AnnAssign))
+                for target in (item.targets if isinstance(item, ast.Assign) else [item.target])
+                if isinstance(target, ast.Name)
+            } | {
+                item.name
+                for item in ast.walk(tree)
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            }
+            for alias in node.names:
+                if alias.name not in bound and (node.module, alias.name) not in _KEPT_ALIASES:
+                    shown = path.relative_to(shown_from or root)
+                    found.append(f"{shown}:{node.lineno}: {alias.name} from {node.module}")
+    return found
+
+
+def test_every_name_is_imported_from_its_home() -> None:
+    """Issue 44: no re-export hubs (``sensors/arguments.py`` handed on 22 names of the parameter table,
+    ``sensors/base.py`` 8): a name is imported from the module that defines it."""
+    root = Path(__file__).resolve().parents[2]
+    paths = [
+        path
+        for folder in ("airflow_smart_ext", "airflow_harness", "tests", "bench", "scripts", "example_dags")
+        for path in sorted((root / folder).rglob("*.py"))
+    ]
+    assert _re_exports(root, paths) == []
+
+
+def test_the_home_rule_can_fail(tmp_path: Path) -> None:
+    probe = tmp_path / "x.py"
+    probe.write_text("from airflow_smart_ext.sensors.arguments import DEFAULT_JITTER, backoff_policy_for\n")
+    root = Path(__file__).resolve().parents[2]
+    assert _re_exports(root, [probe], shown_from=tmp_path) == [
+        "x.py:1: DEFAULT_JITTER from airflow_smart_ext.sensors.arguments"
+    ]

@@ -26,7 +26,7 @@ import pytest
 from airflow.triggers.base import BaseTrigger, TaskSuccessEvent
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.compat import AIRFLOW_V_3_0_PLUS
+from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS
 from airflow_smart_ext.sensors import BackoffSqlSensor
 from tests.unit.fixtures.previous_release import generate
 from tests.unit.fixtures.previous_release.sensors import LoadedDaySensor
@@ -65,9 +65,9 @@ def _only_where_written(name: str) -> None:
     """Rows the previous release could not write on this Airflow line are not stored in any DB here."""
     if EXPECTED[name].kind == "watcher" and not AIRFLOW_V_3_0_PLUS:
         pytest.skip("asset watchers need Airflow >= 3.0: 2.11 never stores a watcher row")
-    if EXPECTED[name].templated and not compat.START_FROM_TRIGGER_RENDERS_TEMPLATES:
+    if EXPECTED[name].templated and not compat.start_in_triggerer.START_FROM_TRIGGER_RENDERS_TEMPLATES:
         pytest.skip("before 3.3 a templated sensor starts on a worker: no templated start row is stored")
-    if EXPECTED[name].kind == "start" and not compat.START_FROM_TRIGGER_SUPPORTED:
+    if EXPECTED[name].kind == "start" and not compat.start_in_triggerer.START_FROM_TRIGGER_SUPPORTED:
         pytest.skip("Airflow 3.0-3.2 start no sensor in the triggerer: no start row is stored")
 
 

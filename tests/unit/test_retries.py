@@ -14,7 +14,8 @@ import pytest
 import time_machine
 
 from airflow_smart_ext.backoff import JITTER_STRATEGIES, BackoffPolicy
-from airflow_smart_ext.compat import RETRY_POLICIES_SUPPORTED, RETRY_POLICY_MIN_AIRFLOW, AirflowException
+from airflow_smart_ext.compat.locations import AirflowException
+from airflow_smart_ext.compat.retry_policies import RETRY_POLICIES_SUPPORTED, RETRY_POLICY_MIN_AIRFLOW
 
 pytestmark = pytest.mark.skipif(
     not RETRY_POLICIES_SUPPORTED, reason=f"retry policies need Airflow >= {RETRY_POLICY_MIN_AIRFLOW}"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_smart_ext.compat import RETRY_POLICIES_SUPPORTED
+from airflow_smart_ext.compat.retry_policies import RETRY_POLICIES_SUPPORTED
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
 

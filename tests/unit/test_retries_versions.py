@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 import airflow_smart_ext.retries as retries
-from airflow_smart_ext.compat import AIRFLOW_V_3_3_PLUS, RETRY_POLICY_MIN_AIRFLOW
+from airflow_smart_ext.compat.retry_policies import RETRY_POLICY_MIN_AIRFLOW
+from airflow_smart_ext.compat.versions import AIRFLOW_V_3_3_PLUS
 
 DAG_FILE = """
 import datetime as dt
 from airflow import DAG
-from airflow_smart_ext.compat import task
+from airflow_smart_ext.compat.locations import task
 from airflow_smart_ext.retries import HTTP_ERRORS, BackoffRetryPolicy
 
 with DAG(dag_id="rp_version_probe", schedule=None, start_date=dt.datetime(2024, 1, 1), catchup=False):

@@ -33,8 +33,8 @@ class NoKey:
 @pytest.fixture
 def fernet(monkeypatch: pytest.MonkeyPatch) -> KeyedFernet:
     keyed = KeyedFernet(Fernet.generate_key())
-    monkeypatch.setattr(compat, "get_fernet", lambda: keyed)
-    compat.mask_secret(SECRET)
+    monkeypatch.setattr(compat.locations, "get_fernet", lambda: keyed)
+    compat.locations.mask_secret(SECRET)
     return keyed
 
 
@@ -92,8 +92,8 @@ def test_a_check_without_secrets_is_shipped_unchanged(fernet: KeyedFernet) -> No
 
 
 def test_without_a_fernet_key_a_secret_is_refused_at_defer_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(compat, "get_fernet", NoKey)
-    compat.mask_secret(SECRET)
+    monkeypatch.setattr(compat.locations, "get_fernet", NoKey)
+    compat.locations.mask_secret(SECRET)
     with pytest.raises(secret_kwargs.SecretNotSealable) as err:
         trigger(sensor_check(name="x", path=SECRET)).serialize()
     message = str(err.value)
@@ -108,8 +108,8 @@ async def test_an_envelope_sealed_with_another_key_fails_that_wait_not_the_trigg
     whole triggerer process): the constructor never raises; the wait ends with an error event instead."""
     _, shipped = trigger(sensor_check(name="x", path=SECRET)).serialize()
     other = KeyedFernet(Fernet.generate_key())
-    monkeypatch.setattr(compat, "get_fernet", lambda: other)
-    monkeypatch.setattr(compat, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
+    monkeypatch.setattr(compat.locations, "get_fernet", lambda: other)
+    monkeypatch.setattr(compat.deferral, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
     rebuilt = BackoffTrigger(**shipped)
     assert SECRET not in repr(rebuilt) and rebuilt.serialize()[1]["check"] == shipped["check"]
     events = [event async for event in rebuilt.run()]
@@ -122,10 +122,12 @@ def test_an_opened_secret_is_masked_in_the_triggerers_logs(fernet: KeyedFernet) 
     late = "pw-opened-only-in-the-triggerer"
     _, shipped = trigger(sensor_check(name="x", token=late)).serialize()
     BackoffTrigger(**shipped)  # opening registers the value with this process's masker
-    assert late not in str(compat.redact_secrets(f"poke failed: auth {late} rejected"))
+    assert late not in str(compat.locations.redact_secrets(f"poke failed: auth {late} rejected"))
 
 
-@pytest.mark.skipif(not compat.AIRFLOW_V_3_0_PLUS, reason="2.11: one process writes the triggerer's logs")
+@pytest.mark.skipif(
+    not compat.versions.AIRFLOW_V_3_0_PLUS, reason="2.11: one process writes the triggerer's logs"
+)
 async def test_an_opened_secret_is_sent_to_the_supervisor_that_writes_the_log_files(
     fernet: KeyedFernet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -146,7 +148,7 @@ async def test_an_opened_secret_is_sent_to_the_supervisor_that_writes_the_log_fi
     late = "pw-opened-only-in-the-triggerer-2"
     _, shipped = trigger(sensor_check(name="x", token=late, path=SECRET)).serialize()
     monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", Comms(), raising=False)
-    monkeypatch.setattr(compat, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
+    monkeypatch.setattr(compat.deferral, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
     rebuilt = BackoffTrigger(**shipped)
     assert sent == []  # the constructor cannot tell the supervisor (it runs in the loop, synchronously)
     run = rebuilt.run()
@@ -159,14 +161,14 @@ async def test_an_opened_secret_is_sent_to_the_supervisor_that_writes_the_log_fi
 
 def test_the_real_fernet_of_this_airflow_seals_and_opens(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", Fernet.generate_key().decode())
-    cache_clear = getattr(compat.get_fernet, "cache_clear", None)
+    cache_clear = getattr(compat.locations.get_fernet, "cache_clear", None)
     if cache_clear is not None:  # 3.x caches it per process
         cache_clear()
     else:  # 2.11 keeps it in a module global
         import airflow.models.crypto
 
         monkeypatch.setattr(airflow.models.crypto, "_fernet", None)
-    compat.mask_secret(SECRET)
+    compat.locations.mask_secret(SECRET)
     try:
         sealed = secret_kwargs.seal({"path": SECRET}, "check")
         assert SECRET not in json.dumps(sealed)

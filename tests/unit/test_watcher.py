@@ -24,11 +24,12 @@ from tests.unit.clock import START, FakeClock
 from tests.unit.watcher_helpers import StateStore, collect, values
 
 needs_watchers = pytest.mark.skipif(
-    not compat.ASSET_WATCHERS_SUPPORTED,
+    not compat.asset_watchers.ASSET_WATCHERS_SUPPORTED,
     reason="asset watchers need Airflow >= 3.0 (2.11: the parse-time error test)",
 )
 needs_state_store = pytest.mark.skipif(
-    not compat.ASSET_STATE_STORE_SUPPORTED, reason="the asset state store (AIP-103) needs Airflow >= 3.3"
+    not compat.asset_watchers.ASSET_STATE_STORE_SUPPORTED,
+    reason="the asset state store (AIP-103) needs Airflow >= 3.3",
 )
 
 # --- a sensor whose partitions land on the virtual clock (importable by classpath) -----------------------
@@ -37,7 +38,7 @@ TIMELINE: dict[str, list[tuple[float, str]]] = {}
 POKES: dict[str, list[float]] = defaultdict(list)
 
 
-class PartitionSensor(compat.BaseSensorOperator):
+class PartitionSensor(compat.locations.BaseSensorOperator):
     """Done once a partition landed; its XCom value is the newest day (a dict, as sensors often return)."""
 
     def __init__(self, *, name: str, **kwargs: Any) -> None:
@@ -50,7 +51,7 @@ class PartitionSensor(compat.BaseSensorOperator):
         landed = [day for at, day in TIMELINE.get(self.name, []) if at <= now]
         if not landed:
             return False
-        return compat.PokeReturnValue(is_done=True, xcom_value={"day": landed[-1], "rows": 7})
+        return compat.locations.PokeReturnValue(is_done=True, xcom_value={"day": landed[-1], "rows": 7})
 
 
 class FlakySensor(PartitionSensor):
@@ -64,7 +65,7 @@ class FlakySensor(PartitionSensor):
         POKES[self.name].append(seam.now() - START)
         if seam.now() < START + 40:
             raise {"outage": ConnectionError, "bug": RuntimeError}[self.kind]("refused")
-        return compat.PokeReturnValue(is_done=True, xcom_value={"day": "d1"})
+        return compat.locations.PokeReturnValue(is_done=True, xcom_value={"day": "d1"})
 
 
 class DoneSensor(PartitionSensor):
@@ -306,7 +307,7 @@ def test_the_shared_stream_key_leaves_out_what_only_the_edge_uses() -> None:
         partition_watcher("a", poke_interval=20),
         partition_watcher("a", rate_limit=1),
     ]
-    if not compat.SHARED_STREAMS_SUPPORTED:
+    if not compat.asset_watchers.SHARED_STREAMS_SUPPORTED:
         assert base.shared_stream_key() is None
         return
     assert base.shared_stream_key() is not None
@@ -332,7 +333,9 @@ async def test_without_shared_streams_our_groups_share_the_checks(
     assert POKES["a"][: per_cycle * len(schedule)] == [at for at in schedule for _ in range(per_cycle)]
 
 
-@pytest.mark.skipif(not compat.SHARED_STREAMS_SUPPORTED, reason="shared streams need Airflow >= 3.3")
+@pytest.mark.skipif(
+    not compat.asset_watchers.SHARED_STREAMS_SUPPORTED, reason="shared streams need Airflow >= 3.3"
+)
 async def test_watchers_on_one_condition_share_one_poll_through_airflows_shared_stream(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -418,16 +421,18 @@ def test_bad_watchers_fail_at_parse_naming_the_parameter(build: Any, words: str)
 def test_before_airflow_3_a_watcher_fails_at_parse_naming_3_0_and_the_alternative(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    if compat.ASSET_WATCHERS_SUPPORTED:  # 3.x: the same check, as 2.11 runs it
+    if compat.asset_watchers.ASSET_WATCHERS_SUPPORTED:  # 3.x: the same check, as 2.11 runs it
         monkeypatch.setattr(compat.asset_watchers, "ASSET_WATCHERS_SUPPORTED", False)
-    with pytest.raises(compat.AssetWatchersUnsupported) as raised:
+    with pytest.raises(compat.asset_watchers.AssetWatchersUnsupported) as raised:
         ConditionWatcher(sensor_condition(PartitionSensor, name="a"))
     message = str(raised.value)
     assert "ConditionWatcher needs Airflow >= 3.0.0" in message
     assert "deferrable=True" in message
 
 
-@pytest.mark.skipif(not compat.AIRFLOW_V_3_3_PLUS, reason="the encoder and decoder read from the 3.3.2 wheel")
+@pytest.mark.skipif(
+    not compat.versions.AIRFLOW_V_3_3_PLUS, reason="the encoder and decoder read from the 3.3.2 wheel"
+)
 def test_airflow_serializes_the_watcher_and_the_triggerer_rebuilds_it() -> None:
     """As the dag-processor stores it (``encode_trigger``) and the triggerer builds it back
     (``smart_decode_trigger_kwargs`` then ``cls(**kwargs)``, jobs/triggerer_job_runner.py ``create_triggers``);
@@ -461,7 +466,7 @@ def test_the_example_pair_builds_here(monkeypatch: pytest.MonkeyPatch, tmp_path:
     monkeypatch.delitem(sys.modules, "sensor_common", raising=False)
     namespace = runpy.run_path(str(examples / "watcher_orders.py"))
     dags = {value.dag_id: value for value in namespace.values() if type(value).__name__ == "DAG"}
-    if not compat.ASSET_WATCHERS_SUPPORTED:
+    if not compat.asset_watchers.ASSET_WATCHERS_SUPPORTED:
         assert dags == {}
         return
     assert set(dags) == {"watcher_orders_producer", "watcher_orders_consumer"}

@@ -11,7 +11,8 @@ import pytest
 from airflow_smart_ext import compat
 
 pytestmark = pytest.mark.skipif(
-    compat.ASSET_WATCHERS_SUPPORTED, reason="what Airflow 2.11 (no asset watchers) does with a watcher DAG"
+    compat.asset_watchers.ASSET_WATCHERS_SUPPORTED,
+    reason="what Airflow 2.11 (no asset watchers) does with a watcher DAG",
 )
 
 DOCS = (Path(__file__).resolve().parents[2] / "docs" / "watchers.md").read_text()
@@ -42,7 +43,9 @@ def test_the_documented_dag_fails_with_the_error_the_docs_name() -> None:
 def test_where_our_import_runs_first_the_first_error_is_ours() -> None:
     source = documented_dag()
     error = first_error(OUR_IMPORT + source.replace(OUR_IMPORT, ""))
-    assert isinstance(error, ImportError) and isinstance(error, compat.AssetWatchersUnsupported)
+    assert isinstance(error, ImportError) and isinstance(
+        error, compat.asset_watchers.AssetWatchersUnsupported
+    )
     message = str(error)
     assert message.startswith("airflow_smart_ext.watchers.ConditionWatcher needs Airflow >= 3.0.0")
     assert "deferrable sensor" in message and "BackoffSqlSensor(..., deferrable=True)" in message

@@ -40,7 +40,7 @@ def record(
         )
 
 
-if compat.ASSET_WATCHERS_SUPPORTED:
+if compat.asset_watchers.ASSET_WATCHERS_SUPPORTED:
     from airflow.sdk import DAG, Asset, AssetWatcher, task
 
     from airflow_smart_ext.consumers import every_new_value

@@ -9,7 +9,7 @@ from df_build import GROUPS, add_sensors, dag_arguments
 
 from airflow_smart_ext import compat
 
-if compat.AIRFLOW_V_3_0_PLUS:
+if compat.versions.AIRFLOW_V_3_0_PLUS:
     # Reschedules at least 10 s apart (the default is 5 s), read by the task processes that parse this file.
     # The matrix starts ~70 task processes on 2 cores; the scheduler then drained a run's "success" event up
     # to 30 s late, after the next run was queued, and failed the task (apache/airflow #71172): a cell that

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_smart_ext.compat import AirflowSkipException, PokeReturnValue
+from airflow_smart_ext.compat.locations import AirflowSkipException, PokeReturnValue
 from airflow_smart_ext.sensors import BackoffSensor
 
 CHECKS_DIR = Path(__file__).resolve().parent.parent / "df_checks"

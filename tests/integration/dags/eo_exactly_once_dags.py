@@ -37,7 +37,7 @@ def record(run_id: Any, value: Any, seq: int, event_id: int, redelivered: bool) 
         )
 
 
-if compat.CONSUMERS_SUPPORTED:
+if compat.consumers.CONSUMERS_SUPPORTED:
     from airflow.providers.standard.operators.empty import EmptyOperator
     from airflow.sdk import DAG, Asset, AssetWatcher, task
     from eo_triggerer_missing import first_cell

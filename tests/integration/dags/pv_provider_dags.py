@@ -22,7 +22,7 @@ from typing import Any
 
 from airflow import DAG
 
-from airflow_smart_ext.compat import AIRFLOW_V_3_0_PLUS
+from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS
 from airflow_smart_ext.sensors import BackoffSensor
 
 try:  # Airflow 3: the standard provider

@@ -11,7 +11,7 @@ from typing import Any
 from airflow import DAG
 from airflow.triggers.testing import SuccessTrigger
 
-from airflow_smart_ext.compat import BaseSensorOperator
+from airflow_smart_ext.compat.locations import BaseSensorOperator
 
 
 class EchoConf(BaseSensorOperator):

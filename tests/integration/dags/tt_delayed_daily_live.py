@@ -12,7 +12,7 @@ import datetime as dt
 from airflow import DAG
 from tt_live_today import session_today
 
-from airflow_smart_ext.compat import task
+from airflow_smart_ext.compat.locations import task
 from airflow_smart_ext.timetables import DelayedDailyTimetable
 
 TZ = "Asia/Kathmandu"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from airflow import DAG
 from tt_live_today import session_today
 
-from airflow_smart_ext.compat import task
+from airflow_smart_ext.compat.locations import task
 from airflow_smart_ext.timetables import MonthlyBusinessDayTimetable
 
 TZ = "Europe/Berlin"

@@ -15,7 +15,8 @@ import datetime as dt
 import pendulum
 from airflow import DAG
 
-from airflow_smart_ext.compat import PARTITIONS_SUPPORTED, task
+from airflow_smart_ext.compat.locations import task
+from airflow_smart_ext.compat.partitions import PARTITIONS_SUPPORTED
 from airflow_smart_ext.timetables import BusinessDaysTimetable
 
 NY = "America/New_York"

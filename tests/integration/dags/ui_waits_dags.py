@@ -91,7 +91,9 @@ with _dag(
 ):
     BackoffSqlSensor(task_id="never_runs", conn_id=CONN_ID, sql="SELECT 1", **WAIT)
 
-if compat.ASSET_WATCHERS_SUPPORTED:  # 3.x: one condition watcher for the Waits view's watchers table
+if (
+    compat.asset_watchers.ASSET_WATCHERS_SUPPORTED
+):  # 3.x: one condition watcher for the Waits view's watchers table
     from airflow.providers.standard.operators.empty import EmptyOperator
     from airflow.sdk import Asset, AssetWatcher
 

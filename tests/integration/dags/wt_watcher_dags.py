@@ -26,7 +26,7 @@ SHARED = 10
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 TAGS = ["airflow-smart-ext", "integration", "watchers"]
 
-if compat.ASSET_WATCHERS_SUPPORTED:
+if compat.asset_watchers.ASSET_WATCHERS_SUPPORTED:
     from airflow.providers.standard.operators.empty import EmptyOperator
     from airflow.sdk import DAG, Asset, AssetAny, AssetWatcher
 

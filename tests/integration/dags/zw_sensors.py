@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from airflow_smart_ext.compat import AirflowSkipException, PokeReturnValue
+from airflow_smart_ext.compat.locations import AirflowSkipException, PokeReturnValue
 from airflow_smart_ext.sensors import BackoffSensor
 
 

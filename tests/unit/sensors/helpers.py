@@ -92,7 +92,7 @@ def second_cell(row: Any) -> Any:
 
 
 def poke_value(value: Any) -> Any:
-    return compat.PokeReturnValue(is_done=True, xcom_value=value)
+    return compat.locations.PokeReturnValue(is_done=True, xcom_value=value)
 
 
 class Deferred(Exception):

@@ -11,8 +11,9 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import aligned_start, condition_seed
 from airflow_smart_ext.conditions import outcome_from_exception, sharing_key
-from airflow_smart_ext.conditions.outcomes import error_class_path
-from airflow_smart_ext.sensors.base import DEFERRAL_GRACE_SECONDS, STATS_XCOM_KEY, BackoffSensor
+from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY, error_class_path
+from airflow_smart_ext.sensors.base import BackoffSensor
+from airflow_smart_ext.sensors.start_plan import DEFERRAL_GRACE_SECONDS
 from tests.unit.clock import START, FakeClock
 from tests.unit.sensors.helpers import (
     Deferred,
@@ -186,16 +187,16 @@ def test_execute_complete_success_returns_the_xcom_value(clock: FakeClock) -> No
 @pytest.mark.parametrize(
     ("status", "sensor_kwargs", "expected"),
     [
-        ("timeout", {}, compat.AirflowSensorTimeout),
-        ("timeout", {"soft_fail": True}, compat.AirflowSkipException),
-        ("failure", {}, compat.AirflowFailException),
-        ("failure", {"soft_fail": True}, compat.AirflowSkipException),
-        ("failure", {"never_fail": True}, compat.AirflowSkipException),
-        ("failure", {"silent_fail": True}, compat.AirflowFailException),
-        ("error", {}, compat.AirflowException),
-        ("error", {"never_fail": True}, compat.AirflowSkipException),
-        ("skip", {}, compat.AirflowSkipException),
-        ("bogus", {}, compat.AirflowException),
+        ("timeout", {}, compat.locations.AirflowSensorTimeout),
+        ("timeout", {"soft_fail": True}, compat.locations.AirflowSkipException),
+        ("failure", {}, compat.locations.AirflowFailException),
+        ("failure", {"soft_fail": True}, compat.locations.AirflowSkipException),
+        ("failure", {"never_fail": True}, compat.locations.AirflowSkipException),
+        ("failure", {"silent_fail": True}, compat.locations.AirflowFailException),
+        ("error", {}, compat.locations.AirflowException),
+        ("error", {"never_fail": True}, compat.locations.AirflowSkipException),
+        ("skip", {}, compat.locations.AirflowSkipException),
+        ("bogus", {}, compat.locations.AirflowException),
     ],
 )
 def test_execute_complete_maps_outcomes_like_poke_mode(
@@ -204,8 +205,10 @@ def test_execute_complete_maps_outcomes_like_poke_mode(
     sensor = PathSensor(task_id="task", path="/p", deferrable=True, **sensor_kwargs)
     with pytest.raises(expected) as err:
         sensor.execute_complete(make_context(), make_event(status), started_at=START, deadline=START + 100)
-    if expected is compat.AirflowException:
-        assert not isinstance(err.value, (compat.AirflowFailException, compat.AirflowSensorTimeout))
+    if expected is compat.locations.AirflowException:
+        assert not isinstance(
+            err.value, (compat.locations.AirflowFailException, compat.locations.AirflowSensorTimeout)
+        )
 
 
 class VendorError(Exception):
@@ -221,7 +224,7 @@ class NeedsTwoArguments(Exception):
     ("raised", "expected_class", "expected_text"),
     [
         (VendorError("disk gone"), VendorError, "disk gone"),  # the check's own class, as poke mode raises it
-        (NeedsTwoArguments(503, "busy"), compat.AirflowException, "NeedsTwoArguments: 503 busy"),
+        (NeedsTwoArguments(503, "busy"), compat.locations.AirflowException, "NeedsTwoArguments: 503 busy"),
         (KeyError("k"), KeyError, "k"),
     ],
 )
@@ -244,7 +247,7 @@ def test_an_error_class_not_safely_rebuildable_falls_back_to_airflow_exception(
 ) -> None:
     event = make_event("error", message="Boom: text", error_class=class_path)
     sensor = PathSensor(task_id="task", path="/p", deferrable=True)
-    with pytest.raises(compat.AirflowException, match="Check failed in the triggerer: Boom: text"):
+    with pytest.raises(compat.locations.AirflowException, match="Check failed in the triggerer: Boom: text"):
         sensor.execute_complete(make_context(), event, started_at=START, deadline=START + 100)
 
 
@@ -253,9 +256,9 @@ def test_an_error_class_not_safely_rebuildable_falls_back_to_airflow_exception(
     [
         # poke mode fails (and retries) a raising poke even with soft_fail; Airflow's deferred-sensor
         # wrapper would skip it -- resume_execution must keep poke mode's mapping.
-        ("error", {"soft_fail": True}, compat.AirflowException),
-        ("timeout", {"soft_fail": True}, compat.AirflowSkipException),
-        ("failure", {}, compat.AirflowFailException),
+        ("error", {"soft_fail": True}, compat.locations.AirflowException),
+        ("timeout", {"soft_fail": True}, compat.locations.AirflowSkipException),
+        ("failure", {}, compat.locations.AirflowFailException),
     ],
 )
 def test_resume_execution_maps_outcomes_like_poke_mode(
@@ -265,19 +268,21 @@ def test_resume_execution_maps_outcomes_like_poke_mode(
     next_kwargs = {"event": make_event(status), "started_at": START, "deadline": START + 100}
     with pytest.raises(expected) as err:
         sensor.resume_execution("execute_complete", next_kwargs, make_context())
-    if expected is compat.AirflowException:
-        assert not isinstance(err.value, compat.AirflowSkipException)
+    if expected is compat.locations.AirflowException:
+        assert not isinstance(err.value, compat.locations.AirflowSkipException)
 
 
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [
-        ({}, compat.AirflowSensorTimeout),
-        ({"soft_fail": True}, compat.AirflowSkipException),
+        ({}, compat.locations.AirflowSensorTimeout),
+        ({"soft_fail": True}, compat.locations.AirflowSkipException),
         # as Airflow's base: 3.1+'s sensor wrapper skips a resumed timeout with never_fail, 2.11's and 3.0's not
         (
             {"never_fail": True},
-            compat.AirflowSkipException if compat.AIRFLOW_V_3_1_PLUS else compat.AirflowSensorTimeout,
+            compat.locations.AirflowSkipException
+            if compat.versions.AIRFLOW_V_3_1_PLUS
+            else compat.locations.AirflowSensorTimeout,
         ),
     ],
     ids=["plain", "soft_fail", "never_fail"],
@@ -285,9 +290,9 @@ def test_resume_execution_maps_outcomes_like_poke_mode(
 def test_airflows_trigger_timeout_ends_as_a_sensor_timeout(flags: dict, expected: type) -> None:
     """Airflow's backstop (its trigger timeout; on this version's own ``__fail__`` signal) ends the wait as a
     sensor timeout: never a retryable error, skipped as Airflow's base skips a resumed deferral's timeout."""
-    error = "Trigger timeout" if compat.AIRFLOW_V_3_0_PLUS else "Trigger/execution timeout"
+    error = "Trigger timeout" if compat.versions.AIRFLOW_V_3_0_PLUS else "Trigger/execution timeout"
     sensor = PathSensor(task_id="task", path="/p", deferrable=True, **flags)
-    with pytest.raises(compat.AirflowException) as raised:
+    with pytest.raises(compat.locations.AirflowException) as raised:
         sensor.resume_execution("__fail__", {"error": error}, make_context())
     assert type(raised.value) is expected
 
@@ -317,7 +322,7 @@ def test_deferrable_pokes_count_checks_made_not_schedule_slots(
 def test_timeout_message_counts_checks_made(clock: FakeClock) -> None:
     sensor = PathSensor(task_id="task", path="/p", deferrable=True)
     clock.now = START + 12
-    with pytest.raises(compat.AirflowSensorTimeout, match=r"after 12 poke\(s\)"):
+    with pytest.raises(compat.locations.AirflowSensorTimeout, match=r"after 12 poke\(s\)"):
         sensor.execute_complete(
             make_context(),
             make_event("timeout", check_index=31, checks=11),
@@ -342,10 +347,10 @@ def test_reschedule_mode_pokes_count_runs_that_poked(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Airflow's reschedule count is the number of earlier runs of the try, each one poke (no splay wait)."""
-    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)
+    monkeypatch.setattr(compat.rescheduling, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)
     sensor = ScriptedSensor(task_id="task", results=[True], clock=clock, mode="reschedule", splay=0)
     first = datetime.datetime.fromtimestamp(START, tz=datetime.timezone.utc)
-    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (6, first))
+    monkeypatch.setattr(compat.rescheduling, "sensor_reschedule_state", lambda context: (6, first))
     clock.now = START + 10_000  # late: many schedule slots passed, none of them a check
     context = make_context()
     sensor.execute(context)
@@ -389,7 +394,7 @@ def test_a_timeout_at_the_execution_deadline_resumes_into_a_task_timeout(
     clock.now = START + 8
     event = make_event("timeout", checks=3, deadline_reached=True)
     with pytest.raises(
-        compat.AirflowTaskTimeout, match="execution_timeout of 8s"
+        compat.locations.AirflowTaskTimeout, match="execution_timeout of 8s"
     ):  # retryable, as in poke mode
         sensor.execute_complete(
             make_context(), event, started_at=START, deadline=START + 40, worker_pokes=1, after=0
@@ -406,7 +411,7 @@ def test_zero_worker_timeout_event_at_the_execution_deadline_is_a_task_timeout(c
         execution_deadline=START + 8,
         deadline_reached=True,
     )
-    with pytest.raises(compat.AirflowTaskTimeout):
+    with pytest.raises(compat.locations.AirflowTaskTimeout):
         sensor.execute_complete(make_context(), event, worker_pokes=0, after=-1)
 
 
@@ -418,7 +423,7 @@ def test_a_check_that_raised_a_sensor_timeout_stays_one_before_the_execution_dea
     sensor = _exec_sensor()
     clock.now = START + 3
     event = make_event("timeout", checks=2, message="AirflowSensorTimeout: the poke said so")
-    with pytest.raises(compat.AirflowSensorTimeout):
+    with pytest.raises(compat.locations.AirflowSensorTimeout):
         sensor.execute_complete(
             make_context(), event, started_at=START, deadline=START + 40, worker_pokes=1, after=0
         )
@@ -427,7 +432,7 @@ def test_a_check_that_raised_a_sensor_timeout_stays_one_before_the_execution_dea
 def test_a_timeout_at_the_sensor_deadline_stays_a_sensor_timeout(clock: FakeClock) -> None:
     sensor = _exec_sensor(execution_timeout=datetime.timedelta(seconds=100))
     event = make_event("timeout", checks=3)
-    with pytest.raises(compat.AirflowSensorTimeout):
+    with pytest.raises(compat.locations.AirflowSensorTimeout):
         sensor.execute_complete(
             make_context(), event, started_at=START, deadline=START + 40, worker_pokes=1, after=0
         )
@@ -442,8 +447,8 @@ def test_airflows_trigger_timeout_maps_by_which_deadline_it_backs_up(
     """Airflow's own trigger timeout (the backstop; on 3.x capped at the execution deadline for a zero-worker
     start) ends the task as poke mode would at that deadline, on this Airflow version's signal."""
     sensor = _exec_sensor(execution_timeout=datetime.timedelta(seconds=execution_seconds))
-    error = "Trigger timeout" if compat.AIRFLOW_V_3_0_PLUS else "Trigger/execution timeout"
-    with pytest.raises(getattr(compat, expected)):
+    error = "Trigger timeout" if compat.versions.AIRFLOW_V_3_0_PLUS else "Trigger/execution timeout"
+    with pytest.raises(getattr(compat.locations, expected)):
         sensor.resume_execution("__fail__", {"error": error}, make_context())
 
 
@@ -459,5 +464,5 @@ def test_a_skip_in_the_triggerer_keeps_the_pokes_own_text() -> None:
     # not "AirflowSkipException: ..." (the differential matrix reads the exception classes a log names).
     from airflow_smart_ext.conditions.outcomes import outcome_from_exception
 
-    outcome = outcome_from_exception(compat.AirflowSkipException("scripted skip"))
+    outcome = outcome_from_exception(compat.locations.AirflowSkipException("scripted skip"))
     assert (outcome.status, outcome.message) == ("skip", "scripted skip")

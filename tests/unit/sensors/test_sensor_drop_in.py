@@ -82,7 +82,7 @@ def async_sensor_style(base: type) -> type:
     """The ``DateTimeSensorAsync`` pattern: its own ``start_trigger_args`` and an execute that always defers."""
 
     class AsyncStyleSensor(base):  # type: ignore[misc, valid-type]
-        start_trigger_args = compat.StartTriggerArgs(
+        start_trigger_args = compat.locations.StartTriggerArgs(
             trigger_cls=f"{__name__}.OwnTrigger",
             trigger_kwargs={"moment": ""},
             next_method="execute_complete",
@@ -100,7 +100,7 @@ def async_sensor_style(base: type) -> type:
             self.defer(trigger=OwnTrigger(self.target), method_name="execute_complete")
 
         def execute_complete(self, context: Any, event: Any = None) -> None:
-            raise compat.AirflowException("the subclass's own resume failed")
+            raise compat.locations.AirflowException("the subclass's own resume failed")
 
         def poke(self, context: Any) -> bool:
             return False
@@ -129,13 +129,13 @@ def test_execute_takes_any_context_airflows_base_takes(context: Any, results: li
 
         return Scripted(task_id="t", poke_interval=0, timeout=0)
 
-    stock = _outcome(lambda: sensor_on(compat.BaseSensorOperator).execute(context))
+    stock = _outcome(lambda: sensor_on(compat.locations.BaseSensorOperator).execute(context))
     ours = _outcome(lambda: sensor_on(BackoffSensor).execute(context))
     assert stock == ours == expected
 
 
 def test_execute_without_a_task_instance_returns_the_xcom_value(clock: FakeClock) -> None:
-    sensor = ScriptedSensor(task_id="t", results=[compat.PokeReturnValue(True, "v")], clock=clock)
+    sensor = ScriptedSensor(task_id="t", results=[compat.locations.PokeReturnValue(True, "v")], clock=clock)
     assert sensor.execute({}) == "v"
     assert sensor.execute(None) == "v"
 
@@ -226,7 +226,7 @@ def test_a_subclass_resume_is_wrapped_as_on_airflows_base(flags: dict) -> None:
         sensor = async_sensor_style(base)(task_id="t", target="x", **flags)
         return _outcome(lambda: sensor.resume_execution("execute_complete", None, {}))
 
-    assert resumed(BackoffSensor) == resumed(compat.BaseSensorOperator)
+    assert resumed(BackoffSensor) == resumed(compat.locations.BaseSensorOperator)
     if flags.get("soft_fail"):
         assert resumed(BackoffSensor) == "AirflowSkipException"
 
@@ -238,13 +238,13 @@ def test_an_overridden_execute_complete_is_wrapped_as_on_airflows_base(flags: di
     def resumed(base: type) -> str:
         class OwnResume(base):  # type: ignore[misc, valid-type]
             def execute_complete(self, context: Any, event: Any = None) -> None:
-                raise compat.AirflowException("Should be skipped")
+                raise compat.locations.AirflowException("Should be skipped")
 
         return _outcome(
             lambda: OwnResume(task_id="t", **flags).resume_execution("execute_complete", None, {})
         )
 
-    assert resumed(BackoffSensor) == resumed(compat.BaseSensorOperator)
+    assert resumed(BackoffSensor) == resumed(compat.locations.BaseSensorOperator)
 
 
 # ------------------------------------------------------------------ (d) poke_interval=0
@@ -261,7 +261,7 @@ def test_poke_interval_zero_polls_bounded(clock: FakeClock) -> None:
     sensor = ScriptedSensor(
         task_id="t", poke_interval=0, timeout=5, exponential_backoff=False, results=[False], clock=clock
     )
-    with pytest.raises(compat.AirflowSensorTimeout):
+    with pytest.raises(compat.locations.AirflowSensorTimeout):
         sensor.execute(make_context())
     offsets = [round(at - sensor.poke_times[0], 6) for at in sensor.poke_times]
     assert offsets == [0, 1, 2, 3, 4, 5]  # at once, then every second up to the deadline: no busy loop
@@ -270,11 +270,16 @@ def test_poke_interval_zero_polls_bounded(clock: FakeClock) -> None:
 # ------------------------------------------------------------------ (e) never_fail and a timeout
 @pytest.mark.parametrize(
     ("flags", "expected"),
-    [({}, compat.AirflowSensorTimeout), ({"soft_fail": True}, compat.AirflowSkipException)]
+    [
+        ({}, compat.locations.AirflowSensorTimeout),
+        ({"soft_fail": True}, compat.locations.AirflowSkipException),
+    ]
     + [
         (
             {"never_fail": True},
-            compat.AirflowSkipException if compat.AIRFLOW_V_3_1_PLUS else compat.AirflowSensorTimeout,
+            compat.locations.AirflowSkipException
+            if compat.versions.AIRFLOW_V_3_1_PLUS
+            else compat.locations.AirflowSensorTimeout,
         )
     ],
     ids=["plain", "soft_fail", "never_fail"],
@@ -295,7 +300,7 @@ def test_a_timeout_event_after_resuming_ends_as_on_airflows_base(
         "check_index": 3,
     }
     kwargs = {"event": event, "started_at": clock.time(), "deadline": clock.time() + 60, "worker_pokes": 1}
-    with pytest.raises(compat.AirflowException) as raised:
+    with pytest.raises(compat.locations.AirflowException) as raised:
         sensor.resume_execution("execute_complete", kwargs, make_context())
     assert type(raised.value) is expected
 
@@ -308,7 +313,7 @@ def test_poke_mode_timeout_is_not_skipped_by_never_fail_as_on_airflows_base() ->
 
         return _outcome(lambda: Never(task_id="t", poke_interval=0, timeout=0, never_fail=True).execute({}))
 
-    assert ended(BackoffSensor) == ended(compat.BaseSensorOperator) == "AirflowSensorTimeout"
+    assert ended(BackoffSensor) == ended(compat.locations.BaseSensorOperator) == "AirflowSensorTimeout"
 
 
 # ------------------------------------------------------------------ (f) Airflow's own backoff knobs
@@ -351,7 +356,7 @@ def test_exponential_backoff_with_a_fixed_factor_is_named_at_parse() -> None:
 
 # ------------------------------------------------------------------ reschedule count without a first reschedule
 @pytest.mark.skipif(
-    not compat.AIRFLOW_V_3_0_PLUS,
+    not compat.versions.AIRFLOW_V_3_0_PLUS,
     reason="2.11: its reschedule state comes from TaskReschedule rows (a metadata DB), not the context; "
     "the Airflow 3 branch is the one fixed",
 )
@@ -365,5 +370,5 @@ def test_a_reschedule_count_without_a_first_reschedule_date_is_a_first_run(clock
 
     sensor = ScriptedSensor(task_id="t", mode="reschedule", poke_interval=5, timeout=10, splay=0, clock=clock)
     context = {**make_context(NoFirstReschedule()), "task_reschedule_count": 2}
-    with pytest.raises(compat.AirflowRescheduleException):
+    with pytest.raises(compat.locations.AirflowRescheduleException):
         sensor.execute(context)

@@ -15,8 +15,7 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.sensors import BackoffSqlSensor
-from airflow_smart_ext.sensors.arguments import RULES, Parameter, Rule
-from airflow_smart_ext.wait.parameters import backoff_policy, effective_values
+from airflow_smart_ext.wait.parameters import RULES, Parameter, Rule, backoff_policy, effective_values
 from tests.unit.wait.examples import EXAMPLES, REQUIRED, RULE_EXAMPLES
 
 ROWS: dict[str, Parameter] = {row.name: row for row in BackoffSqlSensor.parameter_table()}
@@ -145,6 +144,8 @@ def test_rules_accept_alike(form: str, names: tuple[str, ...], arguments: dict[s
 def test_airflows_own_checks_agree_with_the_table() -> None:
     """The table runs before Airflow's own checks; Airflow refuses what the table refuses for its rows."""
     with pytest.raises(ValueError, match="mutually exclusive"):
-        compat.BaseSensorOperator(task_id="airflow", soft_fail=True, never_fail=True)
-    with pytest.raises((ValueError, compat.AirflowException), match="mode"):  # 2.11: AirflowException
-        compat.BaseSensorOperator(task_id="airflow", mode="bogus")
+        compat.locations.BaseSensorOperator(task_id="airflow", soft_fail=True, never_fail=True)
+    with pytest.raises(
+        (ValueError, compat.locations.AirflowException), match="mode"
+    ):  # 2.11: AirflowException
+        compat.locations.BaseSensorOperator(task_id="airflow", mode="bogus")

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, task_seed
-from airflow_smart_ext.sensors.base import STATS_XCOM_KEY
+from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from tests.unit.clock import START, FakeClock
 from tests.unit.sensors.helpers import (
     Deferred,
@@ -72,7 +72,10 @@ def test_poke_schedule_depends_on_try_number(clock: FakeClock) -> None:
 def test_success_with_poke_return_value_returns_its_xcom_value(clock: FakeClock) -> None:
     value = {"rows": 3}
     sensor = ScriptedSensor(
-        task_id="task", results=[False, compat.PokeReturnValue(True, value)], clock=clock, poke_interval=5
+        task_id="task",
+        results=[False, compat.locations.PokeReturnValue(True, value)],
+        clock=clock,
+        poke_interval=5,
     )
     context = make_context()
     assert sensor.execute(context) == value
@@ -82,7 +85,10 @@ def test_success_with_poke_return_value_returns_its_xcom_value(clock: FakeClock)
 def test_not_done_poke_return_value_keeps_waiting(clock: FakeClock) -> None:
     sensor = ScriptedSensor(
         task_id="task",
-        results=[compat.PokeReturnValue(False, "ignored"), compat.PokeReturnValue(True, "v")],
+        results=[
+            compat.locations.PokeReturnValue(False, "ignored"),
+            compat.locations.PokeReturnValue(True, "v"),
+        ],
         clock=clock,
         poke_interval=5,
     )
@@ -109,14 +115,14 @@ def test_stats_counters_for_pokes_successes_and_timeouts(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stats = RecordingStats()
-    monkeypatch.setattr(compat, "Stats", stats, raising=False)
+    monkeypatch.setattr(compat.locations, "Stats", stats, raising=False)
     ScriptedSensor(task_id="task", results=[False, False, True], clock=clock, poke_interval=10).execute(
         make_context()
     )
     tags = {"dag_id": "dag", "task_id": "task", "sensor": "ScriptedSensor"}
     assert stats.calls == [("smart_ext.sensor.pokes", tags)] * 3 + [("smart_ext.sensor.successes", tags)]
     stats.calls.clear()
-    with pytest.raises(compat.AirflowSensorTimeout):
+    with pytest.raises(compat.locations.AirflowSensorTimeout):
         ScriptedSensor(task_id="task", clock=clock, poke_interval=10, timeout=15).execute(make_context())
     assert stats.calls[-1] == ("smart_ext.sensor.timeouts", tags)
     assert {name for name, _ in stats.calls[:-1]} == {"smart_ext.sensor.pokes"}
@@ -124,7 +130,7 @@ def test_stats_counters_for_pokes_successes_and_timeouts(
 
 def test_timeout_has_a_final_poke_exactly_at_the_deadline(clock: FakeClock) -> None:
     sensor = ScriptedSensor(task_id="task", clock=clock, poke_interval=10, timeout=300)
-    with pytest.raises(compat.AirflowSensorTimeout, match="timed out"):
+    with pytest.raises(compat.locations.AirflowSensorTimeout, match="timed out"):
         sensor.execute(make_context())
     assert sensor.poke_times[-1] == START + 300
     assert all(t < START + 300 for t in sensor.poke_times[:-1])
@@ -148,7 +154,7 @@ def test_condition_arriving_just_before_the_timeout_is_caught(clock: FakeClock) 
 
 def test_soft_fail_skips_on_timeout(clock: FakeClock) -> None:
     sensor = ScriptedSensor(task_id="task", clock=clock, poke_interval=10, timeout=60, soft_fail=True)
-    with pytest.raises(compat.AirflowSkipException, match="soft_fail"):
+    with pytest.raises(compat.locations.AirflowSkipException, match="soft_fail"):
         sensor.execute(make_context())
     assert sensor.poke_times[-1] == START + 60
 
@@ -172,24 +178,27 @@ def test_silent_fail_treats_poke_errors_as_not_yet(clock: FakeClock) -> None:
 
 def test_silent_fail_does_not_swallow_fail_exceptions(clock: FakeClock) -> None:
     sensor = ScriptedSensor(
-        task_id="task", results=[compat.AirflowFailException("criteria"), True], clock=clock, silent_fail=True
+        task_id="task",
+        results=[compat.locations.AirflowFailException("criteria"), True],
+        clock=clock,
+        silent_fail=True,
     )
-    with pytest.raises(compat.AirflowFailException):
+    with pytest.raises(compat.locations.AirflowFailException):
         sensor.execute(make_context())
 
 
-@pytest.mark.parametrize("error", [RuntimeError("boom"), compat.AirflowFailException("criteria")])
+@pytest.mark.parametrize("error", [RuntimeError("boom"), compat.locations.AirflowFailException("criteria")])
 def test_never_fail_skips_on_any_poke_error(clock: FakeClock, error: Exception) -> None:
     sensor = ScriptedSensor(task_id="task", results=[error], clock=clock, never_fail=True)
-    with pytest.raises(compat.AirflowSkipException, match="never_fail"):
+    with pytest.raises(compat.locations.AirflowSkipException, match="never_fail"):
         sensor.execute(make_context())
 
 
 def test_soft_fail_skips_fail_exceptions_like_airflow(clock: FakeClock) -> None:
     sensor = ScriptedSensor(
-        task_id="task", results=[compat.AirflowFailException("x")], clock=clock, soft_fail=True
+        task_id="task", results=[compat.locations.AirflowFailException("x")], clock=clock, soft_fail=True
     )
-    with pytest.raises(compat.AirflowSkipException):
+    with pytest.raises(compat.locations.AirflowSkipException):
         sensor.execute(make_context())
 
 
@@ -215,7 +224,8 @@ def test_without_splay_the_first_poke_is_at_once(
     clock: FakeClock, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Regression: check #0 is due at the start (offset 0), not one interval later."""
-    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (0, None))  # a first run
+    # a first run
+    monkeypatch.setattr(compat.rescheduling, "sensor_reschedule_state", lambda context: (0, None))
     sensor = ScriptedSensor(
         task_id="task", results=[True], clock=clock, poke_interval=60, splay=0, mode=mode, timeout=600
     )
@@ -228,12 +238,12 @@ def test_reschedule_at_a_huge_index_is_overflow_free(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = datetime.datetime.fromtimestamp(START, tz=datetime.timezone.utc)
-    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (10**7, first))
+    monkeypatch.setattr(compat.rescheduling, "sensor_reschedule_state", lambda context: (10**7, first))
     clock.now = START + 10**7 * 3.0
     sensor = ScriptedSensor(
         task_id="task", clock=clock, mode="reschedule", poke_interval=1, max_wait=4, timeout=10**9
     )
-    with pytest.raises(compat.AirflowRescheduleException) as err:
+    with pytest.raises(compat.locations.AirflowRescheduleException) as err:
         sensor.execute(make_context())
     assert err.value.reschedule_date.timestamp() >= clock.now
 
@@ -243,7 +253,7 @@ def test_transient_errors_are_not_yet_in_poke_mode(clock: FakeClock, monkeypatch
     import sqlite3
 
     counted: list[str] = []
-    monkeypatch.setattr(compat.Stats, "incr", lambda name, *a, **k: counted.append(name))
+    monkeypatch.setattr(compat.locations.Stats, "incr", lambda name, *a, **k: counted.append(name))
     sensor = ScriptedSensor(
         task_id="task",
         results=[sqlite3.OperationalError("database is locked"), ConnectionResetError("reset"), True],
@@ -273,7 +283,7 @@ def test_transient_errors_until_the_deadline_time_out(clock: FakeClock) -> None:
     sensor = ScriptedSensor(
         task_id="task", results=[TimeoutError("slow")], clock=clock, poke_interval=10, timeout=100
     )
-    with pytest.raises(compat.AirflowSensorTimeout):
+    with pytest.raises(compat.locations.AirflowSensorTimeout):
         sensor.execute(make_context())
 
 
@@ -347,7 +357,9 @@ def test_poke_mode_ends_the_try_at_execution_timeout_before_airflows_alarm(
             _run_until_stop(sensor, make_context(ti), clock)
         assert clock.now > alarm_at
         return
-    with pytest.raises(compat.AirflowTaskTimeout, match=f"execution_timeout of {execution_seconds:g}s"):
+    with pytest.raises(
+        compat.locations.AirflowTaskTimeout, match=f"execution_timeout of {execution_seconds:g}s"
+    ):
         sensor.execute(make_context(ti))
     assert clock.now == pytest.approx(try_start + execution_seconds - 0.5)
     assert clock.now < alarm_at

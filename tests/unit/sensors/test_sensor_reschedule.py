@@ -27,12 +27,14 @@ def run_reschedule_mode(
     for _ in range(pokes):
         first = datetime.datetime.fromtimestamp(history[0], tz=datetime.timezone.utc) if history else None
         count = len(history)
-        monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context, c=count, f=first: (c, f))
+        monkeypatch.setattr(
+            compat.rescheduling, "sensor_reschedule_state", lambda context, c=count, f=first: (c, f)
+        )
         started = clock.now  # a TaskReschedule row's start_date is the execution's start (as on 2.11)
-        monkeypatch.setattr(compat, "first_reschedule_anchor", lambda context, now, s=started: s)
+        monkeypatch.setattr(compat.rescheduling, "first_reschedule_anchor", lambda context, now, s=started: s)
         try:
             return sensor.execute(make_context()), dates
-        except compat.AirflowRescheduleException as reschedule:
+        except compat.locations.AirflowRescheduleException as reschedule:
             history.append(started)
             dates.append(reschedule.reschedule_date)
             clock.now = reschedule.reschedule_date.timestamp()
@@ -42,7 +44,8 @@ def run_reschedule_mode(
 def test_reschedule_mode_continues_the_same_schedule_across_reschedules(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)  # the schedule itself (floor: below)
+    # the schedule itself (floor: below)
+    monkeypatch.setattr(compat.rescheduling, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)
     poke_sensor = ScriptedSensor(task_id="task", results=[False] * 6 + [True], clock=clock, poke_interval=10)
     poke_sensor.execute(make_context())
     clock.now = START
@@ -59,7 +62,8 @@ def test_reschedule_mode_continues_the_same_schedule_across_reschedules(
 def test_reschedule_mode_waits_for_a_long_splay_without_poking_then_matches_poke_mode(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)  # the schedule itself (floor: below)
+    # the schedule itself (floor: below)
+    monkeypatch.setattr(compat.rescheduling, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)
     params = {"task_id": "task", "clock": clock, "poke_interval": 10, "splay": 300}
     poke_sensor = ScriptedSensor(results=[False] * 4 + [True], **params)
     poke_sensor.execute(make_context())
@@ -79,18 +83,18 @@ def test_reschedule_never_sooner_than_the_minimum_gap(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Airflow 3's executor race: a check due within the minimum gap runs at the gap, same index."""
-    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 3.0)
+    monkeypatch.setattr(compat.rescheduling, "RESCHEDULE_MIN_GAP_SECONDS", 3.0)
     sensor = ScriptedSensor(
         task_id="task", clock=clock, poke_interval=1, mode="reschedule", jitter="none", splay=0
     )
-    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (0, None))
-    with pytest.raises(compat.AirflowRescheduleException) as err:
+    monkeypatch.setattr(compat.rescheduling, "sensor_reschedule_state", lambda context: (0, None))
+    with pytest.raises(compat.locations.AirflowRescheduleException) as err:
         sensor.execute(make_context())  # check #0 at START; #1 is due at START + 1
     assert err.value.reschedule_date.timestamp() == START + 3
     first = datetime.datetime.fromtimestamp(START, tz=datetime.timezone.utc)
-    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (1, first))
+    monkeypatch.setattr(compat.rescheduling, "sensor_reschedule_state", lambda context: (1, first))
     clock.now = START + 3
-    with pytest.raises(compat.AirflowRescheduleException) as err:
+    with pytest.raises(compat.locations.AirflowRescheduleException) as err:
         sensor.execute(make_context())  # check #1 (late); #2 is due at START + 3, i.e. now
     assert err.value.reschedule_date.timestamp() == START + 6
     assert sensor.poke_times == [START, START + 3]
@@ -102,16 +106,16 @@ def test_the_minimum_gap_is_a_setting(
 ) -> None:
     """``[smart_ext] reschedule_min_gap_seconds`` overrides the version's default (for a scheduler that
     stalls longer than it); unset, the default holds."""
-    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 3.0)
+    monkeypatch.setattr(compat.rescheduling, "RESCHEDULE_MIN_GAP_SECONDS", 3.0)
     if setting is None:
         monkeypatch.delenv("AIRFLOW__SMART_EXT__RESCHEDULE_MIN_GAP_SECONDS", raising=False)
     else:
         monkeypatch.setenv("AIRFLOW__SMART_EXT__RESCHEDULE_MIN_GAP_SECONDS", setting)
-    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (0, None))
+    monkeypatch.setattr(compat.rescheduling, "sensor_reschedule_state", lambda context: (0, None))
     sensor = ScriptedSensor(
         task_id="task", clock=clock, poke_interval=1, mode="reschedule", jitter="none", splay=0
     )
-    with pytest.raises(compat.AirflowRescheduleException) as err:
+    with pytest.raises(compat.locations.AirflowRescheduleException) as err:
         sensor.execute(make_context())  # check #0 at START; #1 is due at START + 1
     assert err.value.reschedule_date.timestamp() == START + max(1.0, gap)
 
@@ -120,7 +124,7 @@ def test_a_bad_minimum_gap_setting_names_the_option(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AIRFLOW__SMART_EXT__RESCHEDULE_MIN_GAP_SECONDS", "soon")
-    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (0, None))
+    monkeypatch.setattr(compat.rescheduling, "sensor_reschedule_state", lambda context: (0, None))
     sensor = ScriptedSensor(task_id="task", clock=clock, poke_interval=1, mode="reschedule", splay=0)
     with pytest.raises(ValueError, match=r"\[smart_ext\] reschedule_min_gap_seconds must be a number >= 0"):
         sensor.execute(make_context())
@@ -130,13 +134,13 @@ def test_a_splay_shorter_than_the_minimum_gap_is_slept_not_rescheduled(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Airflow 3's executor race also applies to the splayed first reschedule."""
-    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 3.0)
-    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (0, None))
+    monkeypatch.setattr(compat.rescheduling, "RESCHEDULE_MIN_GAP_SECONDS", 3.0)
+    monkeypatch.setattr(compat.rescheduling, "sensor_reschedule_state", lambda context: (0, None))
     for task_id in [f"task_{n}" for n in range(20)]:
         clock.now = START
         sensor = ScriptedSensor(task_id=task_id, clock=clock, poke_interval=10, splay=2.9, mode="reschedule")
         offset = sensor.backoff_policy.offset(task_seed("dag", task_id, "run", -1, 1), 0)
-        with pytest.raises(compat.AirflowRescheduleException) as err:
+        with pytest.raises(compat.locations.AirflowRescheduleException) as err:
             sensor.execute(make_context(FakeTI(task_id=task_id)))
         # check #0 was poked on the worker after sleeping the splay; the reschedule is for check #1
         assert sensor.poke_times == [pytest.approx(START + offset)]
@@ -149,10 +153,10 @@ def test_a_slow_first_poke_does_not_shift_the_reschedule_schedule(
 ) -> None:
     """Every reschedule date is ``first reschedule date + offset(k)``, whichever time Airflow stamps on the
     first TaskReschedule row (3.x: when the reschedule is reported; 2.11: the run's start)."""
-    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)
+    monkeypatch.setattr(compat.rescheduling, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)
     run_start = {"at": START}
     monkeypatch.setattr(
-        compat,
+        compat.rescheduling,
         "first_reschedule_anchor",
         lambda context, now: now if row_stamped_at == "report" else run_start["at"],
     )
@@ -173,8 +177,10 @@ def test_a_slow_first_poke_does_not_shift_the_reschedule_schedule(
         run_start["at"] = clock.now
         first = datetime.datetime.fromtimestamp(rows[0], tz=datetime.timezone.utc) if rows else None
         count = len(rows)
-        monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context, c=count, f=first: (c, f))
-        with pytest.raises(compat.AirflowRescheduleException) as err:
+        monkeypatch.setattr(
+            compat.rescheduling, "sensor_reschedule_state", lambda context, c=count, f=first: (c, f)
+        )
+        with pytest.raises(compat.locations.AirflowRescheduleException) as err:
             sensor.execute(make_context())
         rows.append(clock.now if row_stamped_at == "report" else run_start["at"])
         dates.append(err.value.reschedule_date.timestamp())
@@ -191,9 +197,9 @@ def test_late_reschedule_skips_missed_checks_instead_of_bursting(
     )
     first = datetime.datetime.fromtimestamp(START, tz=datetime.timezone.utc)
     # 2nd execution, but the scheduler ran it 1000 s late: the next check is the first one still ahead.
-    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (1, first))
+    monkeypatch.setattr(compat.rescheduling, "sensor_reschedule_state", lambda context: (1, first))
     clock.now = START + 1000
-    with pytest.raises(compat.AirflowRescheduleException) as err:
+    with pytest.raises(compat.locations.AirflowRescheduleException) as err:
         sensor.execute(make_context())
     # jitter none: checks at 0, 10, 30, 70, 150 s, then every 100 s (the default cap, 10 x poke_interval)
     offsets = [sensor.backoff_policy.offset("any", k) for k in range(20)]
@@ -206,7 +212,7 @@ def test_reschedule_mode_times_out_at_the_deadline_measured_from_the_first_resch
 ) -> None:
     sensor = ScriptedSensor(task_id="task", clock=clock, poke_interval=10, mode="reschedule", timeout=200)
     dates: list[datetime.datetime] = []
-    with pytest.raises(compat.AirflowSensorTimeout):
+    with pytest.raises(compat.locations.AirflowSensorTimeout):
         run_reschedule_mode(sensor, clock, monkeypatch, 50, dates)
     assert dates[-1].timestamp() == START + 200  # the final check is scheduled exactly at the deadline
     assert sensor.poke_times[-1] == START + 200 and len(sensor.poke_times) == len(dates) + 1
@@ -218,7 +224,8 @@ def test_reschedule_mode_ends_at_the_execution_deadline_with_a_task_timeout(
 ) -> None:
     # Poke mode is one process that Airflow stops at execution_timeout with a retryable AirflowTaskTimeout;
     # reschedule mode is one process per check, so it keeps that deadline itself, from the try's first start.
-    monkeypatch.setattr(compat, "RESCHEDULE_MIN_GAP_SECONDS", 3.0)  # the gap Airflow 3 gets, pinned
+    # the gap Airflow 3 gets, pinned
+    monkeypatch.setattr(compat.rescheduling, "RESCHEDULE_MIN_GAP_SECONDS", 3.0)
     sensor = ScriptedSensor(
         task_id="task",
         clock=clock,
@@ -229,7 +236,7 @@ def test_reschedule_mode_ends_at_the_execution_deadline_with_a_task_timeout(
         soft_fail=soft_fail,
     )
     dates: list[datetime.datetime] = []
-    with pytest.raises(compat.AirflowTaskTimeout, match="execution_timeout of 8s"):
+    with pytest.raises(compat.locations.AirflowTaskTimeout, match="execution_timeout of 8s"):
         run_reschedule_mode(sensor, clock, monkeypatch, 50, dates)
     # No check after the execution deadline, even when Airflow's minimum reschedule gap brings the task
     # back later than the last check the schedule placed there.
@@ -240,13 +247,13 @@ def test_reschedule_mode_ends_at_the_execution_deadline_with_a_task_timeout(
 def test_first_reschedule_anchor_predicts_the_row_airflow_writes() -> None:
     ti = FakeTI()
     ti.start_date = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)  # type: ignore[attr-defined]
-    anchor = compat.first_reschedule_anchor({"ti": ti}, START)
+    anchor = compat.rescheduling.first_reschedule_anchor({"ti": ti}, START)
     # 3.x stamps the row when the reschedule is reported (now); 2.11 copies the TI's start_date.
-    assert anchor == (START if compat.AIRFLOW_V_3_0_PLUS else ti.start_date.timestamp())  # type: ignore[attr-defined]
+    assert anchor == (START if compat.versions.AIRFLOW_V_3_0_PLUS else ti.start_date.timestamp())  # type: ignore[attr-defined]
 
 
 def test_reschedule_state_from_airflow_3_context() -> None:
-    if not compat.AIRFLOW_V_3_0_PLUS:
+    if not compat.versions.AIRFLOW_V_3_0_PLUS:
         pytest.skip("3.x reads the runner's context; 2.11 reads TaskReschedule rows (integration tests)")
     first = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -254,5 +261,5 @@ def test_reschedule_state_from_airflow_3_context() -> None:
         def get_first_reschedule_date(self, context: Any) -> datetime.datetime:
             return first
 
-    assert compat.sensor_reschedule_state({"ti": TI(), "task_reschedule_count": 0}) == (0, None)
-    assert compat.sensor_reschedule_state({"ti": TI(), "task_reschedule_count": 4}) == (4, first)
+    assert compat.rescheduling.sensor_reschedule_state({"ti": TI(), "task_reschedule_count": 0}) == (0, None)
+    assert compat.rescheduling.sensor_reschedule_state({"ti": TI(), "task_reschedule_count": 4}) == (4, first)

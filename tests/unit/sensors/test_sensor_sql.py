@@ -20,9 +20,9 @@ from urllib.parse import urlparse
 import pytest
 
 from airflow_smart_ext import compat
+from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.conditions.sql import FirstRowOutcome, evaluate_first_row
 from airflow_smart_ext.sensors import BackoffSqlSensor
-from airflow_smart_ext.sensors.base import STATS_XCOM_KEY
 from tests.unit.clock import FakeClock
 from tests.unit.sensors.helpers import make_context
 
@@ -32,7 +32,7 @@ HELPERS = "tests.unit.sensors.helpers"
 # ------------------------------------------------------------------ evaluate_first_row (pure)
 def test_no_row_waits_or_fails_on_empty() -> None:
     assert not evaluate_first_row(None)
-    with pytest.raises(compat.AirflowFailException, match="fail_on_empty"):
+    with pytest.raises(compat.locations.AirflowFailException, match="fail_on_empty"):
         evaluate_first_row(None, fail_on_empty=True)
 
 
@@ -48,7 +48,7 @@ def test_failure_is_evaluated_before_success_and_raises_fail_exception() -> None
     def always(_: Any) -> bool:
         return True
 
-    with pytest.raises(compat.AirflowFailException, match=r"failure\(-1\) returned True"):
+    with pytest.raises(compat.locations.AirflowFailException, match=r"failure\(-1\) returned True"):
         evaluate_first_row((-1,), success=always, failure=always)
 
 
@@ -58,7 +58,7 @@ def test_selector_and_criteria_accept_dotted_paths() -> None:
     assert not evaluate_first_row(
         (0, -5), selector=f"{HELPERS}.second_cell", success=f"{HELPERS}.is_positive"
     )
-    with pytest.raises(compat.AirflowFailException):
+    with pytest.raises(compat.locations.AirflowFailException):
         evaluate_first_row((0, -5), selector=f"{HELPERS}.second_cell", failure=f"{HELPERS}.is_negative")
 
 
@@ -269,7 +269,7 @@ def test_failure_criterion_fails_fast_without_retry(database: Database, clock: F
         poke_interval=10,
         splay=0,  # no splayed first poke: any sleep would mean a second poke
     )
-    with pytest.raises(compat.AirflowFailException, match="Failure criteria met"):
+    with pytest.raises(compat.locations.AirflowFailException, match="Failure criteria met"):
         sensor.execute(make_context())
     assert clock.sleeps == []  # the very first poke decided
 
@@ -279,7 +279,7 @@ def test_sql_error_is_reported_clearly(database: Database, clock: FakeClock) -> 
         task_id="wait_row", conn_id=database.conn_id, sql="selec status from no_such_table", poke_interval=10
     )
     # A permanent error (the statement is wrong) fails the try; transient ones are ridden out (test below).
-    with pytest.raises(compat.AirflowException) as err:
+    with pytest.raises(compat.locations.AirflowException) as err:
         sensor.execute(make_context())
     message = str(err.value)
     assert f"Query failed on connection {database.conn_id!r}" in message
@@ -299,7 +299,9 @@ def test_malicious_parameter_is_bound_not_executed(database: Database, clock: Fa
         timeout=30,
         soft_fail=True,
     )
-    with pytest.raises(compat.AirflowSkipException):  # count(*) = 0 every time -> timeout -> soft_fail skip
+    with pytest.raises(
+        compat.locations.AirflowSkipException
+    ):  # count(*) = 0 every time -> timeout -> soft_fail skip
         sensor.execute(make_context())
     assert database.table_exists(table)
     database.execute(f"insert into {table} values ({database.placeholder}, 1)", (evil,))

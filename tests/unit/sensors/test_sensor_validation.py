@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from airflow_smart_ext.backoff import BackoffPolicy
-from airflow_smart_ext.sensors import arguments as sensor_parameters
+from airflow_smart_ext.backoff import BackoffPolicy, default_max_wait
 from airflow_smart_ext.sensors.base import BackoffSensor
 from tests.unit.clock import FakeClock
 from tests.unit.sensors.helpers import (
@@ -225,7 +224,7 @@ def test_literal_expand_values_get_the_constructors_validation(kwargs: dict, mes
 def test_values_from_an_upstream_xcom_are_checked_when_the_task_runs() -> None:
     from airflow import DAG
 
-    from airflow_smart_ext.compat import task
+    from airflow_smart_ext.compat.locations import task
 
     with DAG("mapped_json", schedule=None, start_date=datetime.datetime(2026, 1, 1)):
 
@@ -260,9 +259,9 @@ def test_default_cap_bounds_detection_latency_after_a_base_class_swap() -> None:
     day2 = [policy.offset("x", k) for k in range(140, 150)]
     assert all(b - a <= 600 for a, b in zip(day2, day2[1:], strict=False))
     # Large intervals: never below poke_interval, never above an hour unless poke_interval is.
-    assert sensor_parameters.default_max_wait(600) == 3600
-    assert sensor_parameters.default_max_wait(7200) == 7200
-    assert sensor_parameters.default_max_wait(5) == 50
+    assert default_max_wait(600) == 3600
+    assert default_max_wait(7200) == 7200
+    assert default_max_wait(5) == 50
     # An explicit max_wait still wins.
     assert PathSensor(task_id="s2", path="/p", poke_interval=60, max_wait=86400).backoff_policy.cap == 86400
 

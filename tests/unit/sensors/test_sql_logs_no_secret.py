@@ -92,7 +92,7 @@ def sensor(conn_id: str, **kwargs: Any) -> BackoffSqlSensor:
 
 def assert_capture_sees_debug(conn_id: str, logged: Callable[[], str]) -> None:
     """The capture can fail: a DEBUG line through a SQL hook's own logger is there."""
-    hook = sql_checks.db_hook(compat.SensorBaseHook.get_connection(conn_id))
+    hook = sql_checks.db_hook(compat.locations.SensorBaseHook.get_connection(conn_id))
     hook.log.debug("a line with %s", CANARY)
     assert CANARY in logged()
 
@@ -111,9 +111,9 @@ def test_reschedule_mode_logs_no_bound_value(
     assert_capture_sees_debug(conn_id, logged)
     with sqlite3.connect(tmp_path / "db.sqlite") as db:
         db.execute("delete from secrets")  # not met yet: the try is rescheduled
-    monkeypatch.setattr(compat, "sensor_reschedule_state", lambda context: (0, None))
-    monkeypatch.setattr(compat, "first_reschedule_anchor", lambda context, now: START)
-    with pytest.raises(compat.AirflowRescheduleException):
+    monkeypatch.setattr(compat.rescheduling, "sensor_reschedule_state", lambda context: (0, None))
+    monkeypatch.setattr(compat.rescheduling, "first_reschedule_anchor", lambda context, now: START)
+    with pytest.raises(compat.locations.AirflowRescheduleException):
         sensor(conn_id, mode="reschedule", poke_interval=10).execute(make_context())
     text = logged()
     assert SECRET not in text
@@ -149,7 +149,8 @@ async def test_a_deferrable_wait_logs_no_bound_value_on_the_worker_or_in_the_tri
 
 
 @pytest.mark.skipif(
-    not compat.START_FROM_TRIGGER_SUPPORTED, reason="this Airflow starts every task on a worker"
+    not compat.start_in_triggerer.START_FROM_TRIGGER_SUPPORTED,
+    reason="this Airflow starts every task on a worker",
 )
 async def test_the_zero_worker_start_trigger_logs_no_bound_value(
     conn_id: str, logged: Callable[[], str], clock: FakeClock
@@ -172,14 +173,16 @@ async def test_the_zero_worker_start_trigger_logs_no_bound_value(
     }
     event = await _first_event(trigger)
     await log_lines.flushed()
-    assert isinstance(event, compat.TaskSuccessEvent)
+    assert isinstance(event, compat.locations.TaskSuccessEvent)
     text = logged()
     assert SECRET not in text
     assert SECRET not in repr(trigger)
     assert "Zero-worker wait" in text
 
 
-@pytest.mark.skipif(not compat.ASSET_WATCHERS_SUPPORTED, reason="asset watchers need Airflow >= 3.0")
+@pytest.mark.skipif(
+    not compat.asset_watchers.ASSET_WATCHERS_SUPPORTED, reason="asset watchers need Airflow >= 3.0"
+)
 async def test_a_sql_condition_watcher_logs_no_bound_value(
     conn_id: str, logged: Callable[[], str], clock: FakeClock
 ) -> None:
@@ -203,7 +206,7 @@ def test_a_hook_line_quoting_the_statement_or_a_value_is_dropped_whatever_its_wo
     conn_id: str, logged: Callable[[], str]
 ) -> None:
     awkward = 'it\'s a "pw"\nwith-a-newline-1b9c'  # repr() escapes it inside a list
-    hook = sql_checks.db_hook(compat.SensorBaseHook.get_connection(conn_id))
+    hook = sql_checks.db_hook(compat.locations.SensorBaseHook.get_connection(conn_id))
     run = hook.run
 
     def own_words(sql: str, *args: Any, **kwargs: Any) -> Any:  # a hook subclass logging in its own words

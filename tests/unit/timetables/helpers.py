@@ -8,7 +8,7 @@ import pendulum
 import time_machine
 
 from airflow_smart_ext.calendars import BusinessCalendar
-from airflow_smart_ext.compat import DataInterval, TimeRestriction
+from airflow_smart_ext.compat.timetables import DataInterval, TimeRestriction
 from airflow_smart_ext.timetables import (
     BusinessDaysTimetable,
 )

@@ -93,7 +93,7 @@ def test_a_flagged_start_date_really_stops_the_scheduler(case: Case) -> None:
     """What the policy prevents: Airflow's first next_dagrun_info for such a DAG raises (and the scheduler
     only logs it), so the DAG would never get a run."""
     from airflow_smart_ext.calendars import HolidayYearOutOfRange
-    from airflow_smart_ext.compat import TimeRestriction
+    from airflow_smart_ext.compat.timetables import TimeRestriction
 
     restriction = TimeRestriction(at(case.start), None, case.catchup)
     with pytest.raises(HolidayYearOutOfRange):

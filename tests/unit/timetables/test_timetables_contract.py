@@ -14,7 +14,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_smart_ext.compat import decode_timetable, encode_timetable
+from airflow_smart_ext.compat.serialization import decode_timetable, encode_timetable
 
 FIXTURE = json.loads(
     (Path(__file__).parents[1] / "fixtures" / "serialized_timetables_previous_release.json").read_text()

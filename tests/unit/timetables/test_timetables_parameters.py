@@ -17,7 +17,7 @@ import time_machine
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.calendars import BusinessCalendar
-from airflow_smart_ext.compat import AirflowTimetableInvalid
+from airflow_smart_ext.compat.timetables import AirflowTimetableInvalid
 from airflow_smart_ext.timetables import (
     TIMETABLE_CLASSES,
     BusinessDaysTimetable,
@@ -76,8 +76,8 @@ def test_serialize_round_trip(timetable):
     data = timetable.serialize()
     json.dumps(data)  # JSON-able as stored
     restored = type(timetable).deserialize(json.loads(json.dumps(data)))
-    encoded = json.loads(json.dumps(compat.encode_timetable(timetable)))
-    decoded = compat.decode_timetable(encoded)
+    encoded = json.loads(json.dumps(compat.serialization.encode_timetable(timetable)))
+    decoded = compat.serialization.decode_timetable(encoded)
     for other in (restored, decoded):
         assert type(other) is type(timetable)
         assert other == timetable

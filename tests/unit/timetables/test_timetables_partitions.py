@@ -22,7 +22,8 @@ import time_machine
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.calendars import BusinessCalendar
-from airflow_smart_ext.compat import InvalidPartitionKeyError, TimeRestriction
+from airflow_smart_ext.compat.partitions import InvalidPartitionKeyError
+from airflow_smart_ext.compat.timetables import TimeRestriction
 from airflow_smart_ext.timetables import (
     BusinessDaysTimetable,
     DelayedDailyTimetable,
@@ -38,7 +39,7 @@ NYSE = BusinessCalendar(market="NYSE")
 XLON = BusinessCalendar(market="XLON")
 
 needs_partitions = pytest.mark.skipif(
-    not compat.PARTITIONS_SUPPORTED,
+    not compat.partitions.PARTITIONS_SUPPORTED,
     reason="partitioned runs need Airflow >= 3.2; test_partitions_fail_at_parse_before_3_2 checks the "
     "parse-time error on this version",
 )
@@ -46,7 +47,7 @@ needs_partitions = pytest.mark.skipif(
 # which calls our _decode_partition_date); 3.2 has no such hook: it stores a manual key as given, with no
 # partition date and no check, so there is nothing of ours to call there.
 needs_key_resolution = pytest.mark.skipif(
-    not hasattr(compat.Timetable, "resolve_partition_date"),
+    not hasattr(compat.timetables.Timetable, "resolve_partition_date"),
     reason="this Airflow does not decode a manual run's partition key (Timetable.resolve_partition_date "
     "arrived in 3.3; on 3.2 the other partition tests run)",
 )
@@ -214,7 +215,7 @@ def scheduler_chain(timetable: Any, limit: int = 400) -> Callable[[TimeRestricti
             if info is None:
                 break
             infos.append(info)
-            last = compat.DagRunInfo.exact(info.run_after)._replace(
+            last = compat.timetables.DagRunInfo.exact(info.run_after)._replace(
                 data_interval=None, partition_date=info.partition_date, partition_key=info.partition_key
             )
         return infos
@@ -293,9 +294,9 @@ def test_manual_keys_resolve_to_the_scheduled_partition_dates(case: Case) -> Non
 @pytest.mark.parametrize("case", PARTITION_CASES, ids=lambda c: c.id)
 def test_partitioned_timetable_survives_airflows_serializer(case: Case) -> None:
     timetable = build(case)
-    encoded = json.loads(json.dumps(compat.encode_timetable(timetable)))
+    encoded = json.loads(json.dumps(compat.serialization.encode_timetable(timetable)))
     assert encoded["__var"]["key_format"] == (case.key_format or "%Y-%m-%d")
-    restored = compat.decode_timetable(encoded)
+    restored = compat.serialization.decode_timetable(encoded)
     assert restored == timetable and restored.partitioned is True
     assert [i.partition_key for i in scheduler_chain(restored)(restriction(case))] == case.keys
 
@@ -415,7 +416,7 @@ def test_partitions_fail_at_parse_before_3_2(
     with pytest.raises(InvalidTimetableParameter) as caught:
         make()
     assert "partitioned: partitioned runs need Airflow >= 3.2" in str(caught.value)
-    assert f"this is Airflow {compat.AIRFLOW_VERSION_STRING}" in str(caught.value)
+    assert f"this is Airflow {compat.versions.AIRFLOW_VERSION_STRING}" in str(caught.value)
 
 
 def test_unpartitioned_timetables_keep_their_serialized_form_and_runs() -> None:

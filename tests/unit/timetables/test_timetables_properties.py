@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_smart_ext.calendars import BusinessCalendar
-from airflow_smart_ext.compat import DataInterval, TimeRestriction
+from airflow_smart_ext.compat.timetables import DataInterval, TimeRestriction
 from airflow_smart_ext.timetables import (
     BusinessDaysTimetable,
     DelayedDailyTimetable,

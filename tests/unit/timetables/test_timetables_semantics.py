@@ -13,7 +13,7 @@ import pendulum
 import pytest
 
 from airflow_smart_ext.calendars import BusinessCalendar
-from airflow_smart_ext.compat import DataInterval
+from airflow_smart_ext.compat.timetables import DataInterval
 from airflow_smart_ext.timetables import (
     BusinessDaysTimetable,
     DelayedDailyTimetable,

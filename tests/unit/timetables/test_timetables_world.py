@@ -24,7 +24,7 @@ from airflow_smart_ext.calendars import (
     intersection,
     union,
 )
-from airflow_smart_ext.compat import TimeRestriction
+from airflow_smart_ext.compat.timetables import TimeRestriction
 from airflow_smart_ext.preview import main as preview_main
 from airflow_smart_ext.preview import preview
 from airflow_smart_ext.timetables import (
@@ -200,9 +200,9 @@ def test_combined_calendar_usable_wherever_a_calendar_is_and_round_trips(make):
         MonthlyBusinessDayTimetable(-1, calendar=calendar, timezone=NY),
         RollingWindowTimetable(5, calendar=calendar, timezone=NY),
     ):
-        data = compat.encode_timetable(timetable)
+        data = compat.serialization.encode_timetable(timetable)
         json.dumps(data)
-        restored = compat.decode_timetable(json.loads(json.dumps(data)))
+        restored = compat.serialization.decode_timetable(json.loads(json.dumps(data)))
         assert restored == timetable and restored.summary == timetable.summary
         start = pendulum.datetime(2026, 11, 20, tz=NY)
         assert restored.iter_runs(start, 6) == timetable.iter_runs(start, 6)
@@ -391,17 +391,19 @@ PREVIOUS_SUMMARIES = [
 
 @pytest.mark.parametrize(("literal", "summary"), list(zip(PREVIOUS_RELEASE, PREVIOUS_SUMMARIES, strict=True)))
 def test_previous_release_serialized_timetables_still_load(literal, summary):
-    timetable = compat.decode_timetable(json.loads(literal))
+    timetable = compat.serialization.decode_timetable(json.loads(literal))
     timetable.validate()
     assert timetable.summary == summary
     assert len(timetable.iter_runs(pendulum.datetime(2026, 11, 1, tz="UTC"), 5)) == 5
     # the stored weekend list is kept as an explicit weekend: the schedule is the one that was serialized
     # until the dag-processor re-parses the DAG file with this release
-    assert compat.decode_timetable(compat.encode_timetable(timetable)) == timetable
+    assert (
+        compat.serialization.decode_timetable(compat.serialization.encode_timetable(timetable)) == timetable
+    )
 
 
 def test_previous_release_israel_form_keeps_its_stored_weekend():
-    timetable = compat.decode_timetable(json.loads(PREVIOUS_RELEASE[5]))
+    timetable = compat.serialization.decode_timetable(json.loads(PREVIOUS_RELEASE[5]))
     assert scheduled(timetable, "2026-11-01", 3) == [
         "2026-11-02",
         "2026-11-03",

@@ -18,7 +18,7 @@ RELEASE = threading.Event()  # hung pokes block until the test ends
 RECOVERED = threading.Event()  # a "recovers" poke blocks until this is set, then its condition is true
 
 
-class OutageSensor(compat.BaseSensorOperator):
+class OutageSensor(compat.locations.BaseSensorOperator):
     """'database is locked' until OUTAGE_UNTIL[name], then done from READY_AT[name] on."""
 
     def __init__(
@@ -36,7 +36,7 @@ class OutageSensor(compat.BaseSensorOperator):
         return seam.now() >= READY_AT.get(self.name, float("inf"))
 
 
-class HungSensor(compat.BaseSensorOperator):
+class HungSensor(compat.locations.BaseSensorOperator):
     """A poke that never returns (until the test releases it)."""
 
     def __init__(self, *, name: str, conn_id: str, **kwargs: Any) -> None:
@@ -58,7 +58,7 @@ def check(cls: str, **kwargs: Any) -> dict[str, Any]:
     }
 
 
-class ProbeSensor(compat.BaseSensorOperator):
+class ProbeSensor(compat.locations.BaseSensorOperator):
     """``behaviour``: "hang" (never returns until the test ends), "recovers" (its first poke hangs until
     RECOVERED, then the condition is true), "never" or "ready". Without ``conn_id`` it is bounded by its class."""
 

@@ -28,7 +28,7 @@ BLOCK_SECONDS: dict[str, float] = {}
 THREADS: dict[str, set[str]] = defaultdict(set)
 
 
-class FlagSensor(compat.BaseSensorOperator):
+class FlagSensor(compat.locations.BaseSensorOperator):
     """Done once the virtual clock reaches READY_AT[name]; records every poke."""
 
     def __init__(self, *, name: str, **kwargs: Any) -> None:
@@ -46,34 +46,36 @@ class FlagSensor(compat.BaseSensorOperator):
             raise RuntimeError(RAISE[self.name])
         ready = READY_AT.get(self.name)
         if ready is not None and seam.now() >= ready:
-            return compat.PokeReturnValue(is_done=True, xcom_value={"name": self.name, "ds": context["ds"]})
+            return compat.locations.PokeReturnValue(
+                is_done=True, xcom_value={"name": self.name, "ds": context["ds"]}
+            )
         return False
 
 
-class FailingSensor(compat.BaseSensorOperator):
+class FailingSensor(compat.locations.BaseSensorOperator):
     def __init__(self, *, name: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.name = name
 
     def poke(self, context: Any) -> bool:
         POKES[self.name].append(seam.now())
-        raise compat.AirflowFailException("bad partition")
+        raise compat.locations.AirflowFailException("bad partition")
 
 
-class SkippingSensor(compat.BaseSensorOperator):
+class SkippingSensor(compat.locations.BaseSensorOperator):
     def __init__(self, *, name: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.name = name
 
     def poke(self, context: Any) -> bool:
         POKES[self.name].append(seam.now())
-        raise compat.AirflowSkipException("nothing to wait for today")
+        raise compat.locations.AirflowSkipException("nothing to wait for today")
 
 
 class TimingOutSensor(SkippingSensor):
     def poke(self, context: Any) -> bool:
         POKES[self.name].append(seam.now())
-        raise compat.AirflowTaskTimeout("poke took too long")
+        raise compat.locations.AirflowTaskTimeout("poke took too long")
 
 
 class AsyncFlagSensor(FlagSensor):
@@ -164,7 +166,7 @@ def sql_check(**overrides: Any) -> dict[str, Any]:
 DELAY: dict[str, float] = {}
 
 
-class SlowAsyncSensor(compat.BaseSensorOperator):
+class SlowAsyncSensor(compat.locations.BaseSensorOperator):
     """Observes READY_AT at the start of its poke, then takes DELAY[name] virtual seconds to answer."""
 
     def __init__(self, *, name: str, **kwargs: Any) -> None:
@@ -198,7 +200,7 @@ class ArgSensor(BackoffSensor):
         POKES[self.name].append(seam.now())
         ready = READY_AT.get(self.name)
         if ready is not None and seam.now() >= ready:
-            return compat.PokeReturnValue(is_done=True, xcom_value={"name": self.name})
+            return compat.locations.PokeReturnValue(is_done=True, xcom_value={"name": self.name})
         return False
 
 

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.usefixtures("fault_sensor_state")
 # --- a connection lookup that fails in the triggerer ------------------------------------------------------------
 
 needs_supervisor = pytest.mark.skipif(
-    not compat.AIRFLOW_V_3_1_PLUS, reason="2.11 / 3.0 look connections up in a thread, not via a supervisor"
+    not compat.versions.AIRFLOW_V_3_1_PLUS,
+    reason="2.11 / 3.0 look connections up in a thread, not via a supervisor",
 )
 
 
@@ -42,19 +43,19 @@ def lookups_say_not_defined(monkeypatch: pytest.MonkeyPatch, times: int) -> list
     """Airflow's lookup answers "isn't defined" ``times`` times (what it answers when every secrets backend
     failed), then looks up as usual. Returns the times of the lookups; retry delays are cut to 10 ms."""
     monkeypatch.setattr(compat.connections, "CONNECTION_LOOKUP_RETRY_DELAYS", (0.01, 0.01, 0.01))
-    hook = compat.SensorBaseHook
+    hook = compat.locations.SensorBaseHook
     calls: list[float] = []
 
     def not_defined_at_first(conn_id: str) -> bool:
         calls.append(time.monotonic())
         return len(calls) <= times
 
-    if compat.AIRFLOW_V_3_1_PLUS:
+    if compat.versions.AIRFLOW_V_3_1_PLUS:
         real_async = hook.aget_connection
 
         async def aget_connection(conn_id: str) -> Any:
             if not_defined_at_first(conn_id):
-                raise compat.AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+                raise compat.locations.AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
             return await real_async(conn_id)
 
         monkeypatch.setattr(hook, "aget_connection", aget_connection)
@@ -63,7 +64,7 @@ def lookups_say_not_defined(monkeypatch: pytest.MonkeyPatch, times: int) -> list
 
         def get_connection(conn_id: str) -> Any:
             if not_defined_at_first(conn_id):
-                raise compat.AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+                raise compat.locations.AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
             return real_sync(conn_id)
 
         monkeypatch.setattr(hook, "get_connection", get_connection)
@@ -95,7 +96,7 @@ async def test_a_connection_that_is_not_defined_for_a_moment_is_looked_up_again(
     monkeypatch: pytest.MonkeyPatch, sqlite_conn: str
 ) -> None:
     calls = lookups_say_not_defined(monkeypatch, 3)
-    connection = await compat.aget_connection("smart_ext_unit_sqlite")
+    connection = await compat.connections.aget_connection("smart_ext_unit_sqlite")
     assert connection.conn_id == "smart_ext_unit_sqlite"
     assert len(calls) == 4  # three answers "not defined", then found: no failed check at all
     assert all(later - earlier >= 0.009 for earlier, later in zip(calls, calls[1:], strict=False))
@@ -106,11 +107,11 @@ async def test_a_connection_that_stays_not_defined_fails_saying_how_often_it_was
 ) -> None:
     from airflow_smart_ext.errors import classify
 
-    if compat.AIRFLOW_V_3_1_PLUS:
+    if compat.versions.AIRFLOW_V_3_1_PLUS:
         with_supervisor(monkeypatch, error_response("CONNECTION_NOT_FOUND", {"conn_id": "nope"}))
     calls = lookups_say_not_defined(monkeypatch, 1000)
-    with pytest.raises(compat.AirflowNotFoundException) as raised:
-        await compat.aget_connection("nope")
+    with pytest.raises(compat.locations.AirflowNotFoundException) as raised:
+        await compat.connections.aget_connection("nope")
     assert len(calls) == 4
     assert "The conn_id `nope` isn't defined (looked up 4 times over 0.03s)" in str(raised.value)
     assert not classify(raised.value).transient
@@ -118,12 +119,12 @@ async def test_a_connection_that_stays_not_defined_fails_saying_how_often_it_was
 
 async def test_a_short_check_time_limit_keeps_the_lookups_within_it(monkeypatch: pytest.MonkeyPatch) -> None:
     # check_timeout=5 s: only the 1-s re-ask fits in half of it, so the clear "not defined" comes in time.
-    if compat.AIRFLOW_V_3_1_PLUS:
+    if compat.versions.AIRFLOW_V_3_1_PLUS:
         with_supervisor(monkeypatch, error_response("CONNECTION_NOT_FOUND", {"conn_id": "nope"}))
     calls = lookups_say_not_defined(monkeypatch, 1000)
     monkeypatch.setattr(compat.connections, "CONNECTION_LOOKUP_RETRY_DELAYS", (0.01, 0.02, 0.04))
-    with pytest.raises(compat.AirflowNotFoundException, match=r"looked up 2 times over 0.01s"):
-        await compat.aget_connection("nope", within=0.05)
+    with pytest.raises(compat.locations.AirflowNotFoundException, match=r"looked up 2 times over 0.01s"):
+        await compat.connections.aget_connection("nope", within=0.05)
     assert len(calls) == 2
 
 
@@ -134,9 +135,9 @@ async def test_the_check_time_limit_reaches_the_connection_lookup(
 
     async def aget_connection(conn_id: str, within: float | None = None) -> Any:
         seen.append(within)
-        raise compat.AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+        raise compat.locations.AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
 
-    monkeypatch.setattr(compat, "aget_connection", aget_connection)
+    monkeypatch.setattr(compat.connections, "aget_connection", aget_connection)
     policy = BackoffPolicy(initial=10, factor=1, jitter="none", splay=0)
     payload = await first_event(trigger(sql_check(conn_id="nope"), policy, share=False, check_timeout=7))
     assert payload["status"] == "error" and seen == [7.0], (payload, seen)
@@ -154,7 +155,7 @@ async def test_the_check_time_limit_reaches_the_connection_lookup(
             "PERMISSION_DENIED",  # an authoritative deny
             False,
             marks=pytest.mark.skipif(
-                not compat.AIRFLOW_V_3_2_PLUS,
+                not compat.versions.AIRFLOW_V_3_2_PLUS,
                 reason="the Task SDK's PERMISSION_DENIED error type arrived in Airflow 3.2 (older supervisors "
                 "cannot send it)",
             ),
@@ -190,15 +191,15 @@ async def test_the_supervisor_tells_a_failed_lookup_from_a_connection_that_is_no
     )
     calls = lookups_say_not_defined(monkeypatch, 1000)
     with pytest.raises(Exception) as raised:
-        await compat.aget_connection("warehouse")
+        await compat.connections.aget_connection("warehouse")
     assert len(calls) == 4 and supervisor.asked == ["warehouse"]
     assert classify(raised.value).transient is transient
     if transient:
-        assert isinstance(raised.value, compat.ConnectionLookupFailed)
+        assert isinstance(raised.value, compat.connections.ConnectionLookupFailed)
         assert "Looking up connection 'warehouse' failed in the triggerer" in str(raised.value)
-        assert isinstance(raised.value.__cause__, compat.AirflowNotFoundException)
+        assert isinstance(raised.value.__cause__, compat.locations.AirflowNotFoundException)
     else:
-        assert isinstance(raised.value, compat.AirflowNotFoundException)
+        assert isinstance(raised.value, compat.locations.AirflowNotFoundException)
 
 
 @needs_supervisor
@@ -219,7 +220,7 @@ async def test_failed_connection_lookups_are_ridden_out_and_the_sql_wait_succeed
 async def test_a_connection_that_is_not_defined_ends_the_wait_with_a_clear_error(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if compat.AIRFLOW_V_3_1_PLUS:
+    if compat.versions.AIRFLOW_V_3_1_PLUS:
         with_supervisor(monkeypatch, error_response("CONNECTION_NOT_FOUND", {"conn_id": "nope"}))
     lookups_say_not_defined(monkeypatch, 1000)
     policy = BackoffPolicy(initial=10, factor=1, jitter="none", splay=0)

@@ -31,10 +31,11 @@ from tests.unit.clock import START, FakeClock
 from tests.unit.watcher_helpers import StateStore, collect, values
 
 needs_watchers = pytest.mark.skipif(
-    not compat.ASSET_WATCHERS_SUPPORTED, reason="asset watchers need Airflow >= 3.0"
+    not compat.asset_watchers.ASSET_WATCHERS_SUPPORTED, reason="asset watchers need Airflow >= 3.0"
 )
 needs_state_store = pytest.mark.skipif(
-    not compat.ASSET_STATE_STORE_SUPPORTED, reason="the asset state store (AIP-103) needs Airflow >= 3.3"
+    not compat.asset_watchers.ASSET_STATE_STORE_SUPPORTED,
+    reason="the asset state store (AIP-103) needs Airflow >= 3.3",
 )
 
 # --- the pure half: which values of one check are new, in which order -----------------------------------
@@ -88,7 +89,7 @@ def test_values_that_cannot_be_ordered_are_an_error(found: Any, after: Any, word
 LANDED: dict[str, list[tuple[float, str]]] = {}
 
 
-class DaysSensor(compat.BaseSensorOperator):
+class DaysSensor(compat.locations.BaseSensorOperator):
     """Done once a day landed; its XCom value is every day landed so far, newest first (any order will do)."""
 
     def __init__(self, *, name: str, **kwargs: Any) -> None:
@@ -99,7 +100,7 @@ class DaysSensor(compat.BaseSensorOperator):
         days = [day for at, day in LANDED.get(self.name, []) if at <= seam.now()]
         if not days:
             return False
-        return compat.PokeReturnValue(is_done=True, xcom_value=sorted(days, reverse=True))
+        return compat.locations.PokeReturnValue(is_done=True, xcom_value=sorted(days, reverse=True))
 
 
 @pytest.fixture(autouse=True)
@@ -306,7 +307,7 @@ def test_what_is_shared() -> None:
     by its own watermark), so its key leaves out every_value and start_after as it leaves out the other edge
     arguments."""
     assert sql_watcher().shared_stream_key() is None
-    if compat.SHARED_STREAMS_SUPPORTED:
+    if compat.asset_watchers.SHARED_STREAMS_SUPPORTED:
         latest = days_watcher(every_value=False).shared_stream_key()
         assert latest is not None
         assert days_watcher().shared_stream_key() == latest

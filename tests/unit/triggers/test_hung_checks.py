@@ -33,7 +33,7 @@ pytestmark = pytest.mark.usefixtures("fault_sensor_state")
 async def test_hung_checks_on_one_connection_never_starve_another(monkeypatch: pytest.MonkeyPatch) -> None:
     """100 checks that never return on one connection + one healthy sensor on another: the healthy one is
     checked on schedule and the thread count stays within the fixed pool."""
-    monkeypatch.setattr(compat, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
+    monkeypatch.setattr(compat.deferral, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
     baseline = threading.active_count()
     start = time.time()
     policy = BackoffPolicy(initial=0.5, factor=1, jitter="none", splay=0)
@@ -103,7 +103,7 @@ async def test_hung_checks_on_one_connection_never_starve_another(monkeypatch: p
 async def test_the_trigger_reports_its_timeout_at_the_deadline_while_its_check_hangs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(compat, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
+    monkeypatch.setattr(compat.deferral, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
     monkeypatch.setattr(trigger_module, "FINAL_CHECK_GRACE_SECONDS", 0.3)
     start = time.time()
     policy = BackoffPolicy(initial=0.5, factor=1, jitter="none", splay=0)
@@ -222,9 +222,11 @@ async def test_other_tasks_hung_checks_never_delay_a_healthy_wait(
     """Hung waits check first (at once) and are abandoned (time limit or cancellation) before the healthy
     wait's first check at 0.5 s: every check of the healthy wait runs on its schedule, each hung condition
     runs one check while it hangs, threads stay within the budget and Stats shows the abandoned checks."""
-    monkeypatch.setattr(compat, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
+    monkeypatch.setattr(compat.deferral, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
     gauges: list[tuple[str, float]] = []
-    monkeypatch.setattr(compat.Stats, "gauge", lambda name, value, *a, **k: gauges.append((name, value)))
+    monkeypatch.setattr(
+        compat.locations.Stats, "gauge", lambda name, value, *a, **k: gauges.append((name, value))
+    )
     baseline = threading.active_count()
     start = time.time()
 

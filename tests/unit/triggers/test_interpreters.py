@@ -20,7 +20,7 @@ from tests.unit.triggers.helpers import first_event, make_trigger, sensor_check,
 from tests.unit.watcher_helpers import collect, values
 
 needs_watchers = pytest.mark.skipif(
-    not compat.ASSET_WATCHERS_SUPPORTED, reason="asset watchers need Airflow >= 3.0"
+    not compat.asset_watchers.ASSET_WATCHERS_SUPPORTED, reason="asset watchers need Airflow >= 3.0"
 )
 
 _names = itertools.count()

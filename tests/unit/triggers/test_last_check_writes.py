@@ -140,7 +140,7 @@ async def test_identical_waits_write_one_record_per_group_through_their_task_xco
     async def aset_task_xcom(ti: Any, key: str, value: Any) -> None:
         written.append((ti.task_id, key, value))
 
-    monkeypatch.setattr(compat, "aset_task_xcom", aset_task_xcom)
+    monkeypatch.setattr(compat.task_xcoms, "aset_task_xcom", aset_task_xcom)
     OUTAGE_UNTIL["lastcheck"] = START + 100  # "database is locked" (transient) at +30, +60, +90
     READY_AT["lastcheck"] = START + 185  # then false at +120, +150, +180; true at +210
     triggers = []

@@ -25,7 +25,8 @@ from tests.unit.clock import START, FakeClock
 from tests.unit.watcher_helpers import StateStore, collect, values
 
 pytestmark = pytest.mark.skipif(
-    not compat.ASSET_STATE_STORE_SUPPORTED, reason="the asset state store (AIP-103) needs Airflow >= 3.3"
+    not compat.asset_watchers.ASSET_STATE_STORE_SUPPORTED,
+    reason="the asset state store (AIP-103) needs Airflow >= 3.3",
 )
 
 ASSET = "orders_daily"
@@ -34,12 +35,12 @@ UNCOMMITTED = {"format": 1, "value": None, "seq": 0, "pending": "d1"}
 LANDED: list[tuple[float, str]] = [(START + 5, "d1"), (START + 95, "d2")]
 
 
-class LandedSensor(compat.BaseSensorOperator):
+class LandedSensor(compat.locations.BaseSensorOperator):
     """Done once a value of ``LANDED`` landed on the virtual clock; its XCom value is the newest one."""
 
     def poke(self, context: Any) -> Any:
         landed = [value for at, value in LANDED if at <= seam.now()]
-        return compat.PokeReturnValue(is_done=True, xcom_value=landed[-1]) if landed else False
+        return compat.locations.PokeReturnValue(is_done=True, xcom_value=landed[-1]) if landed else False
 
 
 def watcher(store: StateStore) -> ConditionWatcher:
@@ -117,14 +118,14 @@ def api(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApi]:
         assert conn_id == "airflow_api"
         return SimpleNamespace(conn_id=conn_id, host=fake.url, port=None, login=fake.login, password="secret")
 
-    real_read = compat.recent_asset_events
+    real_read = compat.asset_events.recent_asset_events
 
     async def recent_asset_events(connection: Any, asset: str, *, timeout: float) -> Any:
         with clock.busy():  # real I/O: virtual time stands still meanwhile
             return await real_read(connection, asset, timeout=timeout)
 
-    monkeypatch.setattr(compat, "aget_connection", aget_connection)
-    monkeypatch.setattr(compat, "recent_asset_events", recent_asset_events)
+    monkeypatch.setattr(compat.connections, "aget_connection", aget_connection)
+    monkeypatch.setattr(compat.asset_events, "recent_asset_events", recent_asset_events)
     yield fake
     fake.server.shutdown()
     fake.server.server_close()

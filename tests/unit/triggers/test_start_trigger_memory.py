@@ -2,7 +2,7 @@
 has run), neither the trigger nor what Airflow keeps while it runs holds the template context or the DAG.
 
 3.3+: Airflow's ``run_trigger`` keeps the runtime task instance and the context for the whole wait
-(``compat.release_start_context``); the tests hold them the same way.
+(``compat.start_in_triggerer.release_start_context``); the tests hold them the same way.
 """
 
 from __future__ import annotations
@@ -72,14 +72,15 @@ async def test_the_dag_is_freed_while_airflow_holds_the_task_instance_and_contex
     held_by_airflow = (ti, context)  # run_trigger's local ``ti`` and ``context`` argument
     wait = await _past_check_zero(trigger, "dag")
     # 2.11 builds neither a context nor a task instance holding the DAG: nothing to release there.
-    assert (dag_ref() is None) is compat.START_CONTEXT_RELEASABLE
+    assert (dag_ref() is None) is compat.start_in_triggerer.START_CONTEXT_RELEASABLE
     assert held_by_airflow[0].dag_id == "d"  # the task instance keeps its ids (logs, metrics)
     assert trigger._metric_tags == {"dag_id": "d", "task_id": "wait", "sensor": "ArgSensor"}
     await _end(wait)
 
 
 @pytest.mark.skipif(
-    not compat.START_FROM_TRIGGER_RENDERS_TEMPLATES, reason="only 3.3+ builds a runtime TI from the DAG"
+    not compat.start_in_triggerer.START_FROM_TRIGGER_RENDERS_TEMPLATES,
+    reason="only 3.3+ builds a runtime TI from the DAG",
 )
 async def test_airflows_runtime_task_instance_lets_the_dag_go(clock: Any) -> None:
     # Airflow's own objects, built as its triggerer builds them (TriggerRunner.create_runtime_ti).

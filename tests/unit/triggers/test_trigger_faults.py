@@ -141,7 +141,7 @@ async def test_a_shared_outage_is_ridden_out_by_every_subscriber(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counted: list[str] = []
-    monkeypatch.setattr(compat.Stats, "incr", lambda name, *a, **k: counted.append(name))
+    monkeypatch.setattr(compat.locations.Stats, "incr", lambda name, *a, **k: counted.append(name))
     OUTAGE_UNTIL["c"] = START + 60
     READY_AT["c"] = START + 90
     policy = BackoffPolicy(initial=10, factor=1, jitter="none", splay=0)

@@ -29,7 +29,8 @@ from tests.unit.triggers.helpers import (
 
 
 async def test_a_blocking_poke_does_not_delay_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(compat, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)  # real time: no 3.x event guard
+    # real time: no 3.x event guard
+    monkeypatch.setattr(compat.deferral, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
     BLOCK_SECONDS["slow"] = 1.0
     READY_AT["slow"] = 0.0
     READY_AT["quick"] = 0.0
@@ -93,7 +94,7 @@ async def test_a_trigger_starts_the_opt_in_gc_schedule_of_its_loop(
 
 def test_bad_config_value_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW__SMART_EXT__SHARING_WINDOW_SECONDS", "soon")
-    from airflow_smart_ext.triggers.backoff import coalescing_window
+    from airflow_smart_ext.wait.sharing import coalescing_window
 
     with pytest.raises(ValueError, match=r"\[smart_ext\] sharing_window_seconds"):
         coalescing_window(10)

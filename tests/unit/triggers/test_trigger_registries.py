@@ -30,7 +30,7 @@ HUNG_TIME_LIMIT = 0.3
 WAITS_PER_CONDITION = 4
 
 
-class _Keyed(compat.BaseSensorOperator):
+class _Keyed(compat.locations.BaseSensorOperator):
     """Stateless: the answer depends on the kwargs and the wall clock only."""
 
     def __init__(self, *, key: str, at: float = 0.0, conn_id: str = "db", **kwargs: Any) -> None:
@@ -127,7 +127,7 @@ async def _settled(timeout: float = 15.0) -> dict[str, int]:
 
 @pytest.mark.parametrize("endings", [[name] for name in ENDINGS] + [list(ENDINGS)], ids=[*ENDINGS, "all"])
 def test_registries_are_empty_after_waits_end(endings: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(compat, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
+    monkeypatch.setattr(compat.deferral, "TRIGGER_MIN_EVENT_DELAY_SECONDS", 0.0)
     # A fresh event loop per case: its per-loop registries start empty, what is left is this batch's.
     sizes = asyncio.run(_batch(endings))
     assert registries.leaks(sizes) == {}, sizes

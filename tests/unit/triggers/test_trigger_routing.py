@@ -47,7 +47,9 @@ def test_no_queues_configured_routes_nothing(clock: FakeClock, monkeypatch: pyte
     assert queue == PathSensor(task_id="x", path="/p").queue  # the operator's own queue, untouched
 
 
-@pytest.mark.skipif(not compat.AIRFLOW_V_3_2_PLUS, reason="trigger queues are an Airflow 3.2+ feature")
+@pytest.mark.skipif(
+    not compat.versions.AIRFLOW_V_3_2_PLUS, reason="trigger queues are an Airflow 3.2+ feature"
+)
 def test_identical_waits_of_any_dag_go_to_one_queue(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -71,7 +73,7 @@ def test_queues_set_where_airflow_cannot_route_warn_and_route_nothing(
 ) -> None:
     monkeypatch.setenv("AIRFLOW__SMART_EXT__TRIGGER_QUEUES", QUEUES)
     monkeypatch.setenv("AIRFLOW__TRIGGERER__QUEUES_ENABLED", "False")
-    reason = compat.trigger_queue_unavailable()
+    reason = compat.deferral.trigger_queue_unavailable()
     assert reason is not None
     with caplog.at_level(logging.WARNING):
         queue, _ = deferred_queue("/p", "a", "d", monkeypatch)

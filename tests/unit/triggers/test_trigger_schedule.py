@@ -280,7 +280,7 @@ def test_inline_next_check_matches_the_policy() -> None:
 async def test_event_is_never_sooner_than_the_minimum_delay_after_start(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch, delay: float
 ) -> None:
-    monkeypatch.setattr(compat, "TRIGGER_MIN_EVENT_DELAY_SECONDS", delay)
+    monkeypatch.setattr(compat.deferral, "TRIGGER_MIN_EVENT_DELAY_SECONDS", delay)
     READY_AT["soon"] = START
     policy = BackoffPolicy(initial=1, factor=1, jitter="none")
     payload, at = await _event_with_time(make_trigger(sensor_check("soon"), policy), clock)
@@ -302,7 +302,7 @@ async def test_the_guard_holds_an_early_event_to_five_seconds_on_airflow_3_only(
     payload, at = await _event_with_time(make_trigger(sensor_check("guarded"), policy), clock)
     assert POKES["guarded"] == [START + 1]
     assert (payload["status"], payload["waited_seconds"]) == ("success", 1.0)
-    assert at - START == (5.0 if compat.AIRFLOW_V_3_0_PLUS else 1.0)
+    assert at - START == (5.0 if compat.versions.AIRFLOW_V_3_0_PLUS else 1.0)
 
 
 # --- deterministic events -----------------------------------------------------------------------------------------
@@ -347,7 +347,7 @@ class RecordingStats:
 
 async def test_stats_counters_and_gauges(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
     stats = RecordingStats()
-    monkeypatch.setattr(compat, "Stats", stats, raising=False)
+    monkeypatch.setattr(compat.locations, "Stats", stats, raising=False)
     policy = BackoffPolicy(initial=10, factor=1, jitter="none")
     READY_AT["mx"] = READY_AT["my"] = START + 25
     await asyncio.gather(
@@ -365,7 +365,7 @@ async def test_stats_counters_and_gauges(clock: FakeClock, monkeypatch: pytest.M
 
 
 def test_subscriber_count_is_o1_with_many_groups(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(compat, "Stats", RecordingStats(), raising=False)
+    monkeypatch.setattr(compat.locations, "Stats", RecordingStats(), raising=False)
 
     class NoScan(dict):  # type: ignore[type-arg]
         def values(self) -> Any:

@@ -16,13 +16,13 @@ from tests.unit.clock import START, FakeClock
 from tests.unit.watcher_helpers import StateStore, collect, values
 
 pytestmark = pytest.mark.skipif(
-    not compat.ASSET_WATCHERS_SUPPORTED, reason="asset watchers need Airflow >= 3.0"
+    not compat.asset_watchers.ASSET_WATCHERS_SUPPORTED, reason="asset watchers need Airflow >= 3.0"
 )
 
 PARAMETER = "param-s3cret-7f3a"
 
 
-class ScriptedSensor(compat.BaseSensorOperator):
+class ScriptedSensor(compat.locations.BaseSensorOperator):
     """By virtual time: an outage, then a bug, then not yet, then a value."""
 
     def __init__(self, *, name: str, **kwargs: Any) -> None:
@@ -37,7 +37,7 @@ class ScriptedSensor(compat.BaseSensorOperator):
             raise RuntimeError("a bug in the poke")
         if at < 55:
             return False
-        return compat.PokeReturnValue(is_done=True, xcom_value={"day": "d1"})
+        return compat.locations.PokeReturnValue(is_done=True, xcom_value={"day": "d1"})
 
 
 class Recorder:
@@ -63,7 +63,7 @@ def asset_words(*names: str) -> str:
     # Before 3.3 Airflow tells a trigger nothing about its assets.
     return (
         f"on asset {', '.join(names)}"
-        if compat.ASSET_STATE_STORE_SUPPORTED
+        if compat.asset_watchers.ASSET_STATE_STORE_SUPPORTED
         else "on <not named by this Airflow>"
     )
 
@@ -121,7 +121,9 @@ async def test_unnamed_watchers_are_named_by_their_condition_and_no_line_carries
         assert PARAMETER not in text
 
 
-@pytest.mark.skipif(not compat.SHARED_STREAMS_SUPPORTED, reason="shared streams need Airflow >= 3.3")
+@pytest.mark.skipif(
+    not compat.asset_watchers.SHARED_STREAMS_SUPPORTED, reason="shared streams need Airflow >= 3.3"
+)
 async def test_the_lines_of_a_shared_poll_name_every_watcher_reading_it(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:

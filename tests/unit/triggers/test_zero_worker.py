@@ -37,8 +37,8 @@ def sql_sensor(**kwargs: Any) -> BackoffSqlSensor:
 
 def test_untemplated_sensor_starts_in_the_triggerer_where_airflow_can() -> None:
     sensor = sql_sensor()
-    assert sensor.start_from_trigger is compat.START_FROM_TRIGGER_SUPPORTED
-    if not compat.START_FROM_TRIGGER_SUPPORTED:
+    assert sensor.start_from_trigger is compat.start_in_triggerer.START_FROM_TRIGGER_SUPPORTED
+    if not compat.start_in_triggerer.START_FROM_TRIGGER_SUPPORTED:
         assert "does not start tasks in the triggerer" in str(sensor.worker_first_reason)
         return
     args = sensor.start_trigger_args
@@ -57,8 +57,12 @@ def test_execution_timeout_caps_the_backstop_as_airflow_does() -> None:
     """Airflow's defer_task caps a start trigger's timeout by execution_timeout: so does the backstop."""
     capped = sql_sensor(execution_timeout=dt.timedelta(seconds=45))  # below timeout 30 s + 60 s grace
     roomy = sql_sensor(execution_timeout=dt.timedelta(hours=1))
-    assert capped.start_from_trigger is roomy.start_from_trigger is compat.START_FROM_TRIGGER_SUPPORTED
-    if not compat.START_FROM_TRIGGER_SUPPORTED:
+    assert (
+        capped.start_from_trigger
+        is roomy.start_from_trigger
+        is compat.start_in_triggerer.START_FROM_TRIGGER_SUPPORTED
+    )
+    if not compat.start_in_triggerer.START_FROM_TRIGGER_SUPPORTED:
         assert capped.start_trigger_args is None and roomy.start_trigger_args is None
         return
     for sensor, backstop in ((capped, 45), (roomy, 30 + 60)):
@@ -68,12 +72,15 @@ def test_execution_timeout_caps_the_backstop_as_airflow_does() -> None:
 
 def test_templated_arguments_need_a_triggerer_that_renders() -> None:
     sensor = ArgSensor(task_id="wait", name="{{ ds }}", deferrable=True, poke_interval=2, timeout=30)
-    expected = compat.START_FROM_TRIGGER_SUPPORTED and compat.START_FROM_TRIGGER_RENDERS_TEMPLATES
+    expected = (
+        compat.start_in_triggerer.START_FROM_TRIGGER_SUPPORTED
+        and compat.start_in_triggerer.START_FROM_TRIGGER_RENDERS_TEMPLATES
+    )
     assert sensor.start_from_trigger is expected
     if expected:
         kwargs = sensor.start_trigger_args.trigger_kwargs
         assert kwargs["name"] == "{{ ds }}" and kwargs["start"]["fields"] == {"name": ["kwargs", "name"]}
-    elif compat.START_FROM_TRIGGER_SUPPORTED:
+    elif compat.start_in_triggerer.START_FROM_TRIGGER_SUPPORTED:
         assert "does not render templates in the triggerer" in str(sensor.worker_first_reason)
 
 
@@ -93,7 +100,7 @@ def test_worker_first_with_a_reason(kwargs: dict[str, Any], reason: str) -> None
 def test_an_upstream_xcom_argument_starts_worker_first_with_a_reason() -> None:
     from airflow import DAG
 
-    from airflow_smart_ext.compat import task
+    from airflow_smart_ext.compat.locations import task
 
     with DAG("xcom_args", schedule=None, start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)):
 
@@ -139,7 +146,7 @@ def test_trigger_round_trips_its_kwargs() -> None:
 async def test_success_ends_the_task_in_the_triggerer_with_the_xcom(clock: Any) -> None:
     READY_AT["a"] = START + 7
     event = await _first_event(_trigger("a", START))
-    assert isinstance(event, compat.TaskSuccessEvent)
+    assert isinstance(event, compat.locations.TaskSuccessEvent)
     assert event.xcoms["return_value"] == {"name": "a"}
     assert event.xcoms["backoff_sensor_stats"]["mode"] == "deferrable"
 
@@ -149,7 +156,7 @@ async def test_check_zero_runs_at_once_in_its_slot(clock: Any) -> None:
     clock.now = started
     READY_AT["b"] = started  # already true: check #0 (not a later one) must find it
     event = await _first_event(_trigger("b", started))
-    assert isinstance(event, compat.TaskSuccessEvent)
+    assert isinstance(event, compat.locations.TaskSuccessEvent)
     assert event.xcoms["backoff_sensor_stats"]["pokes"] == 1
 
 
@@ -179,7 +186,7 @@ async def test_check_zero_is_served_by_any_check_since_the_start_of_the_try(cloc
 
 async def test_timeout_resumes_on_a_worker_with_the_try_facts(clock: Any) -> None:
     event = await _first_event(_trigger("never", START, timeout=9))
-    assert not isinstance(event, compat.TaskSuccessEvent)
+    assert not isinstance(event, compat.locations.TaskSuccessEvent)
     payload = event.payload
     assert payload["status"] == "timeout"
     # The deadline is the start of the try (from Airflow's record) + timeout, wherever the trigger runs.
@@ -192,13 +199,16 @@ async def test_trigger_started_after_the_deadline_still_checks_once(clock: Any) 
     clock.now = START + 12  # picked up late: after the deadline (+9 s), within the final-check grace
     READY_AT["late"] = START
     event = await _first_event(_trigger("late", START, timeout=9))
-    assert isinstance(event, compat.TaskSuccessEvent)
+    assert isinstance(event, compat.locations.TaskSuccessEvent)
 
 
 async def test_success_callbacks_end_on_a_worker_where_airflow_drops_them(clock: Any) -> None:
     READY_AT["cb"] = START
     event = await _first_event(_trigger("cb", START, success_callbacks=True))
-    assert isinstance(event, compat.TaskSuccessEvent) is compat.trigger_end_runs_success_callbacks()
+    assert (
+        isinstance(event, compat.locations.TaskSuccessEvent)
+        is compat.start_in_triggerer.trigger_end_runs_success_callbacks()
+    )
 
 
 @pytest.mark.parametrize("try_number", [1, 2, 3])
@@ -209,6 +219,6 @@ async def test_a_later_try_ends_its_success_on_a_worker(clock: Any, try_number: 
     trigger = _trigger(f"try{try_number}", START)
     trigger.task_instance.try_number = try_number
     event = await _first_event(trigger)
-    assert isinstance(event, compat.TaskSuccessEvent) is (try_number == 1)
+    assert isinstance(event, compat.locations.TaskSuccessEvent) is (try_number == 1)
     if try_number > 1:
         assert event.payload["status"] == "success"

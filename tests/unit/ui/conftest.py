@@ -41,11 +41,11 @@ def _store_dags_3(folder: Path) -> None:
     """Parse ``folder`` and store its DAGs in bundle ``dags-folder`` as the DAG processor does. The DagBag is in
     ``airflow.dag_processing.dagbag`` from 3.2, in ``airflow.models.dagbag`` on 3.0/3.1; 3.0 stores with
     ``DagBag.sync_to_db``, 3.1+ with ``sync_bag_to_db``."""
-    where = "airflow.dag_processing.dagbag" if compat.AIRFLOW_V_3_2_PLUS else "airflow.models.dagbag"
+    where = "airflow.dag_processing.dagbag" if compat.versions.AIRFLOW_V_3_2_PLUS else "airflow.models.dagbag"
     module = importlib.import_module(where)
     bag = module.DagBag(dag_folder=str(folder), bundle_path=folder)
     assert not bag.import_errors, bag.import_errors
-    if compat.AIRFLOW_V_3_1_PLUS:
+    if compat.versions.AIRFLOW_V_3_1_PLUS:
         module.sync_bag_to_db(bag, "dags-folder", None)
     else:
         bag.sync_to_db("dags-folder", None)
@@ -59,7 +59,7 @@ def calendars_db(airflow_db: Any, tmp_path: Path) -> Iterator[None]:
     from sqlalchemy import delete, insert
 
     (tmp_path / "cal_dags.py").write_text(textwrap.dedent(DAG_FILE))
-    if compat.AIRFLOW_V_3_0_PLUS:
+    if compat.versions.AIRFLOW_V_3_0_PLUS:
         from airflow.dag_processing.bundles.manager import DagBundlesManager
 
         DagBundlesManager().sync_bundles_to_db()
@@ -78,7 +78,7 @@ def calendars_db(airflow_db: Any, tmp_path: Path) -> Iterator[None]:
                 "run_id": f"scheduled__{index}",
                 "run_type": "scheduled",
                 "state": state,
-                compat.dag_run_logical_date().key: start,
+                compat.metadata_db.dag_run_logical_date().key: start,
                 "data_interval_start": start,
                 "data_interval_end": start + datetime.timedelta(days=1),
             }

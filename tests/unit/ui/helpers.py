@@ -6,7 +6,7 @@ from typing import Any
 
 from airflow_smart_ext.backoff import aligned_start
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
-from airflow_smart_ext.ui.waits_report import LiveWait
+from airflow_smart_ext.ui.trigger_rows import LiveWait
 from tests.unit.helpers import sql_check
 
 __all__ = [

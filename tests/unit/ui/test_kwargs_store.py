@@ -18,7 +18,8 @@ from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.ui import kwargs_store, waits_source
 from airflow_smart_ext.ui.kwargs_store import KwargsStore
-from airflow_smart_ext.ui.waits_report import LiveWait, WaitsQuery, build_report
+from airflow_smart_ext.ui.trigger_rows import LiveWait
+from airflow_smart_ext.ui.waits_report import WaitsQuery, build_report
 from tests.unit.helpers import KeyedFernet
 from tests.unit.ui.helpers import NOW, POLICY, sensor_check, sql_check
 
@@ -178,7 +179,7 @@ def test_the_fast_path_reads_and_reports_what_decrypting_every_row_does(
 
     fernet = CountingFernet(Fernet.generate_key())
     monkeypatch.setattr(airflow.models.crypto, "get_fernet", lambda: fernet)  # Trigger's and the store's
-    monkeypatch.setattr(compat, "get_fernet", lambda: fernet)  # sealed values
+    monkeypatch.setattr(compat.locations, "get_fernet", lambda: fernet)  # sealed values
     path = tmp_path / kwargs_store.FILE_NAME
     store = KwargsStore(path)
     monkeypatch.setattr(kwargs_store, "default_store", lambda: store)

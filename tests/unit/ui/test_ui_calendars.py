@@ -408,7 +408,7 @@ def test_load_calendars_reads_our_serialized_dags_and_their_latest_runs(calendar
     assert [report["dag_id"] for report in reports] == ["cal_business"]
     assert json.loads(json.dumps(reports)) == reports  # the JSON endpoint's answer as it is
     report = reports[0]
-    assert report["error"] is None and report["path"] == compat.dag_page_path("cal_business")
+    assert report["error"] is None and report["path"] == compat.web_urls.dag_page_path("cal_business")
     # the stored start_date (Tue 2026-11-24 00:00 New York) bounds the next runs
     assert [run["day"] for run in report["next_runs"]] == ["2026-11-24", "2026-11-25", "2026-11-27"]
     previous = report["previous_runs"]
@@ -417,13 +417,15 @@ def test_load_calendars_reads_our_serialized_dags_and_their_latest_runs(calendar
         ("scheduled__2", "running"),
     ]
     assert previous[0]["data_interval_start"] == "2026-11-17T00:00:00-05:00"
-    assert previous[0]["path"] == compat.dag_page_path("cal_business", "scheduled__1")
+    assert previous[0]["path"] == compat.web_urls.dag_page_path("cal_business", "scheduled__1")
 
 
 def test_the_run_link_and_dag_link_point_at_airflows_own_pages() -> None:
-    expected = "/dags/a%2Fb/runs/r%201" if compat.AIRFLOW_V_3_0_PLUS else "/dags/a%2Fb/grid?dag_run_id=r+1"
-    assert compat.dag_page_path("a/b", "r 1") == expected
-    assert compat.dag_page_path("a/b").startswith("/dags/a%2Fb")
+    expected = (
+        "/dags/a%2Fb/runs/r%201" if compat.versions.AIRFLOW_V_3_0_PLUS else "/dags/a%2Fb/grid?dag_run_id=r+1"
+    )
+    assert compat.web_urls.dag_page_path("a/b", "r 1") == expected
+    assert compat.web_urls.dag_page_path("a/b").startswith("/dags/a%2Fb")
 
 
 def test_pendulum_datetimes_from_the_db_are_localized_too() -> None:

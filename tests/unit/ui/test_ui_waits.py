@@ -18,8 +18,10 @@ from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_se
 from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
+from airflow_smart_ext.ui.query_params import InvalidQuery
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
-from airflow_smart_ext.ui.waits_report import InvalidQuery, LiveWait, WaitsQuery, build_report
+from airflow_smart_ext.ui.trigger_rows import LiveWait
+from airflow_smart_ext.ui.waits_report import WaitsQuery, build_report
 from tests.unit.helpers import KeyedFernet
 from tests.unit.ui.helpers import NOW, POLICY, sensor_check, sql_check, worker_first
 
@@ -469,8 +471,8 @@ def deferred_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
     from sqlalchemy import delete, insert
 
     keyed = KeyedFernet(Fernet.generate_key())
-    monkeypatch.setattr(compat, "get_fernet", lambda: keyed)
-    compat.mask_secret(MASKED)
+    monkeypatch.setattr(compat.locations, "get_fernet", lambda: keyed)
+    compat.locations.mask_secret(MASKED)
     now = time.time()
     started = now - 600
 
@@ -508,7 +510,7 @@ def deferred_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
         "dag_id": "waits_db",
         "run_id": "run_1",
         "run_type": "manual",
-        compat.dag_run_logical_date().key: _utc(now - 3600),
+        compat.metadata_db.dag_run_logical_date().key: _utc(now - 3600),
         "data_interval_start": _utc(now - 7200),
         "data_interval_end": _utc(now - 3600),
     }
@@ -533,7 +535,7 @@ def deferred_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
         for task_id, (classpath, kwargs) in rows.items():
             trigger = Trigger(classpath=classpath, kwargs=kwargs, created_date=_utc(started + 1))
             trigger.triggerer_id = jobs.get(holders[task_id])
-            if task_id == "masked" and compat.AIRFLOW_V_3_2_PLUS:
+            if task_id == "masked" and compat.versions.AIRFLOW_V_3_2_PLUS:
                 trigger.queue = "gpu"
             session.add(trigger)
             session.flush()
@@ -566,9 +568,9 @@ def test_the_columns_that_place_a_trigger_are_this_versions(
     from airflow.models.trigger import Trigger
 
     monkeypatch.setenv("AIRFLOW__CORE__MULTI_TEAM", str(multi_team))
-    columns = compat.trigger_placement_columns()
-    expected = {"queue"} if compat.AIRFLOW_V_3_2_PLUS else set()
-    if compat.AIRFLOW_V_3_3_PLUS and multi_team:
+    columns = compat.trigger_placement.trigger_placement_columns()
+    expected = {"queue"} if compat.versions.AIRFLOW_V_3_2_PLUS else set()
+    if compat.versions.AIRFLOW_V_3_3_PLUS and multi_team:
         expected.add("team")
     assert set(columns) == expected
     if expected:
@@ -609,9 +611,11 @@ def test_the_source_reads_deferred_waits_of_both_paths(deferred_db: dict[str, An
     )
     assert rows["masked"]["served_by"] is None
     # 3.2+: a row in a trigger queue is taken only by a triggerer started with --queues naming it
-    assert rows["masked"]["trigger_queue"] == ("gpu" if compat.AIRFLOW_V_3_2_PLUS else None)
+    assert rows["masked"]["trigger_queue"] == ("gpu" if compat.versions.AIRFLOW_V_3_2_PLUS else None)
     queue_words = (
-        "took it from queue 'gpu'" if compat.AIRFLOW_V_3_2_PLUS else "no triggerer holds its trigger yet"
+        "took it from queue 'gpu'"
+        if compat.versions.AIRFLOW_V_3_2_PLUS
+        else "no triggerer holds its trigger yet"
     )
     assert queue_words in rows["masked"]["unserved_reason"]
     assert result["summary"]["unserved"] == 2
@@ -731,17 +735,17 @@ async def test_a_member_shows_its_groups_newest_last_check(
 
     async def write(task_id: str, record: dict[str, Any]) -> None:
         with monkeypatch.context() as patch:  # only while writing: the view's own process has no supervisor
-            if compat.AIRFLOW_V_3_0_PLUS:
+            if compat.versions.AIRFLOW_V_3_0_PLUS:
                 from airflow.sdk.execution_time import task_runner
 
                 patch.setattr(task_runner, "SUPERVISOR_COMMS", supervisor, raising=False)
-            await compat.aset_task_xcom(ti(task_id), XCOM_KEY, record)
+            await compat.task_xcoms.aset_task_xcom(ti(task_id), XCOM_KEY, record)
 
     older = LastCheck("not met", now - 120, now - 300).to_record()
     newer = LastCheck("transient error", now - 30, now - 90, 4, "OperationalError", "OperationalError (x)")
     await write("sealed_a", older)
     await write("sealed_b", newer.to_record())
-    assert len(supervisor.sent) == (2 if compat.AIRFLOW_V_3_0_PLUS else 0)
+    assert len(supervisor.sent) == (2 if compat.versions.AIRFLOW_V_3_0_PLUS else 0)
     with create_session() as session:
         waits = load_live_waits(session, None)
     result = build_report(waits, WaitsQuery(), now)

@@ -20,13 +20,17 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.plugin import SmartExtPlugin
 from airflow_smart_ext.ui import look, waits_source
 from airflow_smart_ext.ui.look import LOOK_SCRIPT
+from airflow_smart_ext.ui.query_params import InvalidQuery
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
+from airflow_smart_ext.ui.trigger_rows import LiveWait
 from airflow_smart_ext.ui.waits_page import render_waits
-from airflow_smart_ext.ui.waits_report import InvalidQuery, LiveWait, WaitsQuery, build_report
+from airflow_smart_ext.ui.waits_report import WaitsQuery, build_report
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT, airflow_root, calendars_query
 from tests.unit.ui.helpers import NOW, sensor_check, sql_check, worker_first
 
-needs_airflow_3 = pytest.mark.skipif(not compat.AIRFLOW_V_3_0_PLUS, reason="the FastAPI app serves Airflow 3")
+needs_airflow_3 = pytest.mark.skipif(
+    not compat.versions.AIRFLOW_V_3_0_PLUS, reason="the FastAPI app serves Airflow 3"
+)
 
 
 def _link(row: Any) -> str:
@@ -118,10 +122,10 @@ def test_an_empty_report_says_so() -> None:
 
 
 def test_task_links_are_airflows_own_task_pages() -> None:
-    url = compat.task_page_url("/af", "d/1", "manual__2026-01-01T00:00:00+00:00", "t", 3)
-    if compat.AIRFLOW_V_3_0_PLUS:
+    url = compat.web_urls.task_page_url("/af", "d/1", "manual__2026-01-01T00:00:00+00:00", "t", 3)
+    if compat.versions.AIRFLOW_V_3_0_PLUS:
         assert url == "/af/dags/d%2F1/runs/manual__2026-01-01T00%3A00%3A00%2B00%3A00/tasks/t/mapped/3"
-        assert compat.task_page_url("", "d", "r", "t", -1) == "/dags/d/runs/r/tasks/t"
+        assert compat.web_urls.task_page_url("", "d", "r", "t", -1) == "/dags/d/runs/r/tasks/t"
     else:
         assert url == (
             "/af/dags/d%2F1/grid?dag_run_id=manual__2026-01-01T00%3A00%3A00%2B00%3A00&task_id=t&map_index=3"
@@ -138,7 +142,7 @@ def test_calendars_parameters() -> None:
 
 
 def test_the_plugin_registers_the_views_this_airflow_can_show() -> None:
-    if compat.AIRFLOW_V_3_1_PLUS:
+    if compat.versions.AIRFLOW_V_3_1_PLUS:
         assert [app["url_prefix"] for app in SmartExtPlugin.fastapi_apps] == ["/smart-ext"]
         views = {view["name"]: view for view in SmartExtPlugin.external_views}
         assert {name: view["href"] for name, view in views.items()} == {
@@ -147,7 +151,7 @@ def test_the_plugin_registers_the_views_this_airflow_can_show() -> None:
         }
         assert all(view["category"] == "browse" and view["url_route"] for view in views.values())
         assert not SmartExtPlugin.flask_blueprints
-    elif not compat.AIRFLOW_V_3_0_PLUS:
+    elif not compat.versions.AIRFLOW_V_3_0_PLUS:
         (blueprint,) = SmartExtPlugin.flask_blueprints
         assert blueprint.url_prefix == "/smart-ext" and not SmartExtPlugin.fastapi_apps
         items = {item["name"]: item for item in SmartExtPlugin.appbuilder_menu_items}
@@ -181,7 +185,7 @@ def fake_waits_source(monkeypatch: pytest.MonkeyPatch) -> list[Collection[str] |
 def web(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """A client of the plugin's app mounted as the api-server mounts it, tokens of two users, the DAG ids the
     waits source was asked for."""
-    if not compat.AIRFLOW_V_3_0_PLUS:
+    if not compat.versions.AIRFLOW_V_3_0_PLUS:
         pytest.skip("Airflow 2.11 has no api-server")
     from airflow.api_fastapi import app as airflow_app
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
@@ -195,7 +199,7 @@ def web(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, 
     monkeypatch.setenv("AIRFLOW__CORE__AUTH_MANAGER", f"{__name__}.SalesOnlyAuthManager")
     monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "unit-test-secret-" + "x" * 64)
     # a fresh auth-manager singleton, undone after: 3.2+ hold it in ``_AuthManagerState``, 3.0/3.1 in a global
-    if compat.AIRFLOW_V_3_2_PLUS:
+    if compat.versions.AIRFLOW_V_3_2_PLUS:
         monkeypatch.setattr(airflow_app._AuthManagerState, "instance", None)
     else:
         monkeypatch.setattr(airflow_app, "auth_manager", None)
@@ -220,7 +224,7 @@ def web(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, 
         session.execute(delete(DagBundleModel).where(DagBundleModel.name == "ui-test"))
 
 
-if compat.AIRFLOW_V_3_0_PLUS:
+if compat.versions.AIRFLOW_V_3_0_PLUS:
     from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
 
     class SalesOnlyAuthManager(SimpleAuthManager):
@@ -260,7 +264,7 @@ def test_a_logged_in_user_gets_the_json_by_header_or_the_ui_cookie(web: dict[str
     by_header = client.get("/smart-ext/api/waits", headers=_bearer(web, "admin_viewer"))
     assert by_header.status_code == 200, by_header.text
     assert sorted(row["dag_id"] for row in by_header.json()["waits"]) == sorted(DAGS)
-    if not compat.AIRFLOW_V_3_1_PLUS:
+    if not compat.versions.AIRFLOW_V_3_1_PLUS:
         return  # 3.0 reads the header only (its UI moves the ``_token`` cookie to localStorage, no iframes)
     # The UI's login sets the ``_token`` cookie; the UI shows our page in a same-origin iframe: it is sent.
     client.cookies.set("_token", web["tokens"]["admin_viewer"])
@@ -325,7 +329,7 @@ def test_the_json_is_the_report(web: dict[str, Any]) -> None:
 @pytest.fixture
 def webserver(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """The 2.11 webserver app (our blueprint registered by the plugin), a viewer and a sales-only user."""
-    if compat.AIRFLOW_V_3_0_PLUS:
+    if compat.versions.AIRFLOW_V_3_0_PLUS:
         pytest.skip("Airflow 3 has no Flask webserver")
     from airflow.models.dag import DagModel
     from airflow.utils.session import create_session
@@ -364,7 +368,7 @@ def _logged_in(webserver: dict[str, Any], user: str) -> Any:
     return client
 
 
-@pytest.mark.skipif(compat.AIRFLOW_V_3_0_PLUS, reason="the Flask blueprint serves Airflow 2.11")
+@pytest.mark.skipif(compat.versions.AIRFLOW_V_3_0_PLUS, reason="the Flask blueprint serves Airflow 2.11")
 def test_flask_views_need_a_login_and_filter_by_readable_dags(webserver: dict[str, Any]) -> None:
     anonymous = webserver["app"].test_client()
     for path in ("/smart-ext/waits", "/smart-ext/calendars"):  # a page: the login page, as Airflow's own
@@ -457,7 +461,7 @@ def test_every_refused_number_is_a_400_naming_its_parameter_on_both_views(web: d
             assert answer.status_code == 400 and _refusal(answer, path).startswith(name), (path, answer.text)
 
 
-@pytest.mark.skipif(compat.AIRFLOW_V_3_0_PLUS, reason="the Flask blueprint serves Airflow 2.11")
+@pytest.mark.skipif(compat.versions.AIRFLOW_V_3_0_PLUS, reason="the Flask blueprint serves Airflow 2.11")
 def test_every_refused_number_is_a_400_naming_its_parameter_on_the_flask_views(
     webserver: dict[str, Any],
 ) -> None:

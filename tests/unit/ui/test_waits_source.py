@@ -23,5 +23,7 @@ def test_an_unreadable_serialized_dag_costs_only_its_own_timeout(monkeypatch: py
     from airflow_smart_ext.ui import waits_source
 
     rows = [("broken", "{not json", None), ("fine", {"dag": {"dagrun_timeout": 60.0}}, None)]
-    monkeypatch.setattr(waits_source.compat, "latest_serialized_dags", lambda session, dag_ids: rows)
+    monkeypatch.setattr(
+        waits_source.compat.metadata_db, "latest_serialized_dags", lambda session, dag_ids: rows
+    )
     assert waits_source._dagrun_timeouts(None, {"broken", "fine"}) == {"broken": None, "fine": 60.0}

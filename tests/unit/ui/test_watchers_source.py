@@ -17,7 +17,9 @@ from airflow_smart_ext.wait.paths import CONDITION_WATCHER
 from airflow_smart_ext.wait.watcher_state import state_store_key
 from tests.unit.helpers import KeyedFernet
 
-pytestmark = pytest.mark.skipif(not compat.ASSET_WATCHERS_SUPPORTED, reason="asset watchers: Airflow >= 3.0")
+pytestmark = pytest.mark.skipif(
+    not compat.asset_watchers.ASSET_WATCHERS_SUPPORTED, reason="asset watchers: Airflow >= 3.0"
+)
 
 #: A value the DAG read at parse (a Variable): the api-server's masker never saw it.
 SECRET = "wsrc-51e0-never-shown"
@@ -39,7 +41,7 @@ def watchers_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
 
     from airflow_smart_ext.watchers import ConditionWatcher, sql_condition
 
-    monkeypatch.setattr(compat, "get_fernet", lambda: KeyedFernet(Fernet.generate_key()))
+    monkeypatch.setattr(compat.locations, "get_fernet", lambda: KeyedFernet(Fernet.generate_key()))
     now = time.time()
     watcher = ConditionWatcher(
         sql_condition("warehouse", "SELECT max(day) FROM t WHERE k = :k", parameters={"k": SECRET})
@@ -69,7 +71,7 @@ def watchers_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
         session.add(broken)
         session.flush()
         broken.encrypted_kwargs, broken.triggerer_id = "gAAAAA-not-a-token", job
-        link, named = compat.asset_watcher_links()  # 3.0-3.1: asset_trigger, no watcher name
+        link, named = compat.asset_watchers.asset_watcher_links()  # 3.0-3.1: asset_trigger, no watcher name
         for name, asset_id, trigger_id in (
             ("orders_loaded", orders.id, ours.id),
             ("theirs", other.id, theirs.id),
@@ -91,7 +93,7 @@ def watchers_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
                 extra={"from_trigger": True, "payload": {"value": "d3", "seq": 3, "redelivered": False}},
             )
         )
-        if compat.ASSET_STATE_STORE_SUPPORTED:
+        if compat.asset_watchers.ASSET_STATE_STORE_SUPPORTED:
             from airflow.models.asset_state_store import AssetStateStoreModel
 
             record = {"format": 1, "value": "d3", "seq": 3}
@@ -99,7 +101,7 @@ def watchers_db(airflow_db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[di
         ids = {"job": job, "assets": [orders.id, other.id], "triggers": [ours.id, theirs.id, broken.id]}
     yield {"now": now, "key": key, "ours": ours.id, "broken": broken.id, **ids}
     with create_session() as session:
-        session.execute(delete(compat.asset_watcher_links()[0]))
+        session.execute(delete(compat.asset_watchers.asset_watcher_links()[0]))
         session.execute(delete(AssetEvent.__table__).where(AssetEvent.asset_id.in_(ids["assets"])))
         session.execute(delete(AssetModel.__table__).where(AssetModel.id.in_(ids["assets"])))
         session.execute(delete(Trigger.__table__).where(Trigger.id.in_(ids["triggers"])))
@@ -122,11 +124,11 @@ def test_the_source_reads_our_watchers_only(watchers_db: dict[str, Any]) -> None
     assert rows[broken]["condition"] == UNREADABLE and rows[broken]["last_event_seq"] == 3
     row = rows[ours]
     # 3.2+ keeps the AssetWatcher's name; 3.0-3.1 link an asset to a trigger only
-    name = "orders_loaded" if compat.asset_watcher_links()[1] is not None else None
+    name = "orders_loaded" if compat.asset_watchers.asset_watcher_links()[1] is not None else None
     assert (row["asset"], row["watcher"], row["state_key"]) == ("orders", name, watchers_db["key"])
     assert (row["last_event_seq"], row["last_event_value"]) == (3, "d3")  # the newest event
     assert row["served_by"]["job_id"] == watchers_db["job"] and row["unserved_reason"] is None
-    if compat.ASSET_STATE_STORE_SUPPORTED:
+    if compat.asset_watchers.ASSET_STATE_STORE_SUPPORTED:
         assert (row["last_seq"], row["last_value"]) == (3, "d3") and row["watermark_updated_at"]
     else:
         assert row["last_seq"] is None

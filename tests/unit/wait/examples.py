@@ -22,8 +22,12 @@ EXAMPLES: dict[str, tuple[list[Any], list[Any]]] = {
     # 0 as in Airflow (the schedule starts at 1 s: ZERO_POKE_INTERVAL_START)
     "poke_interval": ([5, 2.5, SECONDS, 0], [-1, -0.5, "5", None, True, float("inf")]),
     "timeout": (
-        [3600, datetime.timedelta(hours=1), *([None] if compat.SENSOR_TIMEOUT_ACCEPTS_NONE else [])],
-        [-1, "1h", float("nan"), *([] if compat.SENSOR_TIMEOUT_ACCEPTS_NONE else [None])],
+        [
+            3600,
+            datetime.timedelta(hours=1),
+            *([None] if compat.sensor_timeouts.SENSOR_TIMEOUT_ACCEPTS_NONE else []),
+        ],
+        [-1, "1h", float("nan"), *([] if compat.sensor_timeouts.SENSOR_TIMEOUT_ACCEPTS_NONE else [None])],
     ),
     "max_wait": ([None, 600, datetime.timedelta(minutes=10)], [-1, "10m"]),
     "backoff_factor": ([None, 1, 2.5, 10], [0.5, 11, "2", True, float("inf")]),

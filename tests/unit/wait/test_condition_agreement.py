@@ -19,12 +19,13 @@ from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.conditions.sensor import run_dates
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger
-from airflow_smart_ext.ui.trigger_rows import Conditions
-from airflow_smart_ext.ui.waits_report import LiveWait, WaitsQuery, build_report
+from airflow_smart_ext.ui.trigger_rows import Conditions, LiveWait
+from airflow_smart_ext.ui.waits_report import WaitsQuery, build_report
 from tests.unit.helpers import sql_check
 
 pytestmark = pytest.mark.skipif(
-    not compat.START_FROM_TRIGGER_SUPPORTED or compat.trigger_template_env(False) is None,
+    not compat.start_in_triggerer.START_FROM_TRIGGER_SUPPORTED
+    or compat.start_in_triggerer.trigger_template_env(False) is None,
     reason="templated zero-worker waits are rendered in the triggerer on Airflow 3.3+ only (2.11 starts them "
     "on a worker)",
 )

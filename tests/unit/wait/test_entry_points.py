@@ -54,7 +54,7 @@ def _sensor(arguments: dict[str, Any]) -> BackoffSqlSensor:
 
 def _watcher(arguments: dict[str, Any]) -> dict[str, Any]:
     """The schedule the watcher follows (its policy as stored)."""
-    if compat.AIRFLOW_V_3_0_PLUS:
+    if compat.versions.AIRFLOW_V_3_0_PLUS:
         watcher = ConditionWatcher(sql_condition("warehouse", "SELECT max(day) FROM t"), **arguments)
         return watcher.policy.to_dict()
     # 2.11 has no asset watchers: the arguments' check ConditionWatcher runs first, alone
@@ -154,7 +154,9 @@ def test_refused_values_are_refused_with_the_sensors_message(entry: str, name: s
         assert message == f"{name} must be {row.accepts}; got {value!r}"
     else:
         assert message == _message(_sensor, {name: value})
-    if entry != "sql_condition" or compat.AIRFLOW_V_3_0_PLUS:  # built in the triggerer: one trigger fails
+    if (
+        entry != "sql_condition" or compat.versions.AIRFLOW_V_3_0_PLUS
+    ):  # built in the triggerer: one trigger fails
         with pytest.raises(WaitArgumentError):  # a TypeError too: Airflow fails only that trigger
             build({name: value})
 

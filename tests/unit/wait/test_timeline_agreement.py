@@ -25,8 +25,8 @@ from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.backoff import BackoffTrigger
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger, _ScheduleFromStart
-from airflow_smart_ext.ui.trigger_rows import Conditions
-from airflow_smart_ext.ui.waits_report import LiveWait, WaitsQuery, build_report
+from airflow_smart_ext.ui.trigger_rows import Conditions, LiveWait
+from airflow_smart_ext.ui.waits_report import WaitsQuery, build_report
 from airflow_smart_ext.wait import timeline
 from tests.unit.clock import FakeClock
 from tests.unit.helpers import sql_check
@@ -140,7 +140,7 @@ async def test_the_view_shows_what_the_trigger_does(
         fields: dict[str, Any] = {}
         check = dict(CHECK)
         if CONDITIONS[condition] is not None:
-            if compat.trigger_template_env(False) is None:
+            if compat.start_in_triggerer.trigger_template_env(False) is None:
                 pytest.skip(
                     "Airflow 2.11 renders no template in the triggerer: such a sensor starts on a worker"
                 )
@@ -175,7 +175,7 @@ def test_templated_cases_are_rendered_not_copied() -> None:
     """The templated rows differ from the literal ones: the rendered day is in the trigger's check."""
     start = {"check": {**CHECK, "sql": None}, "fields": {"sql": ["sql"]}, "policy": POLICIES["full"]}
     start["timeout"] = TIMEOUT
-    if compat.trigger_template_env(False) is None:
+    if compat.start_in_triggerer.trigger_template_env(False) is None:
         pytest.skip("Airflow 2.11 renders no template in the triggerer")
     rendered = _rendered_by_the_trigger(start, {"sql": CONDITIONS["templated"]})
     assert rendered["sql"] == f"SELECT ok FROM t WHERE day = '{LOGICAL.strftime('%Y-%m-%d')}'"
@@ -212,9 +212,9 @@ async def test_the_start_trigger_builds_the_schedule_this_table_drives(
 
     from airflow_smart_ext.triggers import zero_worker
 
-    if not compat.START_FROM_TRIGGER_SUPPORTED:
+    if not compat.start_in_triggerer.START_FROM_TRIGGER_SUPPORTED:
         pytest.skip("Airflow 3.0-3.2 start no sensor in the triggerer")
-    if not compat.AIRFLOW_V_3_0_PLUS:
+    if not compat.versions.AIRFLOW_V_3_0_PLUS:
         request.getfixturevalue("airflow_db")  # 2.11 reads the run's dates from the metadata DB
     built: list[Any] = []
 
@@ -243,7 +243,9 @@ async def test_the_start_trigger_builds_the_schedule_this_table_drives(
         dag_id="d", task_id="t", run_id="r", map_index=-1, try_number=1, start_date=started, task=task
     )
     trigger.timeout_after = started + datetime.timedelta(seconds=TIMEOUT + 60)  # what the scheduler sets
-    if compat.START_FROM_TRIGGER_RENDERS_TEMPLATES:  # 3.3+: the triggerer renders before run()
+    if (
+        compat.start_in_triggerer.START_FROM_TRIGGER_RENDERS_TEMPLATES
+    ):  # 3.3+: the triggerer renders before run()
         dag_run = SimpleNamespace(
             logical_date=LOGICAL, data_interval_start=LOGICAL, data_interval_end=LOGICAL
         )

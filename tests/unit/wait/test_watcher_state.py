@@ -66,7 +66,9 @@ WATCHER_CASES = [
 ]
 
 
-@pytest.mark.skipif(not compat.ASSET_WATCHERS_SUPPORTED, reason="asset watchers: Airflow >= 3.0")
+@pytest.mark.skipif(
+    not compat.asset_watchers.ASSET_WATCHERS_SUPPORTED, reason="asset watchers: Airflow >= 3.0"
+)
 @pytest.mark.parametrize("arguments", WATCHER_CASES, ids=repr)
 def test_the_view_finds_the_watermark_under_the_key_the_watcher_writes(arguments: dict[str, Any]) -> None:
     """The view computes the key from the trigger row's kwargs (what ``serialize`` stores)."""
