@@ -194,22 +194,30 @@ class Database(EnvState):
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         """One write statement on the metadata DB (``%s`` placeholders, on SQLite too)."""
+        self.execute_many(sql, [params])
+
+    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """One write statement per row of parameters, in one transaction (batched on PostgreSQL)."""
         if self.uses_postgres:
             import psycopg2
+            import psycopg2.extras
 
             conn = psycopg2.connect(
                 self.sql_alchemy_conn.replace("postgresql+psycopg2://", "postgresql://", 1)
             )
             try:
                 with conn, conn.cursor() as cur:
-                    cur.execute(sql, tuple(params))
+                    psycopg2.extras.execute_batch(cur, sql, [tuple(row) for row in rows], page_size=500)
             finally:
                 conn.close()
         else:
             conn = sqlite3.connect(self.home / "airflow.db", timeout=30)
             try:
-                with conn:
-                    conn.execute(sql.replace("%s", "?"), tuple(params))
+                with conn:  # executemany takes DML only: one statement goes through execute
+                    if len(rows) == 1:
+                        conn.execute(sql.replace("%s", "?"), tuple(rows[0]))
+                    else:
+                        conn.executemany(sql.replace("%s", "?"), [tuple(row) for row in rows])
             finally:
                 conn.close()
 

@@ -45,23 +45,27 @@ class Runs(EnvState):
 
     def wait_for_dag(self, dag_id: str, timeout: float = 120) -> None:
         """Until the DAG is parsed and serialized; raise early with the import error of its file."""
-        deadline = time.monotonic() + timeout
         candidates = self._dag_files_mentioning(dag_id)
-        while True:
+
+        def serialized() -> bool:
             if self.query("SELECT 1 FROM serialized_dag WHERE dag_id = %s", (dag_id,)) and self.query(
                 "SELECT 1 FROM dag WHERE dag_id = %s", (dag_id,)
             ):
-                return
+                return True
             errors = [e for e in self.import_errors() if any(e.startswith(c + ":") for c in candidates)]
             if errors:
                 raise AirflowEnvError(f"DAG {dag_id!r} failed to import:\n" + "\n".join(errors))
-            if time.monotonic() > deadline:
-                raise AirflowEnvError(
-                    f"DAG {dag_id!r} not serialized within {timeout}s (files mentioning it: {candidates});"
-                    f" import errors: {self.import_errors()}"
-                )
-            self.check_components()
-            time.sleep(0.5)
+            return False
+
+        self.poll(
+            serialized,
+            timeout,
+            lambda: (
+                f"DAG {dag_id!r} to be serialized (files mentioning it: {candidates}); import errors: "
+                f"{self.import_errors()}"
+            ),
+            interval=0.5,
+        )
 
     def import_error_of(self, source: Path, dag_id: str, timeout: float = 120) -> str:
         """Add the DAG file ``source`` (text that must fail at parse) and return its import error's text;
@@ -144,33 +148,33 @@ class Runs(EnvState):
 
     def wait_run(self, dag_id: str, run_id: str, timeout: float = 300) -> str:
         """Until the run is success/failed; returns that state (raises on timeout with the evidence)."""
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def state() -> Any:
             rows = self.query("SELECT state FROM dag_run WHERE dag_id = %s AND run_id = %s", (dag_id, run_id))
-            if rows and rows[0][0] in TERMINAL_RUN_STATES:
-                return str(rows[0][0])
-            if time.monotonic() > deadline:
-                raise AirflowEnvError(
-                    f"run {dag_id}/{run_id} not finished within {timeout}s: state={rows[0][0] if rows else None};"
-                    f" tasks={[(t['task_id'], t['state']) for t in self.task_instances(dag_id, run_id)]}"
-                )
-            self.check_components()
-            time.sleep(0.5)
+            return rows[0][0] if rows else None
+
+        def evidence() -> str:
+            tasks = [(t["task_id"], t["state"]) for t in self.task_instances(dag_id, run_id)]
+            return f"run {dag_id}/{run_id} to finish: state={state()}; tasks={tasks}"
+
+        def finished() -> str | None:
+            now = state()
+            return str(now) if now in TERMINAL_RUN_STATES else None
+
+        return str(self.poll(finished, timeout, evidence, interval=0.5))
 
     def wait_runs(self, dag_id: str, count: int, timeout: float = 300) -> list[dict[str, Any]]:
         """Until at least ``count`` runs of the DAG are terminal; returns all runs (``dag_runs``)."""
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def enough() -> list[dict[str, Any]] | None:
             runs = self.dag_runs(dag_id)
-            if sum(r["state"] in TERMINAL_RUN_STATES for r in runs) >= count:
-                return runs
-            if time.monotonic() > deadline:
-                raise AirflowEnvError(
-                    f"{dag_id}: fewer than {count} terminal runs within {timeout}s: "
-                    f"{[(r['run_id'], r['state']) for r in runs]}"
-                )
-            self.check_components()
-            time.sleep(0.5)
+            return runs if sum(r["state"] in TERMINAL_RUN_STATES for r in runs) >= count else None
+
+        def evidence() -> str:
+            return f"{count} terminal runs of {dag_id}: {[(r['run_id'], r['state']) for r in self.dag_runs(dag_id)]}"
+
+        runs: list[dict[str, Any]] = self.poll(enough, timeout, evidence, interval=0.5)
+        return runs
 
     def task_instances(self, dag_id: str, run_id: str | None = None) -> list[dict[str, Any]]:
         sql = (
@@ -183,13 +187,22 @@ class Runs(EnvState):
             params.append(run_id)
         return self.query_dicts(sql + " ORDER BY run_id, task_id, map_index", params)
 
-    def poll(self, predicate: Callable[[], Any], timeout: float, what: str, interval: float = 1.0) -> Any:
+    def poll(
+        self,
+        predicate: Callable[[], Any],
+        timeout: float,
+        what: str | Callable[[], str],
+        interval: float = 1.0,
+    ) -> Any:
         """``predicate()``'s first truthy value, asked every ``interval`` seconds; an ``AirflowEnvError``
-        naming ``what`` after ``timeout`` seconds, or at once when a component died."""
+        naming ``what`` (text, or a function giving the evidence at that moment) after ``timeout`` seconds, or at
+        once when a component died. Every wait of the harness is this loop."""
         deadline = time.monotonic() + timeout
         while not (found := predicate()):
             if time.monotonic() > deadline:
-                raise AirflowEnvError(f"timed out after {timeout:.0f}s waiting for {what}")
+                raise AirflowEnvError(
+                    f"timed out after {timeout:.0f}s waiting for {what if isinstance(what, str) else what()}"
+                )
             self.check_components()
             time.sleep(interval)
         return found

@@ -6,13 +6,12 @@ import base64
 import json
 import os
 import secrets
-import subprocess
 import sys
 from pathlib import Path
 
 from airflow_harness.processes import free_port
 from airflow_harness.redis_broker import RedisBroker
-from airflow_harness.state import REPO_ROOT, AirflowEnvError, EnvState
+from airflow_harness.state import REPO_ROOT, EnvState
 
 # How often a DAG file is parsed again while unchanged (Airflow's default: 30 s). Airflow parses each file at
 # start-up and again as soon as it changes (the default "modified_time" sort mode), which is all a test needs;
@@ -162,22 +161,7 @@ class Settings(EnvState):
             "dag_ids": self.dag_ids(),
             "menu_items": self.ui_menu_items,
         }
-        self._run_python(_FAB_USERS_SCRIPT, json.dumps(spec))
-
-    def _run_python(self, code: str, *args: str) -> None:
-        proc = subprocess.run(
-            [sys.executable, "-c", code, *args],
-            env=self.env,
-            cwd=self.home,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            stdin=subprocess.DEVNULL,
-        )
-        if proc.returncode != 0:
-            raise AirflowEnvError(
-                f"python -c exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-            )
+        self.run_python(_FAB_USERS_SCRIPT, json.dumps(spec))
 
 
 # 2.11 FAB users for ``ui_users`` (argv[1]: JSON spec from ``AirflowEnv._run_fab_users``).

@@ -160,6 +160,10 @@ class EnvState:
 
         def component_log(self, name: str) -> str: ...  # processes
 
+        def run_python(
+            self, code: str, *args: str, timeout: float = 180
+        ) -> subprocess.CompletedProcess[str]: ...
+
         def start_component(self, name: str, *, wait: bool = True, timeout: float = 120.0) -> None: ...
 
         def stop_component(self, name: str, grace: float = 10.0, *, crash: bool = False) -> None: ...

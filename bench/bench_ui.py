@@ -67,28 +67,12 @@ def _wait_deferred(env: Any, count: int, budget: float) -> None:
 
 
 def _insert(env: Any, table: str, columns: list[str], rows: list[list[Any]]) -> None:
-    """``executemany`` on the metadata DB (the harness's ``execute`` is one statement per connection)."""
     sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))})"
-    if env.uses_postgres:
-        import psycopg2
+    if env.uses_postgres:  # JSON columns take psycopg2's Json
         import psycopg2.extras
 
         rows = [[psycopg2.extras.Json(v) if isinstance(v, dict | list) else v for v in row] for row in rows]
-        conn = psycopg2.connect(env.sql_alchemy_conn.replace("postgresql+psycopg2://", "postgresql://", 1))
-        try:
-            with conn, conn.cursor() as cur:
-                psycopg2.extras.execute_batch(cur, sql, rows, page_size=500)
-        finally:
-            conn.close()
-    else:
-        import sqlite3
-
-        conn = sqlite3.connect(env.home / "airflow.db", timeout=30)
-        try:
-            with conn:
-                conn.executemany(sql.replace("%s", "?"), rows)
-        finally:
-            conn.close()
+    env.execute_many(sql, rows)
 
 
 def _columns(env: Any, table: str) -> list[str]:

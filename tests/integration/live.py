@@ -43,12 +43,7 @@ def lost_by_executor(env: AirflowEnv, dag_id: str, run_id: str, task_id: str) ->
 
 
 def wait_for(predicate, timeout: float, what: str, env: AirflowEnv) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        env.check_components()
-        time.sleep(0.3)
+    env.poll(predicate, timeout, what, interval=0.3)
 
 
 def triggerer_pokes(counter: Path, since: float = 0.0) -> list[float]:

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -104,17 +102,7 @@ def _clear(env: AirflowEnv, dag_id: str, run_id: str, task_id: str) -> None:
                 if attempt == 2:
                     raise
                 time.sleep(1)
-    proc = subprocess.run(
-        [sys.executable, "-c", _CLEAR_211, dag_id, run_id, task_id],
-        env=env.env,
-        cwd=env.home,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-    if proc.returncode != 0:
-        raise AirflowEnvError(f"clearing {dag_id}.{task_id} exited {proc.returncode}: {proc.stderr[-4000:]}")
+    env.run_python(_CLEAR_211, dag_id, run_id, task_id, timeout=120)
 
 
 def _trigger_when_deferred(env: AirflowEnv, dag_id: str, run_id: str, task_id: str) -> int | None:
