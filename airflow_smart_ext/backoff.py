@@ -29,6 +29,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_smart_ext import units
+
 __all__ = [
     "DEFAULT_BACKOFF_FACTOR",
     "DEFAULT_CAP_SECONDS",
@@ -43,7 +45,6 @@ __all__ = [
     "aligned_start",
     "condition_seed",
     "default_max_wait",
-    "duration_text",
     "replay",
     "seeded_uniform",
     "task_seed",
@@ -121,7 +122,7 @@ def aligned_start(started_at: float, grid: float) -> float:
 
 def _seconds(name: str, value: Any, accepted: str) -> float:
     if isinstance(value, datetime.timedelta):
-        return value.total_seconds()
+        return units.seconds(value)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be {accepted}; got {value!r}")
     return float(value)
@@ -317,14 +318,16 @@ class BackoffPolicy:
     def describe(self) -> str:
         """Short human text, e.g. ``60s x2 up to 30m, full jitter, splay 1m``."""
         if self.jitter == "decorrelated":
-            text = f"{duration_text(self.initial)} decorrelated (AWS: up to 3x the previous sleep) up to "
-            text += duration_text(self.cap_seconds)
+            text = (
+                f"{units.duration_text(self.initial)} decorrelated (AWS: up to 3x the previous sleep) up to "
+            )
+            text += units.duration_text(self.cap_seconds)
         elif self.factor == 1:
-            text = f"every {duration_text(self.initial)}, {_JITTER_LABEL[self.jitter]}"
+            text = f"every {units.duration_text(self.initial)}, {_JITTER_LABEL[self.jitter]}"
         else:
-            text = f"{duration_text(self.initial)} x{self.factor:g} up to {duration_text(self.cap_seconds)}, "
+            text = f"{units.duration_text(self.initial)} x{self.factor:g} up to {units.duration_text(self.cap_seconds)}, "
             text += _JITTER_LABEL[self.jitter]
-        return text + (f", splay {duration_text(self.splay)}" if self.splay else "")
+        return text + (f", splay {units.duration_text(self.splay)}" if self.splay else "")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able; ``BackoffPolicy.from_dict(p.to_dict()) == p``."""
@@ -382,14 +385,6 @@ def _gallop(reached: Callable[[int], bool], low: int, guess: int) -> int:
         else:
             low = middle
     return high
-
-
-def duration_text(seconds: float) -> str:
-    """``90`` -> ``90s``, ``600`` -> ``10m``, ``86400`` -> ``1d`` (the units of :meth:`BackoffPolicy.describe`)."""
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:g}{unit}"
-    return f"{seconds:g}s"
 
 
 # ---- decorrelated jitter: sequential by nature, replayed from the seed --------------------------------

@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_smart_ext import units
+
 TRANSIENT_HTTP_STATUSES = frozenset({408, 429})  # plus every 5xx
 _HTTP_HOOK_MESSAGE = re.compile(r"^\s*(\d{3})\s*:")  # Airflow's HttpHook: AirflowException("503:Service ...")
 # HttpHook raises AirflowException("503:Service Unavailable"); the async hook HttpErrorException likewise.
@@ -126,7 +128,7 @@ def parse_retry_after(value: Any, now: datetime.datetime | None = None) -> float
     if when.tzinfo is None:  # HTTP dates are GMT
         when = when.replace(tzinfo=datetime.timezone.utc)
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    return max((when - now).total_seconds(), 0.0)
+    return max(units.seconds(when - now), 0.0)
 
 
 def retry_after(exc: BaseException, now: datetime.datetime | None = None) -> float | None:

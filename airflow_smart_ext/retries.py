@@ -30,7 +30,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_smart_ext.backoff import DEFAULT_CAP_SECONDS, BackoffPolicy, duration_text, task_seed
+from airflow_smart_ext import units
+from airflow_smart_ext.backoff import DEFAULT_CAP_SECONDS, BackoffPolicy, task_seed
 from airflow_smart_ext.compat.retry_policies import (
     RETRY_POLICIES_SUPPORTED,
     RETRY_POLICY_MIN_AIRFLOW,
@@ -73,7 +74,7 @@ def retry_seed(dag_id: str, task_id: str, run_id: str, map_index: int = -1) -> s
 
 
 def _seconds(name: str, value: Any, accepted: str, *, allow_zero: bool = False) -> float:
-    seconds = value.total_seconds() if isinstance(value, datetime.timedelta) else value
+    seconds = units.seconds(value) if isinstance(value, datetime.timedelta) else value
     if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
         raise ValueError(f"{name} must be {accepted}; got {value!r}")
     seconds = float(seconds)
@@ -264,14 +265,14 @@ class BackoffRetryPolicy(RetryPolicy):
         initial = self.initial
         if initial is None:
             initial = _attr(task, "retry_delay")
-            initial = initial.total_seconds() if isinstance(initial, datetime.timedelta) else initial
+            initial = units.seconds(initial) if isinstance(initial, datetime.timedelta) else initial
             # No task (no context): Airflow's default retry_delay. A zero retry_delay counts as 1 s, the floor
             # Airflow's own exponential backoff applies.
             initial = 300.0 if initial is None else max(float(initial), 1.0)
         cap = self.cap
         if cap is None:
             task_cap = _attr(task, "max_retry_delay")
-            task_cap = task_cap.total_seconds() if isinstance(task_cap, datetime.timedelta) else task_cap
+            task_cap = units.seconds(task_cap) if isinstance(task_cap, datetime.timedelta) else task_cap
             cap = float(task_cap) if task_cap else DEFAULT_CAP_SECONDS
         # What the user gave wins over what the task gives: an explicit cap caps an inherited retry_delay
         # (as max_retry_delay caps Airflow's own), an explicit initial lifts an inherited max_retry_delay.
@@ -307,7 +308,9 @@ class BackoffRetryPolicy(RetryPolicy):
             name, anchor = "run_after", _aware(anchors["run_after"])
         if anchor is None:
             return None
-        return anchor + datetime.timedelta(seconds=self.budget), f"{name} + {duration_text(self.budget)}"
+        return anchor + datetime.timedelta(
+            seconds=self.budget
+        ), f"{name} + {units.duration_text(self.budget)}"
 
     def evaluate(
         self,
@@ -351,7 +354,7 @@ class BackoffRetryPolicy(RetryPolicy):
                 return RetryDecision.fail(
                     reason=_clip(
                         f"{reason}: Retry-After {found.retry_after:.0f}s is longer than max_retry_after "
-                        f"{duration_text(self.max_retry_after)} -> fail now"
+                        f"{units.duration_text(self.max_retry_after)} -> fail now"
                     )
                 )
             if found.retry_after > backoff_delay:
@@ -368,8 +371,8 @@ class BackoffRetryPolicy(RetryPolicy):
                 return RetryDecision.fail(
                     reason=_clip(
                         f"{reason}: retry budget spent -- retry {try_number} would start at "
-                        f"{starts.isoformat(timespec='seconds')}, after the deadline "
-                        f"{deadline[0].isoformat(timespec='seconds')} ({deadline[1]}) -> fail now"
+                        f"{units.iso_of(starts)}, after the deadline "
+                        f"{units.iso_of(deadline[0])} ({deadline[1]}) -> fail now"
                     )
                 )
         return RetryDecision.retry(
@@ -383,14 +386,14 @@ class BackoffRetryPolicy(RetryPolicy):
         if self._backoff is not None:
             schedule = self._backoff.describe()
         else:
-            initial = "retry_delay" if self.initial is None else duration_text(self.initial)
-            cap = "max_retry_delay" if self.cap is None else duration_text(self.cap)
+            initial = "retry_delay" if self.initial is None else units.duration_text(self.initial)
+            cap = "max_retry_delay" if self.cap is None else units.duration_text(self.cap)
             schedule = f"{initial} x{self.factor:g} up to {cap}, {self.jitter} jitter"
         parts = [f"backoff {schedule}"]
         parts += [rule.describe() for rule in self.rules]
         parts.append(f"otherwise {_action_text(self.default)}")
         if self.budget is not None:
-            parts.append(f"budget {self.budget_anchor} + {duration_text(self.budget)}")
+            parts.append(f"budget {self.budget_anchor} + {units.duration_text(self.budget)}")
         return "BackoffRetryPolicy: " + "; ".join(parts)
 
     def __repr__(self) -> str:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from airflow_smart_ext import clock
+from airflow_smart_ext import clock, units
 from airflow_smart_ext.ui.query_params import InvalidQuery
 from airflow_smart_ext.ui.waits_report import SORTS, WaitsQuery, build_report
 from airflow_smart_ext.ui.watchers_report import add_watchers
@@ -26,14 +26,8 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
-def _in(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    sign, seconds = ("-" if seconds < 0 else ""), abs(seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{sign}{seconds / size:.1f}{unit}"
-    return f"{sign}{seconds:.0f}s"
+def _when(seconds: float | None) -> str:
+    return units.relative_text(seconds) or "-"
 
 
 def _short(text: str, width: int) -> str:
@@ -58,7 +52,7 @@ def _served_by(wait: Mapping[str, Any]) -> str:
     placed = "".join(
         f" {name} {wait[f'trigger_{name}']}" for name in ("queue", "team") if wait[f"trigger_{name}"]
     )
-    return f"job {served['job_id']}{host} ({_in(served['heartbeat_age'])}){placed}"
+    return f"job {served['job_id']}{host} ({_when(served['heartbeat_age'])}){placed}"
 
 
 def _task(wait: Mapping[str, Any]) -> str:
@@ -81,12 +75,12 @@ def render_text(report: Mapping[str, Any]) -> str:
             *(
                 (
                     _cell(wait["next_check"]) + ("" if wait["next_check_exact"] else " ~"),
-                    _in(wait["next_check_in"]),
+                    _when(wait["next_check_in"]),
                 )
                 if wait["unserved_reason"] is None
                 else ("when a triggerer picks it up", "-")
             ),
-            _in(wait["deadline_in"]),
+            _when(wait["deadline_in"]),
             wait["last_outcome"],
         ]
         for wait in report["waits"]

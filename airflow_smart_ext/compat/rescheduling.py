@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from airflow_smart_ext import units
 from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS
 
 __all__ = ["RESCHEDULE_MIN_GAP_SECONDS", "first_reschedule_anchor", "sensor_reschedule_state"]
@@ -65,4 +66,4 @@ def first_reschedule_anchor(context: Any, now: float) -> float:
     if AIRFLOW_V_3_0_PLUS:
         return now
     start = getattr(context["ti"], "start_date", None)
-    return start.timestamp() if isinstance(start, datetime.datetime) else now
+    return units.epoch(start) if isinstance(start, datetime.datetime) else now

@@ -24,6 +24,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from airflow_smart_ext import units
 from airflow_smart_ext.compat import locations
 from airflow_smart_ext.compat.versions import (
     AIRFLOW_BASE_VERSION,
@@ -92,11 +93,8 @@ def mapped_start_problem() -> str:
 
 
 def _epoch_of(value: Any) -> float | None:
-    if not isinstance(value, datetime.datetime):
-        return None
-    if value.tzinfo is None:  # 2.11 stores trigger_timeout naive (UTC)
-        value = value.replace(tzinfo=datetime.timezone.utc)
-    return value.timestamp()
+    # 2.11 stores trigger_timeout naive (UTC): units.epoch reads a naive value as UTC
+    return units.epoch(value) if isinstance(value, datetime.datetime) else None
 
 
 def trigger_try_started_at(trigger: Any, backstop_seconds: float) -> float | None:

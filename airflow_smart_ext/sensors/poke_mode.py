@@ -7,7 +7,7 @@ import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_smart_ext import clock, compat
+from airflow_smart_ext import clock, compat, units
 from airflow_smart_ext.backoff import ScheduledCheck, task_seed
 from airflow_smart_ext.conditions import Ending, outcome_from_exception, task_ending
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
@@ -19,10 +19,6 @@ if TYPE_CHECKING:
     from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
 
 METRIC_PREFIX = "smart_ext.sensor"
-
-
-def utc(epoch_seconds: float) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(epoch_seconds, tz=datetime.timezone.utc)
 
 
 def task_instance(context: Any) -> Any:
@@ -73,7 +69,7 @@ def first_check_at(sensor: BackoffSensor, seed: str, started_at: float, deadline
 def deadlines(sensor: BackoffSensor, started_at: float) -> timeline.Deadlines:
     """A try's deadlines from ``started_at``: the sensor timeout's, the ``execution_timeout``'s, the earlier."""
     limit = sensor.execution_timeout
-    return timeline.deadlines(started_at, sensor.timeout, limit.total_seconds() if limit else None)
+    return timeline.deadlines(started_at, sensor.timeout, units.seconds(limit) if limit else None)
 
 
 def ends_at_execution_deadline(sensor: BackoffSensor) -> bool:
@@ -85,7 +81,7 @@ def execution_timed_out(sensor: BackoffSensor) -> None:
     """What poke mode raises at ``execution_timeout``: AirflowTaskTimeout, retried while retries remain."""
     assert sensor.execution_timeout is not None
     raise compat.locations.AirflowTaskTimeout(
-        f"Sensor reached its execution_timeout of {sensor.execution_timeout.total_seconds():g}s before its "
+        f"Sensor reached its execution_timeout of {units.seconds(sensor.execution_timeout):g}s before its "
         f"timeout of {sensor.timeout:g}s (as in poke mode: a task timeout, retried while retries remain)."
     )
 
@@ -153,7 +149,7 @@ def log_not_yet(sensor: BackoffSensor, pokes: int, index: int, nxt: ScheduledChe
         index,
         nxt.index,
         max(0.0, nxt.at - now),
-        utc(nxt.at).isoformat(),
+        units.iso(nxt.at),
         " (final check, at the timeout)" if nxt.final else "",
     )
 
@@ -235,11 +231,11 @@ def execution_deadline(sensor: BackoffSensor, context: Any, started_at: float) -
     None: no ``execution_timeout``, or one too short to end first (the alarm does it, as before).
     """
     limit = sensor.execution_timeout
-    if limit is None or limit.total_seconds() <= 2 * EXECUTION_DEADLINE_MARGIN:
+    if limit is None or units.seconds(limit) <= 2 * EXECUTION_DEADLINE_MARGIN:
         return None
     ti_start = getattr(task_instance(context), "start_date", None)
     try_started_at = (
-        min(started_at, ti_start.timestamp()) if isinstance(ti_start, datetime.datetime) else started_at
+        min(started_at, units.epoch(ti_start)) if isinstance(ti_start, datetime.datetime) else started_at
     )
     execution = deadlines(sensor, try_started_at).execution  # the wait model's execution deadline
     assert execution is not None  # an execution_timeout is set (above)
@@ -261,7 +257,7 @@ def execute_poke(sensor: BackoffSensor, context: Any, seed: str) -> Any:
         execution_timed_out(sensor)
     if first_at > clock.now():
         # The splay: sensors created together spread their first poke over [0, splay).
-        sensor.log.info("First poke splayed by %.3fs to %s", first_at - started_at, utc(first_at).isoformat())
+        sensor.log.info("First poke splayed by %.3fs to %s", first_at - started_at, units.iso(first_at))
         clock.sleep(first_at - clock.now())
     while True:
         done, xcom_value = poke_once(sensor, context, index, pokes)
@@ -273,7 +269,7 @@ def execute_poke(sensor: BackoffSensor, context: Any, seed: str) -> Any:
                 "Poke #%d (check #%d): condition not met; the try ends at its execution_timeout at %s",
                 pokes,
                 index,
-                utc(execution_ends_at).isoformat(),
+                units.iso(execution_ends_at),
             )
             clock.sleep(execution_ends_at - clock.now())
             execution_timed_out(sensor)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow_smart_ext import clock, compat
+from airflow_smart_ext import clock, compat, units
 from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.sensors import poke_mode
 
@@ -25,17 +24,11 @@ def min_gap_seconds() -> float:
     )
 
 
-def _epoch(value: datetime.datetime) -> float:
-    if value.tzinfo is None:  # Airflow stores UTC; a naive value here is UTC by convention
-        value = value.replace(tzinfo=datetime.timezone.utc)
-    return value.timestamp()
-
-
 def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     # The exact number of earlier pokes of this try and the try's anchor, from Airflow's records
     # (not re-estimated by replaying intervals as Airflow's own sensor does).
     count, first_date = compat.rescheduling.sensor_reschedule_state(context)
-    started_at = _epoch(first_date) if first_date is not None else clock.now()
+    started_at = units.epoch(first_date) if first_date is not None else clock.now()
     deadline = poke_mode.deadlines(sensor, started_at).timeout
     # Earlier pokes of this try were checks 0..count-1 in order; a late reschedule skips checks whose
     # time has passed, which next_check(now=...) skips anyway, so `after=count` gives the same answer.
@@ -56,11 +49,11 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
             sensor.log.info(
                 "First poke splayed by %.3fs to %s",
                 first_at - started_at,
-                poke_mode.utc(first_at).isoformat(),
+                units.iso(first_at),
             )
             if splay_wait:
                 run_at = max(first_at, clock.now() + min_gap)
-                raise compat.locations.AirflowRescheduleException(poke_mode.utc(run_at))
+                raise compat.locations.AirflowRescheduleException(units.utc(run_at))
             clock.sleep(first_at - clock.now())  # too short for a reschedule: as poke mode does
     if (
         count > 0
@@ -99,4 +92,4 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
             run_at - nxt.at,
             min_gap,
         )
-    raise compat.locations.AirflowRescheduleException(poke_mode.utc(run_at))
+    raise compat.locations.AirflowRescheduleException(units.utc(run_at))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING, Any
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import compat, units
 from airflow_smart_ext.errors import error_type_paths
 from airflow_smart_ext.sensors import poke_mode, to_triggerer
 from airflow_smart_ext.wait.parameters import has_template
@@ -48,13 +48,13 @@ def plan_start(sensor: BackoffSensor) -> None:
 
     backstop = sensor.timeout + DEFERRAL_GRACE_SECONDS
     if sensor.execution_timeout:  # defer_task caps the trigger timeout by execution_timeout
-        backstop = min(backstop, sensor.execution_timeout.total_seconds())
+        backstop = min(backstop, units.seconds(sensor.execution_timeout))
     start = {
         "check": check,
         "fields": {name: path for name, (path, _value) in fields.items()},
         "policy": sensor.backoff_policy.to_dict(),
         "timeout": sensor.timeout,
-        "execution_timeout": sensor.execution_timeout.total_seconds() if sensor.execution_timeout else None,
+        "execution_timeout": units.seconds(sensor.execution_timeout) if sensor.execution_timeout else None,
         "backstop_seconds": backstop,
         "transient_errors": error_type_paths(sensor.transient_error_types),
         "silent_fail": bool(getattr(sensor, "silent_fail", False)),

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import pendulum
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import compat, units
 from airflow_smart_ext.calendars import (
     CALENDAR_KEYWORDS,
     BusinessCalendar,
@@ -335,7 +335,7 @@ class LocalDayTimetable(Timetable):
         # releases (DAGs serialized by a previous release keep loading, and vice versa)
         return {
             "timezone": self._timezone_name,
-            "delay": self._delay.total_seconds(),
+            "delay": units.seconds(self._delay),
             **({"lag": self._lag} if self._lag else {}),
             **({"key_format": self._key_format} if self._key_format is not None else {}),
             **self._params(),

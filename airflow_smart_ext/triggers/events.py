@@ -7,10 +7,9 @@ same payload whenever its event is built or redelivered.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
 
-from airflow_smart_ext import clock, compat
+from airflow_smart_ext import clock, compat, units
 from airflow_smart_ext.backoff import ScheduledCheck
 from airflow_smart_ext.conditions import EVENT_STATUS, Outcome
 from airflow_smart_ext.conditions.check_threads import PreviousCheckStillRunning
@@ -19,10 +18,8 @@ from airflow_smart_ext.triggers import log_lines
 
 
 def iso(epoch: float | None) -> str:
-    """How a time reads in events' messages and the triggers' log lines (UTC, milliseconds)."""
-    if epoch is None:
-        return "none"
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="milliseconds")
+    """How a time reads in events' messages and the triggers' log lines (``units.iso``; "none" for none)."""
+    return units.iso(epoch) or "none"
 
 
 class WaitEvents:

@@ -24,10 +24,9 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
-from airflow_smart_ext import clock, compat
+from airflow_smart_ext import clock, compat, units
 from airflow_smart_ext.backoff import DEFAULT_POKE_INTERVAL, BackoffPolicy
 from airflow_smart_ext.conditions import (
     make_shared_check,
@@ -77,10 +76,6 @@ STATE_STORE_RETRY_SECONDS = 10.0
 
 #: Each shared poll's readers (3.3+: shared stream key -> their labels), named in the poll's log lines.
 _POLL_READERS: dict[Any, tuple[str, ...]] = {}
-
-
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="milliseconds")
 
 
 @dataclass(frozen=True)
@@ -345,7 +340,7 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
                 log_lines.emit(
                     log,
                     "info",
-                    f"check #{scheduled.index} at {_iso(scheduled.at)}{' shared' if shared else ''}: "
+                    f"check #{scheduled.index} at {units.iso(scheduled.at)}{' shared' if shared else ''}: "
                     f"{outcome.status}{f' ({outcome.message})' if outcome.message else ''}"
                     f"{'; new value, the schedule restarts' if changed else ''}; group of {group.subscribers}",
                 )
@@ -368,7 +363,7 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
             report.previous,
             "; sent again: the run before a restart may not have delivered it" if report.redelivered else "",
         )
-        payload = report.payload(None if observed_at is None else _iso(observed_at))
+        payload = report.payload(units.iso(observed_at))
         # which watcher's seq it is: consumers keep one numbering per watcher (consumers.every_new_value)
         payload["watcher"] = self._name()
         return compat.locations.TriggerEvent(payload)

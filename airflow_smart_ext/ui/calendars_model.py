@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, cast
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import compat, units
 from airflow_smart_ext.calendars import (
     BusinessCalendar,
     BusinessDayCalendar,
@@ -38,7 +38,7 @@ _MAX_NOTED = 3  # days off named in a run's note; more are counted
 def _moment(now: datetime.datetime | float) -> datetime.datetime:
     if isinstance(now, datetime.datetime):
         return now.astimezone(_UTC)
-    return datetime.datetime.fromtimestamp(now, _UTC)
+    return units.utc(now)
 
 
 def _local_iso(value: Any, tz: datetime.tzinfo) -> Any:
@@ -362,7 +362,7 @@ def _previous_runs(session: Any, dag_ids: Sequence[str], past: int) -> dict[str,
 
 def _epoch_date(value: Any) -> datetime.datetime | None:
     """A serialized DAG's start/end date (epoch seconds on 2.11 and 3.x)."""
-    return None if value is None else datetime.datetime.fromtimestamp(float(value), _UTC)
+    return None if value is None else units.utc(float(value))
 
 
 def load_calendars(

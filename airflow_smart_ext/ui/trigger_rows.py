@@ -8,13 +8,13 @@ seed and the offsets, so the cost grows with the number of distinct conditions, 
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_smart_ext import units
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, condition_seed
 from airflow_smart_ext.conditions.spec import check_type, sharing_key
 from airflow_smart_ext.ui.serving import Triggerer
@@ -266,8 +266,7 @@ class Schedules:
             return None
         text = self._iso.get(epoch)
         if text is None:
-            moment = datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc)
-            text = self._iso[epoch] = moment.isoformat(timespec="milliseconds")
+            text = self._iso[epoch] = units.iso(epoch)
         return text
 
     def offset_of(self, policy: BackoffPolicy, seed: str) -> Callable[[int], float]:

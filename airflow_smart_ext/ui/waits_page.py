@@ -14,6 +14,7 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
+from airflow_smart_ext import units
 from airflow_smart_ext.ui import look
 from airflow_smart_ext.ui.waits_report import DEFAULT_LIMIT, SORTS, WaitsQuery
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT
@@ -38,23 +39,10 @@ def _rate(value: float | None, digits: int = 1) -> str:
     return "" if value is None else f"{value:,.{digits}f}"
 
 
-def _seconds(value: float | None) -> str:
-    """A duration in words ("in 1h 2m", "3s ago") for the reader next to the exact ISO time."""
-    if value is None:
-        return ""
-    whole = abs(round(value))
-    hours, rest = divmod(whole, 3600)
-    minutes, seconds = divmod(rest, 60)
-    parts = [f"{hours}h"] if hours else []
-    parts += [f"{minutes}m"] if minutes else []
-    parts += [f"{seconds}s"] if seconds or not parts else []
-    return f"in {' '.join(parts)}" if value >= 0 else f"{' '.join(parts)} ago"
-
-
 def _when(iso: str | None, seconds: float | None) -> str:
     if iso is None:
         return '<span class="muted">none</span>'
-    return f'{look.ui_time(iso)}<br><span class="muted">{_seconds(seconds)}</span>'
+    return f'{look.ui_time(iso)}<br><span class="muted">{units.relative_text(seconds)}</span>'
 
 
 def _shared_with(count: int) -> str:
@@ -98,7 +86,7 @@ def _served_by(row: Mapping[str, Any]) -> str:
     return (
         f"triggerer job {_text(served['job_id'])}"
         + (f" on {_text(served['hostname'])}" if served["hostname"] else "")
-        + (f'<br><span class="muted">heartbeat {_seconds(-age)}</span>' if age is not None else "")
+        + (f'<br><span class="muted">heartbeat {units.relative_text(-age)}</span>' if age is not None else "")
         + placed
     )
 

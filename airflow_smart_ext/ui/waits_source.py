@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from airflow_smart_ext import compat, secret_kwargs
+from airflow_smart_ext import compat, secret_kwargs, units
 from airflow_smart_ext.conditions import sensor as sensor_check
 from airflow_smart_ext.ui import kwargs_store
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
@@ -42,7 +42,7 @@ _BY_PLAINTEXT: dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = {}
 
 def _epoch(value: datetime.datetime | None) -> float | None:
     """Epoch seconds of a value of Airflow's ``UtcDateTime`` (always UTC: its offset is zero)."""
-    return None if value is None else (value.replace(tzinfo=None) - _EPOCH).total_seconds()
+    return None if value is None else units.epoch(value)
 
 
 def _remember(cache: dict[Any, Any], key: Any, value: Any) -> Any:
@@ -154,7 +154,7 @@ def load_triggerers(session: Any, now: float) -> Triggerers:
     from sqlalchemy import select
 
     threshold = conf.getfloat("triggerer", "triggerer_health_check_threshold")
-    since = datetime.datetime.fromtimestamp(now - threshold, datetime.timezone.utc)
+    since = units.utc(now - threshold)
     rows = session.execute(
         select(Job.id, Job.hostname, Job.latest_heartbeat)
         .where(Job.job_type == "TriggererJob", Job.end_date.is_(None), Job.latest_heartbeat > since)

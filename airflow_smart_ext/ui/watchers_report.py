@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_smart_ext import units
 from airflow_smart_ext.conditions.spec import check_type
 from airflow_smart_ext.ui import serving
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
@@ -61,16 +62,14 @@ class LiveWatcher:
     outcome_recorded: bool = True
 
 
-def _seconds(value: float) -> str:
-    return f"{value:g}s"
-
-
 def polls(kwargs: Mapping[str, Any]) -> str:
     """How the watcher checks, in words (its stored schedule)."""
     policy = stored_policy(kwargs)
-    words = f"every {_seconds(policy.initial)}"
+    words = f"every {units.duration_text(policy.initial)}"
     if policy.factor > 1 and policy.cap is not None and policy.cap > policy.initial:
-        words += f", x{policy.factor:g} per check without a new value, up to {_seconds(policy.cap)}"
+        words += (
+            f", x{policy.factor:g} per check without a new value, up to {units.duration_text(policy.cap)}"
+        )
     if policy.jitter != "none":
         words += f", {policy.jitter} jitter"
     return words + "; from the first again after each new value"

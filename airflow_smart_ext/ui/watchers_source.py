@@ -8,7 +8,7 @@ import datetime
 import json
 from typing import Any
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import compat, units
 from airflow_smart_ext.ui.serving import Triggerer
 from airflow_smart_ext.ui.trigger_rows import redact_sealed
 from airflow_smart_ext.ui.watchers_report import AssetEvent, LiveWatcher
@@ -18,18 +18,9 @@ from airflow_smart_ext.wait.watcher_state import STATE_KEY_PREFIX, state_store_k
 __all__ = ["load_watchers"]
 
 
-def _iso(value: datetime.datetime | None) -> str | None:
-    if value is None:
-        return None
-    utc = value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
-    return utc.astimezone(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
 def _epoch(value: datetime.datetime | None) -> float | None:
     """Epoch seconds of Airflow's ``UtcDateTime`` (UTC; a naive value from some drivers is UTC too)."""
-    if value is None:
-        return None
-    return (value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)).timestamp()
+    return None if value is None else units.epoch(value)
 
 
 def _decoded(text: Any) -> Any:
@@ -60,7 +51,7 @@ def _newest_events(session: Any, asset_ids: set[int]) -> dict[int, AssetEvent]:
         extra = _decoded(row.extra)
         payload = extra.get("payload") if isinstance(extra, dict) and extra.get("from_trigger") else None
         events[row.asset_id] = AssetEvent(
-            _iso(row.timestamp) or "", payload if isinstance(payload, dict) else None
+            units.iso_of(row.timestamp) or "", payload if isinstance(payload, dict) else None
         )
     return events
 
@@ -136,7 +127,7 @@ def load_watchers(session: Any) -> list[LiveWatcher]:
                 shown_kwargs=shown,
                 state_key=key,
                 state={key: _decoded(value) for key, (value, _) in state.items()},
-                state_updated_at={key: _iso(updated) or "" for key, (_, updated) in state.items()},
+                state_updated_at={key: units.iso_of(updated) or "" for key, (_, updated) in state.items()},
                 last_event=events.get(row.asset_id),
                 triggerer_id=row.triggerer_id,
                 holder=holder,

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
+
+from airflow_smart_ext import units
 
 XCOM_KEY = "smart_ext_last_check"
 STATE_KEY_SUFFIX = "#last-check"
@@ -33,10 +34,6 @@ KINDS = (NOT_MET, MET, TRANSIENT_ERROR, ERROR)
 #: What a view says when nothing is recorded yet, and where nothing can be.
 NONE_RECORDED = "none recorded yet"
 NOT_RECORDED_BEFORE_3_3 = "not recorded on Airflow 3.x<3.3"
-
-
-def _iso(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="seconds")
 
 
 def outcome_kind(status: str, ridden_out: bool) -> str:
@@ -85,8 +82,8 @@ class LastCheck:
             "error_class": self.error_class,
             "reason": self.reason,
             "errors": self.errors,
-            "since": _iso(self.since),
-            "at": _iso(self.at),
+            "since": units.iso(self.since),
+            "at": units.iso(self.at),
         }
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_smart_ext import compat
+from airflow_smart_ext import compat, units
 from airflow_smart_ext.backoff import (  # the schedule defaults live with the schedule
     DEFAULT_BACKOFF_FACTOR,
     DEFAULT_JITTER,
@@ -160,9 +160,9 @@ def _number(value: Any) -> bool:
 
 
 def seconds(value: Any) -> float | None:
-    """Seconds from a number or a ``timedelta``; None for anything else."""
+    """Seconds from a number or a ``timedelta``; None for anything else (a value the table rejects)."""
     if isinstance(value, datetime.timedelta):
-        return value.total_seconds()
+        return units.seconds(value)
     return float(value) if _number(value) else None
 
 

@@ -36,7 +36,7 @@ from tests.integration.live import (
 
 PG_CONN_ID = "sn_pg"
 
-# "Poke #2 (check #1): condition not met; next check #2 in 1.234s at 2026-01-01T00:00:01.234000+00:00"
+# "Poke #2 (check #1): condition not met; next check #2 in 1.234s at 2026-01-01T00:00:01.234+00:00"
 NOT_MET_RE = re.compile(
     r"Poke #(?P<poke>\d+) \(check #(?P<index>\d+)\): condition not met; next check #(?P<next>\d+) "
     r"in [\d.]+s at (?P<at>\d{4}-\d\d-\d\dT[\d:.]+\+00:00)(?P<final> \(final check, at the timeout\))?"

@@ -103,17 +103,43 @@ def _imported_modules(node: Any) -> list[str]:
 
 
 def test_compat_imports_nothing_of_the_package_above_it_even_lazily() -> None:
-    """compat is the ground floor: it may import Airflow, third-party code and its own modules only."""
+    """compat is the ground floor: it may import Airflow, third-party code, its own modules and ``units`` (the
+    pure module below every floor) only."""
     import ast
 
     offenders = [
         f"{path}:{node.lineno} {name}"
         for path, tree in _sources("compat")
         for node in ast.walk(tree)
-        for name in _imported_modules(node)
-        if (name == PACKAGE or name.startswith(PACKAGE + ".")) and not name.startswith(f"{PACKAGE}.compat")
+        for name in _from_package(node)
+        if not name.startswith((f"{PACKAGE}.compat", f"{PACKAGE}.units"))
     ]
     assert offenders == []
+    units = ast.parse((Path(__file__).resolve().parents[2] / PACKAGE / "units.py").read_text())
+    assert [name for node in ast.walk(units) for name in _from_package(node)] == []  # units imports nothing
+
+
+def test_units_have_one_home() -> None:
+    """Issue 44: every conversion between epoch seconds, datetimes, timedeltas and ISO text is ``units.py``'s
+    (one precision in every log line and JSON), as every wall-clock read is ``clock.py``'s."""
+    root = Path(__file__).resolve().parents[2]
+    offenders = [
+        hit
+        for path, _tree in _sources()
+        if path.name != "units.py"
+        for hit in _unit_conversions(path.name, (root / path).read_text())
+    ]
+    assert offenders == []
+    assert _unit_conversions("x.py", "t = moment.timestamp()\n") == ["x.py:1: t = moment.timestamp()"]
+
+
+def _unit_conversions(name: str, text: str) -> list[str]:
+    calls = ("fromtimestamp", ".timestamp()", "total_seconds()")
+    return [
+        f"{name}:{number}: {line.strip()}"
+        for number, line in enumerate(text.splitlines(), start=1)
+        if any(call in line for call in calls)
+    ]
 
 
 def _private(name: str) -> bool:

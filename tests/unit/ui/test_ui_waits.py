@@ -755,15 +755,15 @@ async def test_a_member_shows_its_groups_newest_last_check(
         "error_class": "OperationalError",
         "reason": "OperationalError (x)",
         "errors": 4,
-        "since": _utc(now - 90).isoformat(timespec="seconds"),
-        "at": _utc(now - 30).isoformat(timespec="seconds"),
+        "since": _utc(now - 90).isoformat(timespec="milliseconds"),
+        "at": _utc(now - 30).isoformat(timespec="milliseconds"),
     }
     assert rows["sealed_b"]["last_outcome"] == (
-        f"transient error (OperationalError) x4 since {_utc(now - 90).isoformat(timespec='seconds')}"
+        f"transient error (OperationalError) x4 since {_utc(now - 90).isoformat(timespec='milliseconds')}"
     )
     # held by the other triggerer (another check group): its own record
     assert rows["sealed_a"]["last_check"]["outcome"] == "not met"
-    assert rows["sealed_a"]["last_check"]["at"] == _utc(now - 120).isoformat(timespec="seconds")
+    assert rows["sealed_a"]["last_check"]["at"] == _utc(now - 120).isoformat(timespec="milliseconds")
     assert rows["masked"]["last_check"] is None and rows["masked"]["last_outcome"] == "none recorded yet"
     # rewritten in place (one XCom per task), and the page says it in the UI's timezone
     await write("sealed_b", LastCheck("not met", now, now).to_record())
@@ -777,7 +777,7 @@ async def test_a_member_shows_its_groups_newest_last_check(
 
     page = render_waits(build_report(waits, WaitsQuery(), now), WaitsQuery(), lambda row: "#")
     assert "transient error (OperationalError) x4" in page
-    assert f'<time class="ui-zone" datetime="{_utc(now - 90).isoformat(timespec="seconds")}"' in page
+    assert f'<time class="ui-zone" datetime="{_utc(now - 90).isoformat(timespec="milliseconds")}"' in page
 
 
 @pytest.mark.parametrize(

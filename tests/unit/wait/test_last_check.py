@@ -34,11 +34,11 @@ def test_outcome_kinds(status: str, ridden_out: bool, kind: str) -> None:
 @pytest.mark.parametrize(
     ("check", "expected_words", "expected_summary"),
     [
-        (LastCheck("not met", AT, AT), "not met", "not met since 2027-01-15T08:00:00+00:00"),
+        (LastCheck("not met", AT, AT), "not met", "not met since 2027-01-15T08:00:00.000+00:00"),
         (
             LastCheck("transient error", AT + 60, AT, 12, "OperationalError", "OperationalError (transient)"),
             "transient error (OperationalError) x12",
-            "transient error (OperationalError) x12 since 2027-01-15T08:00:00+00:00",
+            "transient error (OperationalError) x12 since 2027-01-15T08:00:00.000+00:00",
         ),
         (LastCheck("error", AT, AT, 0, "ValueError"), "error (ValueError)", None),
     ],
