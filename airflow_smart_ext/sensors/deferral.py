@@ -59,10 +59,7 @@ def defer(
     ends_at = poke_mode.deadlines(sensor, started_at).schedule
     nxt = poke_mode.next_check(sensor, seed, anchor, ends_at, after)
     if nxt is None:
-        if ends_at < deadline:
-            poke_mode.execution_timed_out(sensor)
-        poke_mode.timed_out(sensor, context, started_at, worker_pokes)
-        return None
+        poke_mode.schedule_ran_out(sensor, context, started_at, worker_pokes, ends_at, deadline)
     now = clock.now()
     if worker_pokes:
         poke_mode.log_not_yet(sensor, worker_pokes, after, nxt, now)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow_smart_ext import clock, compat, units
 from airflow_smart_ext.backoff import ScheduledCheck, task_seed
@@ -77,7 +77,7 @@ def ends_at_execution_deadline(sensor: BackoffSensor) -> bool:
     return deadlines(sensor, 0.0).execution_first
 
 
-def execution_timed_out(sensor: BackoffSensor) -> None:
+def execution_timed_out(sensor: BackoffSensor) -> NoReturn:
     """What poke mode raises at ``execution_timeout``: AirflowTaskTimeout, retried while retries remain."""
     assert sensor.execution_timeout is not None
     raise compat.locations.AirflowTaskTimeout(
@@ -154,9 +154,24 @@ def log_not_yet(sensor: BackoffSensor, pokes: int, index: int, nxt: ScheduledChe
     )
 
 
+def schedule_ran_out(
+    sensor: BackoffSensor,
+    context: Any,
+    started_at: float,
+    pokes: int,
+    schedule_ends: float,
+    timeout_at: float,
+) -> NoReturn:
+    """No check is left before the schedule ends: the execution timeout when it came first (a retryable
+    ``AirflowTaskTimeout``, as poke mode's process is stopped there), else the sensor timeout."""
+    if schedule_ends < timeout_at:
+        execution_timed_out(sensor)
+    timed_out(sensor, context, started_at, pokes)
+
+
 def timed_out(
     sensor: BackoffSensor, context: Any, started_at: float, pokes: int, *, resumed: bool = False
-) -> None:
+) -> NoReturn:
     """The sensor timeout: ``AirflowSensorTimeout`` (never retried), skipped with ``soft_fail``; with
     ``never_fail`` only when a deferral resumed (``resumed``) on an Airflow whose base skips it there (3.1+),
     as Airflow's poke mode does not skip a timeout with ``never_fail``."""

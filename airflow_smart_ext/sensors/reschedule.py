@@ -78,10 +78,7 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     ends_at = poke_mode.deadlines(sensor, started_at).schedule  # from the anchor later runs see
     nxt = poke_mode.next_check(sensor, seed, started_at, ends_at, index)
     if nxt is None:
-        if ends_at < deadline:
-            poke_mode.execution_timed_out(sensor)
-        poke_mode.timed_out(sensor, context, started_at, pokes)
-        return None
+        poke_mode.schedule_ran_out(sensor, context, started_at, pokes, ends_at, deadline)
     now = clock.now()
     poke_mode.log_not_yet(sensor, pokes, index, nxt, now)
     run_at = max(nxt.at, now + min_gap)
