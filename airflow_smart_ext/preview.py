@@ -30,8 +30,8 @@ from airflow_smart_ext.calendars import (
     HolidayYearOutOfRange,
     MonthlyBusinessDay,
 )
-from airflow_smart_ext.timetables._base import LocalDayTimetable
-from airflow_smart_ext.timetables._engine import ScheduleEngine, Slot
+from airflow_smart_ext.timetables.engine import ScheduleEngine, Slot
+from airflow_smart_ext.timetables.local_day import LocalDayTimetable
 
 _ONE_DAY = datetime.timedelta(days=1)
 

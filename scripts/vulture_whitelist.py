@@ -34,7 +34,7 @@ _.subscriber_count  # SharingRegistry introspection (tests, O(1) gauge)
 difference  # calendars.difference(a, b): public API (docs/timetables.md), the named form of a - b
 _.evaluate  # RetryPolicy.evaluate: called by Airflow's task runner (retries.py, the compat.retry_policies stand-in)
 dag_policy  # policy.dag_policy: called by Airflow through the airflow.policy entry point (pluggy hook)
-# Airflow >= 3.2 partition hooks (timetables/_base.py): called by the scheduler, backfill and manual triggers
+# Airflow >= 3.2 partition hooks (timetables/local_day.py): called by the scheduler, backfill and manual triggers
 _.next_dagrun_info_v2
 _.iter_partition_dagrun_infos
 _._decode_partition_date

@@ -9,9 +9,9 @@ lazily when a business-day calendar is built): the scheduler imports it via the 
 from __future__ import annotations
 
 from airflow_smart_ext.calendars import BusinessCalendar
-from airflow_smart_ext.timetables._base import InvalidTimetableParameter, LocalDayTimetable
 from airflow_smart_ext.timetables.business_days import BusinessDaysTimetable
 from airflow_smart_ext.timetables.delayed_daily import DelayedDailyTimetable
+from airflow_smart_ext.timetables.local_day import InvalidTimetableParameter, LocalDayTimetable
 from airflow_smart_ext.timetables.monthly_business_day import MonthlyBusinessDayTimetable
 from airflow_smart_ext.timetables.rolling_window import RollingWindowTimetable
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext.calendars import BusinessDayCalendar, CalendarKeywords
-from airflow_smart_ext.timetables._base import (
+from airflow_smart_ext.timetables.local_day import (
     InvalidTimetableParameter,
     LocalDayTimetable,
     business_calendar_arg,

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from airflow_smart_ext.calendars import HolidayYearOutOfRange
 from airflow_smart_ext.calendars.coverage import coverage_text, covered_years, library_sources
 from airflow_smart_ext.calendars.library import Source, holidays_version
-from airflow_smart_ext.timetables._engine import ScheduleEngine
+from airflow_smart_ext.timetables.engine import ScheduleEngine
 
 if TYPE_CHECKING:
-    from airflow_smart_ext.timetables._base import LocalDayTimetable
+    from airflow_smart_ext.timetables.local_day import LocalDayTimetable
 
 
 class CoverageGap(NamedTuple):

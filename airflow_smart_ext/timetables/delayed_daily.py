@@ -6,7 +6,7 @@ import datetime
 from typing import Any
 
 from airflow_smart_ext.calendars import EveryDay
-from airflow_smart_ext.timetables._base import LocalDayTimetable
+from airflow_smart_ext.timetables.local_day import LocalDayTimetable
 
 
 class DelayedDailyTimetable(LocalDayTimetable):

@@ -29,11 +29,11 @@ from airflow_smart_ext.triggers.interpreters import LazyInterpreter
 from airflow_smart_ext.triggers.last_check import Write, last_check
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.wait_schedule import WaitSchedule
-from airflow_smart_ext.wait import parameters, paths
+from airflow_smart_ext.wait import deferral_paths, parameters
 from airflow_smart_ext.wait.last_check import XCOM_KEY
 from airflow_smart_ext.wait.sharing import coalescing_window, sharing_window_config
 
-CLASSPATH = paths.BACKOFF_TRIGGER
+CLASSPATH = deferral_paths.BACKOFF_TRIGGER
 
 # After the deadline, how long the final check may still run before the trigger reports its timeout anyway.
 FINAL_CHECK_GRACE_SECONDS = 10.0

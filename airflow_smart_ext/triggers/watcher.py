@@ -51,7 +51,7 @@ from airflow_smart_ext.triggers.watermark import (
     reportable_value,
     values_after,
 )
-from airflow_smart_ext.wait import paths
+from airflow_smart_ext.wait import deferral_paths
 from airflow_smart_ext.wait.last_check import STATE_KEY_SUFFIX, LastCheck
 from airflow_smart_ext.wait.parameters import (
     WatcherArgumentError,
@@ -63,7 +63,7 @@ from airflow_smart_ext.wait.sharing import coalescing_window, sharing_window_con
 from airflow_smart_ext.wait.timeline import PollSchedule
 from airflow_smart_ext.wait.watcher_state import state_store_key, watcher_name
 
-CLASSPATH = paths.CONDITION_WATCHER
+CLASSPATH = deferral_paths.CONDITION_WATCHER
 
 #: After an event is handed to Airflow, how long before its watermark is committed. The triggerer's runner
 #: sends events to its supervisor once a second and the supervisor stores them right after (3.3.2

@@ -28,11 +28,11 @@ from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.triggers import log_lines
 from airflow_smart_ext.triggers.backoff import BackoffTrigger
 from airflow_smart_ext.triggers.events import iso
-from airflow_smart_ext.wait import parameters, paths, timeline
+from airflow_smart_ext.wait import deferral_paths, parameters, timeline
 from airflow_smart_ext.wait.condition import zero_worker_check
 from airflow_smart_ext.wait.sharing import wait_seed
 
-CLASSPATH = paths.START_TRIGGER
+CLASSPATH = deferral_paths.START_TRIGGER
 #: ``next_kwargs`` of a task resumed on a worker from the zero-worker path: no check ran on a worker.
 RESUME_KWARGS = {"worker_pokes": 0, "after": -1}
 _METRIC_PREFIX = "smart_ext.sensor"

@@ -13,12 +13,12 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
-from airflow_smart_ext.ui import look
+from airflow_smart_ext.ui import airflow_style
 from airflow_smart_ext.ui.pages import URL_PREFIX
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT, MAX_RUNS, CalendarsQuery
 
 STYLE = (
-    look.scoped("""
+    airflow_style.scoped("""
 section.calendar{border-top:2px solid var(--line);padding-top:.5rem;margin-bottom:2rem}
 table{border-collapse:collapse;margin:.5rem 0 1rem}
 th,td{border:1px solid var(--line);padding:.25rem .5rem;text-align:left;vertical-align:top;font-size:.85rem}
@@ -160,23 +160,27 @@ def _form(asked: Mapping[str, Any]) -> str:
     )
 
 
-def _page(body: str, layout: look.Layout) -> str:
+def _page(body: str, layout: airflow_style.Layout) -> str:
     main = f'<main id="calendars"><h1>Calendars</h1>{body}</main>'
-    return layout(look.Page("Calendars", STYLE, main, FRAME_LINKS_SCRIPT + look.LOOK_SCRIPT))
+    return layout(
+        airflow_style.Page("Calendars", STYLE, main, FRAME_LINKS_SCRIPT + airflow_style.LOOK_SCRIPT)
+    )
 
 
 def render_calendars_error(
-    message: str, params: Mapping[str, str], layout: look.Layout = look.standalone
+    message: str, params: Mapping[str, str], layout: airflow_style.Layout = airflow_style.standalone
 ) -> str:
     """The page for a refused filter: what was wrong, above the form that still holds what was typed."""
-    return _page(look.filter_error(message) + _form(look.asked_values(params, FORM_FIELDS)), layout)
+    return _page(
+        airflow_style.filter_error(message) + _form(airflow_style.asked_values(params, FORM_FIELDS)), layout
+    )
 
 
 def render_calendars(
     reports: Sequence[Mapping[str, Any]],
     base_url: str,
     query: CalendarsQuery,
-    layout: look.Layout = look.standalone,
+    layout: airflow_style.Layout = airflow_style.standalone,
 ) -> str:
     """The whole page; ``base_url`` is where Airflow is served (links to its DAG and run pages, our JSON);
     ``query`` what was asked (the form shows it, the JSON link asks the same)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from airflow_smart_ext.ui import calendars_page, look, waits_page
+from airflow_smart_ext.ui import airflow_style, calendars_page, waits_page
 
 
 def error_page(
@@ -13,7 +13,7 @@ def error_page(
     message: str,
     params: Mapping[str, str],
     default_timezone: str | None = None,
-    layout: look.Layout = look.standalone,
+    layout: airflow_style.Layout = airflow_style.standalone,
 ) -> str | None:
     """The HTML page for a refused filter on ``path``; None for a JSON path (and anything else)."""
     if "/api/" in path:

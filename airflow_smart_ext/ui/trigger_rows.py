@@ -18,7 +18,7 @@ from airflow_smart_ext import units
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, condition_seed
 from airflow_smart_ext.conditions.spec import check_type, sharing_key
 from airflow_smart_ext.ui.serving import Triggerer
-from airflow_smart_ext.wait import paths, timeline
+from airflow_smart_ext.wait import deferral_paths, timeline
 from airflow_smart_ext.wait.condition import render_from_run, zero_worker_check
 from airflow_smart_ext.wait.parameters import has_template
 
@@ -37,7 +37,7 @@ _RUN_DATE_KEYS = ("ds", "ts", "logical_date", "data_interval_start", "data_inter
 
 def trigger_paths() -> dict[str, str]:
     """Our triggers' classpaths (earlier releases' too) -> the path a wait takes."""
-    return paths.PATH_OF_CLASSPATH
+    return deferral_paths.PATH_OF_CLASSPATH
 
 
 def redact_sealed(node: Any) -> Any:

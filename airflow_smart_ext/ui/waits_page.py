@@ -15,14 +15,14 @@ from typing import Any
 from urllib.parse import urlencode
 
 from airflow_smart_ext import units
-from airflow_smart_ext.ui import look
+from airflow_smart_ext.ui import airflow_style
 from airflow_smart_ext.ui.waits_report import DEFAULT_LIMIT, SORTS, WaitsQuery
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT
 from airflow_smart_ext.wait import last_check
 
 TaskLink = Callable[[Mapping[str, Any]], str]
 
-STYLE = look.scoped("""
+STYLE = airflow_style.scoped("""
 table{border-collapse:collapse;margin:.5rem 0 1.5rem}
 th,td{border:1px solid var(--line);padding:.25rem .5rem;text-align:left;vertical-align:top;font-size:.85rem}
 th{background:var(--head)} td.num{text-align:right} code{white-space:pre-wrap;word-break:break-word}
@@ -42,7 +42,7 @@ def _rate(value: float | None, digits: int = 1) -> str:
 def _when(iso: str | None, seconds: float | None) -> str:
     if iso is None:
         return '<span class="muted">none</span>'
-    return f'{look.ui_time(iso)}<br><span class="muted">{units.relative_text(seconds)}</span>'
+    return f'{airflow_style.ui_time(iso)}<br><span class="muted">{units.relative_text(seconds)}</span>'
 
 
 def _shared_with(count: int) -> str:
@@ -114,8 +114,8 @@ def _last_outcome(row: Mapping[str, Any]) -> str:
     reason = f' title="{_text(record["reason"])}"' if record.get("reason") else ""
     return (
         f'<span class="last-outcome{" over" if bad else ""}"{reason}>{_text(last_check.words(record))}</span>'
-        f"<br>since {look.ui_time(record['since'])}"
-        f'<br><span class="muted">checked {look.ui_time(record["at"])}</span>'
+        f"<br>since {airflow_style.ui_time(record['since'])}"
+        f'<br><span class="muted">checked {airflow_style.ui_time(record["at"])}</span>'
     )
 
 
@@ -194,13 +194,15 @@ def _watcher_row(row: Mapping[str, Any]) -> str:
                 f'<br><span class="muted">handing over <code>{_json_text(row["handing_over"])}</code></span>'
             )
         if row["watermark_updated_at"]:
-            last += f'<br><span class="muted">written {look.ui_time(row["watermark_updated_at"])}</span>'
+            last += (
+                f'<br><span class="muted">written {airflow_style.ui_time(row["watermark_updated_at"])}</span>'
+            )
     else:
         last = '<span class="muted">none kept (Airflow &lt; 3.3 keeps no watermark)</span>'
     if row["last_event_at"] is None:
         event = '<span class="muted">none yet</span>'
     else:
-        event = look.ui_time(row["last_event_at"])
+        event = airflow_style.ui_time(row["last_event_at"])
         if row["last_event_seq"] is not None:
             event += (
                 f"<br>#{_text(row['last_event_seq'])}: <code>{_json_text(row['last_event_value'])}</code>"
@@ -276,20 +278,20 @@ def json_link(query: WaitsQuery) -> str:
     return f"api/waits?{urlencode(asked)}"
 
 
-def _page(body: str, default_timezone: str | None, layout: look.Layout) -> str:
-    scripts = FRAME_LINKS_SCRIPT + look.LOOK_SCRIPT
-    return layout(look.Page("Waits", STYLE, f"<h1>Waits</h1>{body}", scripts, default_timezone))
+def _page(body: str, default_timezone: str | None, layout: airflow_style.Layout) -> str:
+    scripts = FRAME_LINKS_SCRIPT + airflow_style.LOOK_SCRIPT
+    return layout(airflow_style.Page("Waits", STYLE, f"<h1>Waits</h1>{body}", scripts, default_timezone))
 
 
 def render_waits_error(
     message: str,
     params: Mapping[str, str],
     default_timezone: str | None = None,
-    layout: look.Layout = look.standalone,
+    layout: airflow_style.Layout = airflow_style.standalone,
 ) -> str:
     """The page for a refused filter: what was wrong, above the form that still holds what was typed."""
-    form = _filter_form(look.asked_values(params, FORM_FIELDS))
-    return _page(look.filter_error(message) + form, default_timezone, layout)
+    form = _filter_form(airflow_style.asked_values(params, FORM_FIELDS))
+    return _page(airflow_style.filter_error(message) + form, default_timezone, layout)
 
 
 def render_waits(
@@ -297,7 +299,7 @@ def render_waits(
     query: WaitsQuery,
     links: TaskLink,
     default_timezone: str | None = None,
-    layout: look.Layout = look.standalone,
+    layout: airflow_style.Layout = airflow_style.standalone,
 ) -> str:
     """The full page: summary, filters, the waits, the groups of shared checks and the connections' rates.
     ``default_timezone``: the UI's timezone when the browser has none selected (2.11's setting); ``layout``
@@ -331,7 +333,7 @@ def render_waits(
         f"groups; checks per hour: {_rate(summary['checks_per_hour_unshared'])} without sharing, "
         f"{_rate(summary['checks_per_hour_shared'])} with sharing "
         f"({_rate(summary['checks_saved_per_hour'])} saved). Generated at "
-        f"{look.ui_time(report['generated_at'])}. "
+        f"{airflow_style.ui_time(report['generated_at'])}. "
         f'<a class="json" href="{_text(json_link(query))}" target="_blank" rel="noopener">JSON</a></p>'
         + alert
         + _filter_form(asked)

@@ -12,7 +12,7 @@ from airflow_smart_ext import compat, units
 from airflow_smart_ext.ui.serving import Triggerer
 from airflow_smart_ext.ui.trigger_rows import redact_sealed
 from airflow_smart_ext.ui.watchers_report import AssetEvent, LiveWatcher
-from airflow_smart_ext.wait import paths
+from airflow_smart_ext.wait import deferral_paths
 from airflow_smart_ext.wait.watcher_state import STATE_KEY_PREFIX, state_store_key
 
 __all__ = ["load_watchers"]
@@ -86,7 +86,7 @@ def load_watchers(session: Any) -> list[LiveWatcher]:
         .join(AssetModel, AssetModel.id == link.c.asset_id)
         .join(Trigger, Trigger.id == link.c.trigger_id)
         .outerjoin(Job, Job.id == Trigger.triggerer_id)
-        .where(Trigger.classpath == paths.CONDITION_WATCHER)
+        .where(Trigger.classpath == deferral_paths.CONDITION_WATCHER)
     ).all()
     asset_ids = {row.asset_id for row in rows}
     states = compat.asset_watchers.asset_state_records(session, asset_ids, f"{STATE_KEY_PREFIX}:")

@@ -15,7 +15,14 @@ from flask import Blueprint, Response, jsonify, request
 
 from airflow_smart_ext import clock, compat
 from airflow_smart_ext.conditions.runtime import connection_rate_limit
-from airflow_smart_ext.ui import filter_errors, look, waits_page, waits_report, waits_source, watchers_report
+from airflow_smart_ext.ui import (
+    airflow_style,
+    filter_errors,
+    waits_page,
+    waits_report,
+    waits_source,
+    watchers_report,
+)
 from airflow_smart_ext.ui.web_common import CalendarsQuery, calendars_query, single_params
 
 
@@ -78,7 +85,7 @@ _LAYOUT = """{% extends base_template %}
 {% block tail_js %}{{ super() }}{{ page.scripts | safe }}{% endblock %}"""
 
 
-def _in_airflow_layout(page: look.Page) -> str:
+def _in_airflow_layout(page: airflow_style.Page) -> str:
     """What ``AirflowBaseView.render_template`` passes a template: the app builder, its base template and
     Airflow's extra arguments (macros, the docs' URL, warnings)."""
     from airflow.www.views import AirflowBaseView

@@ -18,8 +18,8 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.plugin import SmartExtPlugin
-from airflow_smart_ext.ui import look, waits_source
-from airflow_smart_ext.ui.look import LOOK_SCRIPT
+from airflow_smart_ext.ui import airflow_style, waits_source
+from airflow_smart_ext.ui.airflow_style import LOOK_SCRIPT
 from airflow_smart_ext.ui.query_params import InvalidQuery
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.ui.trigger_rows import LiveWait
@@ -100,7 +100,7 @@ def test_the_page_says_who_serves_each_wait_and_flags_the_unserved() -> None:
     assert (
         "triggerer job 7 on host-&lt;a&gt;" in held and "heartbeat 4s ago" in held and "queue default" in held
     )
-    assert look.ui_time(rows["held"]["next_check"]) in held
+    assert airflow_style.ui_time(rows["held"]["next_check"]) in held
     assert "when a triggerer picks it up" not in held
     for task_id in ("free", "dead"):
         row = page[page.index(f'data-task-id="{task_id}"') :].split("</tr>")[0]

@@ -13,7 +13,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.wait.paths import CONDITION_WATCHER
+from airflow_smart_ext.wait.deferral_paths import CONDITION_WATCHER
 from airflow_smart_ext.wait.watcher_state import state_store_key
 from tests.unit.helpers import KeyedFernet
 

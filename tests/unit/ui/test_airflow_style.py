@@ -1,4 +1,4 @@
-"""The pages' look (ui/look.py) and a refused filter answered inline (ui/filter_errors.py), without a browser.
+"""The pages' look (ui/airflow_style.py) and a refused filter answered inline (ui/filter_errors.py), without a browser.
 
 The script itself (theme, UI timezone) runs in Chromium in tests/integration/test_ui_live.py.
 """
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from airflow_smart_ext.ui import calendars_page, filter_errors, look, waits_page
+from airflow_smart_ext.ui import airflow_style, calendars_page, filter_errors, waits_page
 from airflow_smart_ext.ui.waits_report import WaitsQuery, build_report
 from airflow_smart_ext.ui.web_common import CalendarsQuery
 from tests.unit.ui.helpers import NOW, sql_check, worker_first
@@ -33,9 +33,9 @@ def test_a_page_answers_a_refused_filter_with_itself_and_json_with_json(path: st
     page = filter_errors.error_page(path, "due_within must be a number; got '٣٠'", TYPED)
     assert (page is not None) == is_page
     if page is not None:
-        assert look.filter_error("due_within must be a number; got '٣٠'") in page
+        assert airflow_style.filter_error("due_within must be a number; got '٣٠'") in page
         assert page.index('id="query-error"') < page.index("<form")  # above the form that holds the value
-        assert "<table" not in page and look.LOOK_SCRIPT in page
+        assert "<table" not in page and airflow_style.LOOK_SCRIPT in page
 
 
 def test_the_waits_form_keeps_every_typed_value_escaped() -> None:
@@ -71,12 +71,19 @@ def test_times_are_marked_for_the_ui_timezone_and_ids_do_not_wrap() -> None:
     report = build_report([worker_first(sql_check(), dag_id="d", task_id="t")], WaitsQuery(), NOW)
     page = waits_page.render_waits(report, WaitsQuery(), lambda row: "/x", default_timezone="Europe/Paris")
     row = report["waits"][0]
-    assert look.ui_time(row["next_check"]) in page and look.ui_time(report["generated_at"]) in page
+    assert (
+        airflow_style.ui_time(row["next_check"]) in page
+        and airflow_style.ui_time(report["generated_at"]) in page
+    )
     assert '<html lang="en" data-default-timezone="Europe/Paris">' in page
     assert f'<span class="id">{row["run_id"]}</span>' in page and ".id{white-space:nowrap}" in page
-    assert look.ui_time(None) == "" and "data-default-timezone" not in look.html_attributes(None)
+    assert airflow_style.ui_time(None) == "" and "data-default-timezone" not in airflow_style.html_attributes(
+        None
+    )
 
 
 def test_the_dark_colours_cover_every_light_one() -> None:
-    light, dark = (set(re.findall(r"(--[a-z-]+):", block)) for block in look.STYLE.split(":root")[1:3])
+    light, dark = (
+        set(re.findall(r"(--[a-z-]+):", block)) for block in airflow_style.STYLE.split(":root")[1:3]
+    )
     assert light == dark and {"--fg", "--bg", "--bad", "--link"} <= light

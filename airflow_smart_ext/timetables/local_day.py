@@ -34,7 +34,7 @@ from airflow_smart_ext.compat.timetables import (
     Timetable,
     make_dagrun_info,
 )
-from airflow_smart_ext.timetables._engine import ScheduleEngine, Slot
+from airflow_smart_ext.timetables.engine import ScheduleEngine, Slot
 
 _UTC = datetime.timezone.utc
 _ONE_DAY = datetime.timedelta(days=1)
