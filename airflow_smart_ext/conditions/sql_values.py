@@ -17,8 +17,8 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.conditions.outcomes import NEGATIVE, Outcome, outcome_from_exception
 from airflow_smart_ext.conditions.runtime import import_object
-from airflow_smart_ext.conditions.spec import CheckType, Interpreter, SharedCheck
-from airflow_smart_ext.conditions.sql import SqlSharedCheck, db_hook, quiet, validate_query_spec
+from airflow_smart_ext.conditions.spec import Interpreter, SharedCheck
+from airflow_smart_ext.conditions.sql import SqlCheck, SqlSharedCheck, db_hook, quiet, validate_query_spec
 
 #: Rows fetched per check: a backlog larger than this is read over several checks (the query must then
 #: ``ORDER BY`` the value, so that each check reads the oldest ones).
@@ -56,22 +56,16 @@ class SqlValuesInterpreter:
         return Outcome("positive", message=f"{len(found)} value(s) after the watermark", value=found)
 
 
-class SqlValuesCheck(CheckType):
+class SqlValuesCheck(SqlCheck):
+    """A query on a connection, as ``SqlCheck`` (its shared identity, connection and concurrency key: the
+    parameters hold the bound watermark, so watchers at different watermarks never share a query), read for
+    every row instead of a criterion."""
+
     name: ClassVar[str] = "sql_values"
     keys: ClassVar[tuple[str, ...]] = ("type", "conn_id", "sql", "parameters", "hook_params", "selector")
 
     def validate(self, check: Mapping[str, Any]) -> None:
         validate_query_spec(check, ("selector",), refuse_blank=True)
-
-    def shared_identity(self, check: Mapping[str, Any]) -> dict[str, Any]:
-        # the parameters hold the bound watermark: watchers at different watermarks never share a query
-        return {key: check[key] for key in ("conn_id", "sql", "parameters", "hook_params")}
-
-    def concurrency_key(self, check: Mapping[str, Any]) -> str:
-        return f"conn_id:{check['conn_id']}"
-
-    def conn_id(self, check: Mapping[str, Any]) -> str | None:
-        return str(check["conn_id"])
 
     def describe(self, check: Mapping[str, Any]) -> str:
         words = (
