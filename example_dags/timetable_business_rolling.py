@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pendulum
 from airflow import DAG
+from timetable_common import show_interval
 
-from airflow_smart_ext.compat.locations import task
 from airflow_smart_ext.timetables import RollingWindowTimetable
 
 NEW_YORK = "America/New_York"
@@ -32,11 +32,4 @@ with DAG(
     tags=["airflow-smart-ext", "timetables"],
     doc_md=__doc__,
 ):
-
-    @task
-    def show_interval(data_interval_start=None, data_interval_end=None):
-        start = pendulum.instance(data_interval_start).in_tz(NEW_YORK)
-        end = pendulum.instance(data_interval_end).in_tz(NEW_YORK)
-        print(f"data interval {start.isoformat()} -> {end.isoformat()}")
-
-    show_interval()
+    show_interval(NEW_YORK, length_in=None)

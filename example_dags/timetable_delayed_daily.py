@@ -14,8 +14,8 @@ import datetime as dt
 
 import pendulum
 from airflow import DAG
+from timetable_common import show_interval
 
-from airflow_smart_ext.compat.locations import task
 from airflow_smart_ext.timetables import DelayedDailyTimetable
 
 NEW_YORK = "America/New_York"
@@ -30,11 +30,4 @@ with DAG(
     tags=["airflow-smart-ext", "timetables"],
     doc_md=__doc__,
 ):
-
-    @task
-    def show_interval(data_interval_start=None, data_interval_end=None):
-        start = pendulum.instance(data_interval_start).in_tz(NEW_YORK)
-        end = pendulum.instance(data_interval_end).in_tz(NEW_YORK)
-        print(f"data interval {start.isoformat()} -> {end.isoformat()} ({(end - start).in_hours()} h)")
-
-    show_interval()
+    show_interval(NEW_YORK, length_in="hours")

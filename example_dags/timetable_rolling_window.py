@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pendulum
 from airflow import DAG
+from timetable_common import show_interval
 
-from airflow_smart_ext.compat.locations import task
 from airflow_smart_ext.timetables import RollingWindowTimetable
 
 BERLIN = "Europe/Berlin"
@@ -27,11 +27,4 @@ with DAG(
     tags=["airflow-smart-ext", "timetables"],
     doc_md=__doc__,
 ):
-
-    @task
-    def show_interval(data_interval_start=None, data_interval_end=None):
-        start = pendulum.instance(data_interval_start).in_tz(BERLIN)
-        end = pendulum.instance(data_interval_end).in_tz(BERLIN)
-        print(f"data interval {start.isoformat()} -> {end.isoformat()} ({(end - start).in_hours()} h)")
-
-    show_interval()
+    show_interval(BERLIN, length_in="hours")
