@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -525,6 +526,26 @@ _KEPT_ALIASES = {
 }
 
 
+@functools.cache
+def _bound_names(source: Path) -> frozenset[str]:
+    """The names a module defines itself (assignments, functions, classes), not those it imports."""
+    tree = ast.parse(source.read_text())
+    return frozenset(
+        {
+            target.id
+            for item in ast.walk(tree)
+            if isinstance(item, (ast.Assign, ast.AnnAssign))
+            for target in (item.targets if isinstance(item, ast.Assign) else [item.target])
+            if isinstance(target, ast.Name)
+        }
+        | {
+            item.name
+            for item in ast.walk(tree)
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        }
+    )
+
+
 def _re_exports(root: Path, paths: list[Path], shown_from: Path | None = None) -> list[str]:
     """``from M import N`` where module ``M`` of the package only imports ``N`` (a re-export hub)."""
     found = []
@@ -537,18 +558,7 @@ def _re_exports(root: Path, paths: list[Path], shown_from: Path | None = None) -
             source = root / (node.module.replace(".", "/") + ".py")
             if not source.exists() or node.module.startswith(f"{PACKAGE}.compat."):
                 continue  # a package's __init__ (a documented face), or compat (it wraps Airflow's names)
-            tree = ast.parse(source.read_text())
-            bound = {
-                target.id
-                for item in ast.walk(tree)
-                if isinstance(item, (ast.Assign, ast.AnnAssign))
-                for target in (item.targets if isinstance(item, ast.Assign) else [item.target])
-                if isinstance(target, ast.Name)
-            } | {
-                item.name
-                for item in ast.walk(tree)
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            }
+            bound = _bound_names(source)
             for alias in node.names:
                 if alias.name not in bound and (node.module, alias.name) not in _KEPT_ALIASES:
                     shown = path.relative_to(shown_from or root)
