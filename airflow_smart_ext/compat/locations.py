@@ -142,9 +142,6 @@ _ERROR_TUPLES: dict[str, tuple[str, ...]] = {
     "SENSOR_TIMEOUT_ERRORS": ("AirflowSensorTimeout", "AirflowTaskTimeout"),
 }
 
-#: Every name this module resolves on first use: ``compat/__init__`` hands them on without resolving them.
-LAZY_NAMES = frozenset(_LAZY) | frozenset(_ERROR_TUPLES)
-
 if TYPE_CHECKING:  # what type checkers see (3.x locations); at run time ``__getattr__`` resolves them
     from airflow.sdk import Asset as Asset
     from airflow.sdk import BaseHook as SensorBaseHook
