@@ -286,7 +286,7 @@ def test_budget_from_data_interval_end() -> None:
     assert outside.action.value == "fail"
     assert outside.reason == (
         "ValueError (no rule matched: default): retry budget spent -- retry 1 would start at "
-        "2026-03-02T12:10:00+00:00, after the deadline 2026-03-02T12:05:00+00:00 "
+        "2026-03-02T12:10:00.000+00:00, after the deadline 2026-03-02T12:05:00.000+00:00 "
         "(data_interval_end + 15m) -> fail now"
     )
     # a run without a data interval (3.x manual run): run_after is the anchor

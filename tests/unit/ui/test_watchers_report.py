@@ -170,9 +170,9 @@ def test_the_view_filters_watchers_by_connection_and_sensor_class() -> None:
 @pytest.mark.parametrize(
     ("overrides", "words"),
     [
-        ({}, "every 60s, x2 per check without a new value, up to 600s, full jitter"),
-        ({"backoff_factor": 1.0, "jitter": "none"}, "every 60s;"),
-        ({"max_wait": 60.0}, "every 60s, full jitter;"),
+        ({}, "every 1m, x2 per check without a new value, up to 10m, full jitter"),
+        ({"backoff_factor": 1.0, "jitter": "none"}, "every 1m;"),
+        ({"max_wait": 60.0}, "every 1m, full jitter;"),
     ],
 )
 def test_how_a_watcher_polls_in_words(overrides: dict[str, Any], words: str) -> None:
