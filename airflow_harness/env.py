@@ -41,8 +41,21 @@ from airflow_harness.state import (
     AirflowEnvError,
     Component,
 )
-from airflow_harness.supervision import _WATCHED, Supervision
+from airflow_harness.supervision import Supervision
 from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS
+
+# Every AirflowEnv started in this process, in order (the pytest hooks check each one for deaths; module-scoped
+# envs too, also after their stop(), which records what died before it).
+_WATCHED: list[AirflowEnv] = []
+
+
+def watched_envs() -> list[AirflowEnv]:
+    return list(_WATCHED)
+
+
+def unwatch(env: AirflowEnv) -> None:
+    with contextlib.suppress(ValueError):
+        _WATCHED.remove(env)
 
 
 class AirflowEnv(Settings, Database, Processes, Supervision, ApiClient, Runs, StateHistory):

@@ -7,27 +7,10 @@ import contextlib
 import signal
 import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from airflow_harness.deaths import ComponentDeath, known_defect
 from airflow_harness.processes import last_start
 from airflow_harness.state import ComponentDeadError, EnvState
-
-if TYPE_CHECKING:
-    from airflow_harness.env import AirflowEnv
-
-# Every AirflowEnv started in this process, in order (the pytest hooks check each one for deaths; module-scoped
-# envs too, also after their stop(), which records what died before it).
-_WATCHED: list[AirflowEnv] = []
-
-
-def watched_envs() -> list[AirflowEnv]:
-    return list(_WATCHED)
-
-
-def unwatch(env: AirflowEnv) -> None:
-    with contextlib.suppress(ValueError):
-        _WATCHED.remove(env)
 
 
 class Supervision(EnvState):

@@ -17,9 +17,8 @@ import pytest
 from _pytest.runner import runtestprotocol
 
 from airflow_harness.deaths import ComponentDeath
-from airflow_harness.env import AirflowEnv
+from airflow_harness.env import AirflowEnv, watched_envs
 from airflow_harness.state import ComponentDeadError
-from airflow_harness.supervision import watched_envs
 from tests.integration.distributed import DISTRIBUTED_SETTINGS, distributed_topology
 
 _INTEGRATION_DIR = Path(__file__).resolve().parent

@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 
 from airflow_harness.deaths import KNOWN_DEFECTS, known_defect
-from airflow_harness.env import AirflowEnv
+from airflow_harness.env import _WATCHED, AirflowEnv, unwatch
 from airflow_harness.state import REPO_ROOT, ComponentDeadError
-from airflow_harness.supervision import _WATCHED, unwatch
 
 LOCKED = (
     "Traceback (most recent call last):\n"
