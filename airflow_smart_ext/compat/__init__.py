@@ -13,15 +13,17 @@ release 0.1.0 and its examples did) still resolves, from the submodule that owns
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import warnings
 from typing import Any
 
 
-def submodules() -> list[str]:
+@functools.cache
+def submodules() -> tuple[str, ...]:
     """The concerns, one module each (``dag_access_3_0`` is ``dag_access``'s 3.0 branch, not a concern)."""
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name != "dag_access_3_0")
+    return tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name != "dag_access_3_0"))
 
 
 def home_of(name: str) -> str | None:
