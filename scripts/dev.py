@@ -357,6 +357,7 @@ REPORTS_DIR = ROOT / ".test-logs" / "reports"
 # The live smoke of the minors the real-Airflow tier does not run (3.0-3.2): a wait, a watcher, the view.
 MINOR_SMOKE = "tests/integration/test_minor_smoke_live.py"
 BENCH_PROCESS_SMOKES = "tests/unit/test_bench_smoke.py::test_process_scripts_run"
+TOOLING_IN_ANOTHER_LEG_ENV = "SMART_EXT_TOOLING_IN_ANOTHER_LEG"
 
 
 class Leg:
@@ -410,6 +411,9 @@ def cmd_test(args: argparse.Namespace) -> int:
     env.pop("SMART_EXT_TEST_PG_DSN", None)  # the first pass is SQLite; PostgreSQL gets its own pass below
     env.pop("SMART_EXT_LOWEST_LEG", None)
     env.pop("SMART_EXT_SQLITE_SLICE", None)
+    env.pop(TOOLING_IN_ANOTHER_LEG_ENV, None)
+    if args.tooling_in_another_leg:
+        env[TOOLING_IN_ANOTHER_LEG_ENV] = "1"  # tests/conftest.py TOOLING_FILES: skipped, allow-listed
     leg = Leg(f"airflow-{version}")
     if args.unit_only or args.lowest:  # the floors are proven on the unit tier (the venv has no tooling)
         unit_tier = run_then_leg(leg, version, None, args.pytest_args, env)
@@ -724,6 +728,11 @@ def main() -> int:
         default=[],
         metavar="VERSION",
         help="a step of the lanes: the demo on these Airflow versions, on the PostgreSQL pass's server",
+    )
+    sub.choices["test"].add_argument(
+        "--tooling-in-another-leg",
+        action="store_true",
+        help="skip the tests of the project's own tooling (Airflow-independent): another leg runs them",
     )
     sub.choices["test"].add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     sub.choices["demo"].add_argument(

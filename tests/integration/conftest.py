@@ -27,9 +27,10 @@ _ENV_KEY = pytest.StashKey[AirflowEnv]()
 # With a PostgreSQL pass, `scripts/dev.py test` runs the integration tier there (the LocalExecutor on every
 # version; Airflow 2.11 on SQLite is the SequentialExecutor, one task process at a time) and sets this variable
 # on the SQLite pass, which then runs only the modules below: the harness, the plugin, parse-time errors, the
-# minors' live smoke. (The condition-database outage locks a SQLite file in either pass: the PostgreSQL pass
-# runs it, in a minute instead of 5 on 2.11's one-task-at-a-time executor.) The others are deselected
-# there, not skipped: a skip is a proof left out (scripts/proofs.py), a deselected test runs in another pass.
+# minors' live smoke (it runs on 3.0-3.2 only). (The condition-database outage locks a SQLite file in either
+# pass: the PostgreSQL pass runs it, in a minute instead of 5 on 2.11's one-task-at-a-time executor.) The
+# others are deselected there, not skipped: a skip is a proof left out (scripts/proofs.py), a deselected test
+# runs in another pass.
 SQLITE_SLICE_ENV = "SMART_EXT_SQLITE_SLICE"
 SQLITE_SLICE = {
     "test_harness.py",

@@ -3,7 +3,9 @@ CI's closing verdict)."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -99,3 +101,26 @@ def test_the_allow_list_gives_a_why_for_every_entry_and_refuses_one_without(tmp_
 def test_a_missing_report_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert proofs.main([str(tmp_path / "none.xml")]) == 1
     assert "a pass that wrote none did not run" in capsys.readouterr().out
+
+
+def test_a_leg_that_leaves_the_tooling_to_another_skips_it_on_the_allow_list_and_only_then(
+    tmp_path: Path,
+) -> None:
+    """CI's 2.11.2 leg (``--tooling-in-another-leg``) skips the Airflow-independent tooling tests with an
+    allowed reason; without the switch they run. Either way a file that ran in no leg is left out."""
+    from tests.conftest import TOOLING_ELSEWHERE_ENV, TOOLING_FILES
+
+    root = Path(__file__).resolve().parents[2]
+    assert all((root / name).is_file() for name in TOOLING_FILES)
+    node = "tests/unit/test_proofs.py::test_the_claims_ledger_column_is_read"
+    outcomes = {}
+    for switch in ("1", ""):
+        report = tmp_path / f"tooling-{switch or 'run'}.xml"
+        env = {**os.environ, TOOLING_ELSEWHERE_ENV: switch}
+        argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node, f"--junitxml={report}"]
+        subprocess.run(argv, cwd=root, env=env, capture_output=True, timeout=120, check=False)
+        (case,) = proofs.read_reports([report])
+        verdict = proofs.judge([case], proofs.load_allowed_skips(), every_file=True, or_allowed_skips=True)
+        outcomes[switch] = (case.outcome, case.reason, verdict.bad_skips)
+    assert outcomes["1"] == ("skipped", "the project's tooling is tested in another leg of this run", [])
+    assert outcomes[""][0] == "passed"
