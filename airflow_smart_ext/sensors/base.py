@@ -290,11 +290,7 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
             # soft_fail / never_fail wrapper around the subclass's method, as this Airflow version does).
             return super().resume_execution(next_method, next_kwargs, context)
         if compat.sensor_timeouts.is_trigger_timeout(next_method, next_kwargs):
-            # Airflow's backstop fired: end as poke mode does at the deadline it backs up, on every version
-            # (the execution deadline: retryable; else a sensor timeout that soft_fail and never_fail skip).
-            if poke_mode.ends_at_execution_deadline(self):
-                poke_mode.execution_timed_out(self)
-            deferral.deferral_timed_out(self)
+            deferral.deferral_timed_out(self)  # Airflow's backstop fired
         if next_method == "execute_complete" and (
             type(self).execute_complete is BackoffSensor.execute_complete
             or deferral.is_our_resume(next_kwargs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow_smart_ext import clock, compat
 from airflow_smart_ext.conditions import Ending, task_ending
@@ -13,7 +13,6 @@ from airflow_smart_ext.conditions.outcomes import rebuild_error
 from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import error_type_paths
 from airflow_smart_ext.sensors import poke_mode
-from airflow_smart_ext.sensors.start_plan import DEFERRAL_GRACE_SECONDS
 from airflow_smart_ext.wait import timeline
 from airflow_smart_ext.wait.sharing import wait_seed
 
@@ -23,19 +22,18 @@ if TYPE_CHECKING:
 
 def execute_deferrable(sensor: BackoffSensor, context: Any) -> Any:
     started_at = clock.now()
-    deadline = poke_mode.deadlines(sensor, started_at).timeout
     # Identical waits get one schedule (seed of the condition, not of the task), so the triggerer's
     # shared check serves all of them on the same cycle instead of one check per task.
     seed = wait_seed(sensor.deferrable_check(context))
     if _rate_limited(sensor):
         # The connection has a check budget, which only the triggerer can keep (it sees every pending
         # check): check #0 runs there too, paced with the others, instead of on every worker at once.
-        return defer(sensor, context, seed, started_at, deadline, after=-1, worker_pokes=0)
+        return defer(sensor, context, seed, started_at, after=-1, worker_pokes=0)
     # A cheap positive needs no deferral: check #0 runs on the worker.
     done, xcom_value = poke_mode.poke_once(sensor, context, 0, 1)
     if done:
         return poke_mode.succeeded(sensor, context, started_at, 1, xcom_value, "deferrable")
-    return defer(sensor, context, seed, started_at, deadline, after=0, worker_pokes=1)
+    return defer(sensor, context, seed, started_at, after=0, worker_pokes=1)
 
 
 def _rate_limited(sensor: BackoffSensor) -> bool:
@@ -43,24 +41,16 @@ def _rate_limited(sensor: BackoffSensor) -> bool:
 
 
 def defer(
-    sensor: BackoffSensor,
-    context: Any,
-    seed: str,
-    started_at: float,
-    deadline: float,
-    *,
-    after: int,
-    worker_pokes: int,
+    sensor: BackoffSensor, context: Any, seed: str, started_at: float, *, after: int, worker_pokes: int
 ) -> Any:
-    # Deferrable schedules start on the ``poke_interval`` grid: waits started seconds apart align.
-    anchor = timeline.anchor(started_at, sensor.backoff_policy)
-    # execution_timeout ends the wait as in poke mode: the trigger's deadline is the earlier of the two, and
-    # a "timeout" at the execution deadline resumes into AirflowTaskTimeout (see resume).
-    ends_at = poke_mode.deadlines(sensor, started_at).schedule
-    nxt = poke_mode.next_check(sensor, seed, anchor, ends_at, after)
-    if nxt is None:
-        poke_mode.schedule_ran_out(sensor, context, started_at, worker_pokes, ends_at, deadline)
+    # The try's timeline, on the ``poke_interval`` grid (waits started seconds apart align). It stops at the
+    # earlier deadline: a "timeout" at the execution deadline resumes into AirflowTaskTimeout (see resume).
+    line = poke_mode.try_timeline(sensor, seed, started_at, on_grid=True)
+    ends = poke_mode.deadlines(sensor, started_at)
     now = clock.now()
+    nxt = line.next_check(now, after)
+    if nxt is None:
+        poke_mode.schedule_ran_out(sensor, context, started_at, worker_pokes, line)
     if worker_pokes:
         poke_mode.log_not_yet(sensor, worker_pokes, after, nxt, now)
     # Slots of the schedule that passed before this deferral were no checks: the trigger starts after them.
@@ -73,27 +63,26 @@ def defer(
         check=check,
         policy=sensor.backoff_policy.to_dict(),
         seed=seed,
-        started_at=anchor,
-        deadline=ends_at,
+        started_at=line.anchor,
+        deadline=ends.schedule,
         after=after,
         transient_errors=error_type_paths(sensor.transient_error_types),
         silent_fail=bool(getattr(sensor, "silent_fail", False)),
         check_timeout=sensor.check_timeout,
         rate_limit=sensor.rate_limit,
     )
-    # The deadline never moves: every (re)defer gets only the time left, plus a grace period so the
-    # trigger's own final check and "timeout" event arrive before Airflow's trigger timeout.
+    # The deadline never moves: every (re)defer gets only the time left (Deadlines.backstop).
     sensor.defer(
         trigger=trigger,
         method_name="execute_complete",
         kwargs={
             "started_at": started_at,
-            "deadline": deadline,
+            "deadline": ends.timeout,
             "seed": seed,
             "worker_pokes": worker_pokes,
             "after": after,
         },
-        timeout=datetime.timedelta(seconds=max(0.0, ends_at - now) + DEFERRAL_GRACE_SECONDS),
+        timeout=datetime.timedelta(seconds=ends.backstop(now)),
     )
 
 
@@ -166,7 +155,7 @@ def resume(
         # silent_fail: a failing check is "not yet"; continue the same schedule and deadline.
         sensor.log.error("Check failed in the triggerer; silent_fail=True: continuing. %s", message)
         after = int(event.get("check_index", 0) or 0)
-        return defer(sensor, context, seed, started, float(deadline), after=after, worker_pokes=pokes)
+        return defer(sensor, context, seed, started, after=after, worker_pokes=pokes)
     if status == "skip":  # the poke raised AirflowSkipException in the triggerer, as in poke mode
         raise compat.locations.AirflowSkipException(message)
     if status == "failure":
@@ -184,10 +173,13 @@ def resume(
     raise compat.locations.AirflowException(f"Check failed in the triggerer: {message}")
 
 
-def deferral_timed_out(sensor: BackoffSensor) -> None:
-    """Airflow's trigger timeout ends the wait as a sensor timeout: never retried (2.11 would raise a
-    retryable TaskDeferralError), skipped as Airflow's base skips a resumed deferral's timeout (soft_fail;
-    never_fail on 3.1+)."""
+def deferral_timed_out(sensor: BackoffSensor) -> NoReturn:
+    """Airflow's trigger timeout (the backstop) fired: the wait ends as poke mode does at the deadline it backs
+    up, on every version. The execution deadline: a retryable task timeout. Else a sensor timeout, never
+    retried (2.11 would raise a retryable TaskDeferralError), skipped as Airflow's base skips a resumed
+    deferral's timeout (soft_fail; never_fail on 3.1+)."""
+    if poke_mode.deadlines(sensor, 0.0).ends_by == timeline.EXECUTION_TIMEOUT:
+        poke_mode.execution_timed_out(sensor)
     message = "Sensor has timed out: the deferral reached its timeout before the trigger reported."
     poke_mode.skip_timeout(sensor, message, resumed=True)
     raise compat.locations.AirflowSensorTimeout(message)

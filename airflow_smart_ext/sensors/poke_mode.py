@@ -57,24 +57,21 @@ def task_schedule_seed(context: Any, sensor: Any = None) -> str:
     )
 
 
-def first_check_at(sensor: BackoffSensor, seed: str, started_at: float, deadline: float) -> float:
-    """When check #0 is due: the splayed start of the schedule (never after the deadline).
-
-    Not ``next_check(after=None)``: that is the first check due *from now*, i.e. check #1 once check
-    #0's small (or zero) splay offset has passed, which delayed the first poke by a whole interval.
-    """
-    return min(timeline.Timeline(sensor.backoff_policy, seed, started_at, deadline).at(0), deadline)
-
-
 def deadlines(sensor: BackoffSensor, started_at: float) -> timeline.Deadlines:
     """A try's deadlines from ``started_at``: the sensor timeout's, the ``execution_timeout``'s, the earlier."""
     limit = sensor.execution_timeout
     return timeline.deadlines(started_at, sensor.timeout, units.seconds(limit) if limit else None)
 
 
-def ends_at_execution_deadline(sensor: BackoffSensor) -> bool:
-    """Whether a try's wait ends at the execution deadline rather than at the sensor timeout."""
-    return deadlines(sensor, 0.0).execution_first
+def try_timeline(
+    sensor: BackoffSensor, seed: str, started_at: float, *, on_grid: bool = False
+) -> timeline.Timeline:
+    """This try's checks, as the wait model states them: the sensor's policy from the start of the try (moved
+    back onto the ``poke_interval`` grid with ``on_grid``: deferrable waits started seconds apart align) up to
+    the earlier deadline, and what that deadline is. Every mode asks it, none asks the policy."""
+    ends = deadlines(sensor, started_at)
+    anchor = timeline.anchor(started_at, sensor.backoff_policy) if on_grid else started_at
+    return timeline.Timeline(sensor.backoff_policy, seed, anchor, ends.schedule, ends_by=ends.ends_by)
 
 
 def execution_timed_out(sensor: BackoffSensor) -> NoReturn:
@@ -84,12 +81,6 @@ def execution_timed_out(sensor: BackoffSensor) -> NoReturn:
         f"Sensor reached its execution_timeout of {units.seconds(sensor.execution_timeout):g}s before its "
         f"timeout of {sensor.timeout:g}s (as in poke mode: a task timeout, retried while retries remain)."
     )
-
-
-def next_check(
-    sensor: BackoffSensor, seed: str, started_at: float, deadline: float, after: int | None
-) -> ScheduledCheck | None:
-    return sensor.backoff_policy.next_check(seed, started_at, clock.now(), deadline, after=after)
 
 
 def poke_once(sensor: BackoffSensor, context: Any, index: int, pokes: int) -> tuple[bool, Any]:
@@ -155,16 +146,11 @@ def log_not_yet(sensor: BackoffSensor, pokes: int, index: int, nxt: ScheduledChe
 
 
 def schedule_ran_out(
-    sensor: BackoffSensor,
-    context: Any,
-    started_at: float,
-    pokes: int,
-    schedule_ends: float,
-    timeout_at: float,
+    sensor: BackoffSensor, context: Any, started_at: float, pokes: int, line: timeline.Timeline
 ) -> NoReturn:
-    """No check is left before the schedule ends: the execution timeout when it came first (a retryable
-    ``AirflowTaskTimeout``, as poke mode's process is stopped there), else the sensor timeout."""
-    if schedule_ends < timeout_at:
+    """No check is left before the schedule ends: ended as ``line.ends_by`` says — the execution timeout (a
+    retryable ``AirflowTaskTimeout``, as poke mode's process is stopped there), else the sensor timeout."""
+    if line.ends_by == timeline.EXECUTION_TIMEOUT:
         execution_timed_out(sensor)
     timed_out(sensor, context, started_at, pokes)
 
@@ -260,13 +246,13 @@ def execution_deadline(sensor: BackoffSensor, context: Any, started_at: float) -
 def execute_poke(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     """Poke mode: the whole wait on one worker, sleeping between the checks of the schedule."""
     started_at = clock.now()
-    deadline = deadlines(sensor, started_at).timeout
+    line = try_timeline(sensor, seed, started_at)
     execution_ends_at = execution_deadline(sensor, context, started_at)
     index, pokes = 0, 1
     sensor.log.info(
         "Backoff schedule: %s; timeout %gs (poke mode)", sensor.backoff_policy.describe(), sensor.timeout
     )
-    first_at = first_check_at(sensor, seed, started_at, deadline)
+    first_at = line.first_check_at()
     if execution_ends_at is not None and first_at >= execution_ends_at:
         clock.sleep(execution_ends_at - clock.now())
         execution_timed_out(sensor)
@@ -278,7 +264,7 @@ def execute_poke(sensor: BackoffSensor, context: Any, seed: str) -> Any:
         done, xcom_value = poke_once(sensor, context, index, pokes)
         if done:
             return succeeded(sensor, context, started_at, pokes, xcom_value, "poke")
-        nxt = next_check(sensor, seed, started_at, deadline, index)
+        nxt = line.next_check(clock.now(), index)
         if execution_ends_at is not None and (nxt is None or nxt.at >= execution_ends_at):
             sensor.log.info(
                 "Poke #%d (check #%d): condition not met; the try ends at its execution_timeout at %s",
@@ -289,8 +275,7 @@ def execute_poke(sensor: BackoffSensor, context: Any, seed: str) -> Any:
             clock.sleep(execution_ends_at - clock.now())
             execution_timed_out(sensor)
         if nxt is None:
-            timed_out(sensor, context, started_at, pokes)
-            return None  # unreachable: timed_out raises
+            schedule_ran_out(sensor, context, started_at, pokes, line)
         now = clock.now()
         log_not_yet(sensor, pokes, index, nxt, now)
         if nxt.at > now:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_smart_ext import clock, compat, units
 from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.sensors import poke_mode
+from airflow_smart_ext.wait import timeline
 
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
@@ -29,7 +30,7 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     # (not re-estimated by replaying intervals as Airflow's own sensor does).
     count, first_date = compat.rescheduling.sensor_reschedule_state(context)
     started_at = units.epoch(first_date) if first_date is not None else clock.now()
-    deadline = poke_mode.deadlines(sensor, started_at).timeout
+    line = poke_mode.try_timeline(sensor, seed, started_at)
     # Earlier pokes of this try were checks 0..count-1 in order; a late reschedule skips checks whose
     # time has passed, which next_check(now=...) skips anyway, so `after=count` gives the same answer.
     # A splay of at least SPLAY_RESCHEDULE_MIN_SECONDS costs the first run a reschedule without a poke;
@@ -37,14 +38,14 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     # Airflow 3 needs a reschedule at least min_gap ahead (executor race): a shorter splay is slept on the
     # worker instead.
     min_gap = min_gap_seconds()
-    splay_wait = sensor.backoff_policy.offset(seed, 0) >= max(SPLAY_RESCHEDULE_MIN_SECONDS, min_gap)
+    splay_wait = line.splay() >= max(SPLAY_RESCHEDULE_MIN_SECONDS, min_gap)
     if count == 0:
         sensor.log.info(
             "Backoff schedule: %s; timeout %gs (reschedule mode)",
             sensor.backoff_policy.describe(),
             sensor.timeout,
         )
-        first_at = poke_mode.first_check_at(sensor, seed, started_at, deadline)
+        first_at = line.first_check_at()
         if first_at > clock.now():
             sensor.log.info(
                 "First poke splayed by %.3fs to %s",
@@ -55,11 +56,8 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
                 run_at = max(first_at, clock.now() + min_gap)
                 raise compat.locations.AirflowRescheduleException(units.utc(run_at))
             clock.sleep(first_at - clock.now())  # too short for a reschedule: as poke mode does
-    if (
-        count > 0
-        and poke_mode.ends_at_execution_deadline(sensor)
-        and clock.now() >= poke_mode.deadlines(sensor, started_at).schedule
-    ):
+    assert line.deadline is not None  # a sensor's try always has one
+    if count > 0 and line.ends_by == timeline.EXECUTION_TIMEOUT and clock.now() >= line.deadline:
         # Brought back at or after the execution deadline (Airflow's minimum reschedule gap, a late
         # scheduler): poke mode's process would have been stopped by then, so no check is made.
         poke_mode.execution_timed_out(sensor)
@@ -72,13 +70,12 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
         # Later runs anchor on the first reschedule's recorded start date: predict it now, so a slow
         # first poke does not shift the schedule (and the deadline) between this run and the next.
         started_at = compat.rescheduling.first_reschedule_anchor(context, clock.now())
-        deadline = poke_mode.deadlines(sensor, started_at).timeout
-    # execution_timeout ends the try as in poke mode (one process there, one per check here): the schedule
+        line = poke_mode.try_timeline(sensor, seed, started_at)
+    # execution_timeout ends the try as in poke mode (one process there, one per check here): the timeline
     # stops at the earlier deadline, and reaching the execution deadline is a retryable AirflowTaskTimeout.
-    ends_at = poke_mode.deadlines(sensor, started_at).schedule  # from the anchor later runs see
-    nxt = poke_mode.next_check(sensor, seed, started_at, ends_at, index)
+    nxt = line.next_check(clock.now(), index)
     if nxt is None:
-        poke_mode.schedule_ran_out(sensor, context, started_at, pokes, ends_at, deadline)
+        poke_mode.schedule_ran_out(sensor, context, started_at, pokes, line)
     now = clock.now()
     poke_mode.log_not_yet(sensor, pokes, index, nxt, now)
     run_at = max(nxt.at, now + min_gap)

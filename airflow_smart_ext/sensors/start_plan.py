@@ -17,10 +17,6 @@ from airflow_smart_ext.wait.parameters import has_template
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
 
-#: Seconds added to a deferral's Airflow timeout so the trigger's own final check and "timeout" event
-#: always win over Airflow's trigger timeout (2.11 would turn that into a retryable TaskDeferralError).
-DEFERRAL_GRACE_SECONDS = 60.0
-
 
 class _ParseTimeTaskInstance:
     """The task identity a check spec needs at DAG parse; the triggerer replaces it with the real run's."""
@@ -46,9 +42,9 @@ def plan_start(sensor: BackoffSensor) -> None:
         RESUME_KWARGS,
     )
 
-    backstop = sensor.timeout + DEFERRAL_GRACE_SECONDS
-    if sensor.execution_timeout:  # defer_task caps the trigger timeout by execution_timeout
-        backstop = min(backstop, units.seconds(sensor.execution_timeout))
+    backstop = poke_mode.deadlines(sensor, 0.0).backstop(
+        0.0, capped_by_execution=True
+    )  # from the try's start
     start = {
         "check": check,
         "fields": {name: path for name, (path, _value) in fields.items()},

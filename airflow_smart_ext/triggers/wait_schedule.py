@@ -27,16 +27,7 @@ class WaitSchedule:
         # decorrelated offsets replay the series from the seed (O(n), seconds for a cold replay far into a
         # long wait): computed off the event loop. The other strategies are O(1) and stay inline.
         self._offload = policy.jitter == "decorrelated"
-        self._offsets: dict[int, float] = {}  # the few offsets of the current step (O(1) strategies)
-
-    def _offset(self, index: int) -> float:
-        """``policy.offset`` memoised for the current step (each offset is needed two or three times)."""
-        offset = self._offsets.get(index)
-        if offset is None:
-            if len(self._offsets) > 4:
-                self._offsets.clear()
-            offset = self._offsets[index] = self.policy.offset(self.seed, index)
-        return offset
+        self._offsets = timeline.Offsets(policy, seed, keep=4)  # the few offsets of the current step
 
     def _timeline(self, deadline: float | None, try_started_at: float | None) -> timeline.Timeline:
         """The schedule this wait follows, as the wait model states it: its own, or its group's once joined."""
@@ -50,17 +41,14 @@ class WaitSchedule:
         line = self._timeline(deadline, try_started_at)
         if self._offload:
             return await runtime.run_blocking(line.next_check, clock.now(), after)
-        return line.next_check(clock.now(), after, self._offset)
+        return line.next_check(clock.now(), after, self._offsets)
 
     async def interval_before(self, scheduled: ScheduledCheck) -> float:
-        """Seconds from the check before ``scheduled`` (or the anchor, for check #0) to ``scheduled``."""
-        if scheduled.index <= 0:
-            return scheduled.at - self.anchor
+        """Seconds from the check before ``scheduled`` to it (``Timeline.interval_before``)."""
+        line = self._timeline(None, None)
         if self._offload:
-            previous = await runtime.run_blocking(self.policy.offset, self.seed, scheduled.index - 1)
-        else:
-            previous = self._offset(scheduled.index - 1)
-        return scheduled.at - (self.anchor + previous)
+            return await runtime.run_blocking(line.interval_before, scheduled)
+        return line.interval_before(scheduled, self._offsets)
 
     async def began(
         self, after: int, deadline: float | None, try_started_at: float | None
@@ -70,7 +58,7 @@ class WaitSchedule:
         line = self._timeline(deadline, try_started_at)
         if self._offload:
             return await runtime.run_blocking(line.began, clock.now(), after)
-        return line.began(clock.now(), after, self._offset)
+        return line.began(clock.now(), after, self._offsets)
 
     def join(self, group: sharing.CheckGroup) -> bool:
         """Follow the schedule ``group`` already runs for this policy; ``True`` when it is not our own."""
@@ -78,5 +66,5 @@ class WaitSchedule:
         if (seed, anchor) == (self.seed, self.anchor):
             return False
         self.seed, self.anchor = seed, anchor
-        self._offsets.clear()
+        self._offsets = timeline.Offsets(self.policy, seed, keep=4)
         return True

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_smart_ext import units
-from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, condition_seed
+from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions.spec import check_type, sharing_key
 from airflow_smart_ext.ui.serving import Triggerer
 from airflow_smart_ext.wait import deferral_paths, timeline
 from airflow_smart_ext.wait.condition import render_from_run, zero_worker_check
 from airflow_smart_ext.wait.parameters import has_template
+from airflow_smart_ext.wait.sharing import wait_seed
 
 REDACTED = "***"
 #: A decorrelated schedule is replayed from its seed (O(checks so far)); one report replays at most this many
@@ -194,7 +195,7 @@ class Condition:
     """What a wait waits for, as the page shows it."""
 
     key: str  # the sharing key (opened values: never shown)
-    seed: str  # condition_seed(key)
+    seed: str  # wait_seed(check): the seed of a zero-worker wait
     check_type: str
     conn_id: str | None
     sensor_class: str | None
@@ -229,7 +230,7 @@ class Conditions:
         shared = sharing_key(check)
         condition = Condition(
             shared,
-            condition_seed(shared),
+            wait_seed(check),  # the seed the triggerer draws (wait/sharing.py)
             kind.name,
             kind.conn_id(shown_check),  # shown values only: a secret connection id stays "***"
             kind.sensor_class(shown_check),
@@ -273,15 +274,7 @@ class Schedules:
         """``policy.offset(seed, k)``, memoised per (policy, seed): shared by every anchor and deadline."""
         offset_of = self._offset_of.get((policy, seed))
         if offset_of is None:
-            offsets: dict[int, float] = {}
-
-            def offset_of(index: int) -> float:
-                value = offsets.get(index)
-                if value is None:
-                    value = offsets[index] = policy.offset(seed, index)
-                return value
-
-            self._offset_of[(policy, seed)] = offset_of
+            offset_of = self._offset_of[(policy, seed)] = timeline.Offsets(policy, seed)
         return offset_of
 
     def _affordable(self, policy: BackoffPolicy, seed: str, anchor: float, until: float) -> bool:

@@ -28,6 +28,31 @@ from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck, aligned_sta
 
 OffsetOf = Callable[[int], float]
 
+TIMEOUT = "timeout"  # the sensor's timeout ends the wait: AirflowSensorTimeout, never retried
+EXECUTION_TIMEOUT = "execution_timeout"  # the task's execution_timeout ends it first: retried as in poke mode
+
+#: Seconds added to a deferral's Airflow timeout so the trigger's own final check and "timeout" event
+#: always win over Airflow's trigger timeout (2.11 would turn that into a retryable TaskDeferralError).
+DEFERRAL_GRACE_SECONDS = 60.0
+
+
+class Offsets:
+    """``policy.offset(seed, k)``, memoised: each offset is asked for several times (a trigger's step, the
+    Waits view's waits on one condition). ``keep``: clear the memo once it holds more (a trigger needs only
+    its current step's few); None keeps every offset (one report)."""
+
+    def __init__(self, policy: BackoffPolicy, seed: str, keep: int | None = None) -> None:
+        self.policy, self.seed, self.keep = policy, seed, keep
+        self._memo: dict[int, float] = {}
+
+    def __call__(self, index: int) -> float:
+        offset = self._memo.get(index)
+        if offset is None:
+            if self.keep is not None and len(self._memo) > self.keep:
+                self._memo.clear()
+            offset = self._memo[index] = self.policy.offset(self.seed, index)
+        return offset
+
 
 @dataclass(frozen=True)
 class Deadlines:
@@ -41,6 +66,22 @@ class Deadlines:
     def execution_first(self) -> bool:
         """Whether the wait ends at the execution deadline rather than at the sensor timeout."""
         return self.execution is not None and self.execution < self.timeout
+
+    @property
+    def ends_by(self) -> str:
+        """What ends the schedule: ``"execution_timeout"`` (a retryable task timeout) or ``"timeout"``."""
+        return EXECUTION_TIMEOUT if self.execution_first else TIMEOUT
+
+    def backstop(self, now: float, *, capped_by_execution: bool = False) -> float:
+        """Airflow's trigger timeout for a wait deferred at ``now``: the time left to the end of the schedule
+        plus :data:`DEFERRAL_GRACE_SECONDS`, so the trigger's own final check and "timeout" event come first.
+        ``capped_by_execution``: as the scheduler applies it to a task it starts in the triggerer, which caps
+        it at the execution deadline (``defer_task``; the zero-worker trigger derives the start of the try
+        from it)."""
+        seconds = max(0.0, self.schedule - now) + DEFERRAL_GRACE_SECONDS
+        if capped_by_execution and self.execution is not None:
+            seconds = min(seconds, max(0.0, self.execution - now))
+        return seconds
 
 
 def deadlines(try_started_at: float, timeout: float, execution_timeout: float | None) -> Deadlines:
@@ -98,6 +139,7 @@ class Timeline:
     deadline: float | None
     try_started_at: float | None = None
     own: Timeline | None = None
+    ends_by: str = TIMEOUT  # what the deadline is (Deadlines.ends_by): how a wait that ran out of checks ends
 
     def joined(self, seed: str, anchor: float) -> Timeline:
         """This wait once it follows the schedule its sharing group already runs for its policy: the first
@@ -129,6 +171,23 @@ class Timeline:
     def at(self, index: int, offset_of: OffsetOf | None = None) -> float:
         """The grid time of check ``index``."""
         return self.anchor + (offset_of(index) if offset_of else self.policy.offset(self.seed, index))
+
+    def splay(self) -> float:
+        """How far after the anchor check #0 is due (sensors created together spread over ``[0, splay)``)."""
+        return self.policy.offset(self.seed, 0)
+
+    def first_check_at(self) -> float:
+        """When check #0 is due: the splayed start of the schedule, never after the deadline. (Not
+        ``next_check(now, -1)``: that is the first check due *from now*, check #1 once a small splay passed.)"""
+        first = self.at(0)
+        return first if self.deadline is None else min(first, self.deadline)
+
+    def interval_before(self, scheduled: ScheduledCheck, offset_of: OffsetOf | None = None) -> float:
+        """Seconds from the check before ``scheduled`` to it: the coalescing window's base. Check #0 has no
+        check before it: it stands for one ``poke_interval``."""
+        if scheduled.index <= 0:
+            return self.policy.initial
+        return scheduled.at - self.at(scheduled.index - 1, offset_of)
 
     def next_check(self, now: float, after: int, offset_of: OffsetOf | None = None) -> ScheduledCheck | None:
         """What the trigger checks next at ``now``, check ``after`` made (``-1``: none yet)."""
@@ -172,13 +231,11 @@ class PollSchedule:
     """
 
     def __init__(self, policy: BackoffPolicy, seed: str, started_at: float) -> None:
-        self.policy = policy
-        self.seed = seed
-        self.anchor = anchor(started_at, policy)
-        self.after: int | None = None
+        self.line = Timeline(policy, seed, anchor(started_at, policy), None)
+        self.after = -1
 
     def next_check(self, now: float) -> ScheduledCheck:
-        scheduled = self.policy.next_check(self.seed, self.anchor, now, None, after=self.after)
+        scheduled = self.line.next_check(now, self.after)
         assert scheduled is not None  # no deadline: there is always a next check
         return scheduled
 
@@ -186,13 +243,9 @@ class PollSchedule:
         self.after = scheduled.index
 
     def restart(self, at: float) -> None:
-        """A new value was seen by the check at ``at`` (check #0 of a fresh schedule)."""
-        # check #0 of the fresh schedule (its splay included) is the one at ``at``
-        self.anchor = at - self.policy.offset(self.seed, 0)
+        """A new value was seen by the check at ``at`` (check #0 of a fresh schedule, its splay included)."""
+        self.line = replace(self.line, anchor=at - self.line.splay())
         self.after = 0
 
     def interval_before(self, scheduled: ScheduledCheck) -> float:
-        """The gap to the previous check of this schedule (the coalescing window's base)."""
-        if scheduled.index <= 0:
-            return self.policy.initial
-        return scheduled.at - (self.anchor + self.policy.offset(self.seed, scheduled.index - 1))
+        return self.line.interval_before(scheduled)

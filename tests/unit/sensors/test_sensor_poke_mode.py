@@ -337,7 +337,8 @@ def test_poke_mode_ends_the_try_at_execution_timeout_before_airflows_alarm(
 ) -> None:
     """Airflow 3's SIGALRM handler can deadlock on structlog's lock (the task then runs for ever): poke mode
     ends the try itself, with the same retryable AirflowTaskTimeout, before the alarm (armed after the try's
-    start_date) is due. A limit too short to end first is left to the alarm (the sensor sleeps past it)."""
+    start_date) is due. A limit too short to end first ends where the try's timeline does: a final check at
+    the execution deadline, then the same task timeout (the alarm, due at that instant, may come first)."""
     ti = FakeTI()
     if ti_started_before is not None:
         ti.start_date = datetime.datetime.fromtimestamp(START - ti_started_before, tz=datetime.timezone.utc)  # type: ignore[attr-defined]
@@ -352,10 +353,9 @@ def test_poke_mode_ends_the_try_at_execution_timeout_before_airflows_alarm(
     try_start = START - (ti_started_before or 0.0)
     alarm_at = START + execution_seconds  # armed after both the try's start_date and our start
     if execution_seconds <= 1.0:
-        # Left to Airflow's alarm: the schedule sleeps through it (a real alarm would interrupt the sleep).
-        with pytest.raises(_Stop):
-            _run_until_stop(sensor, make_context(ti), clock)
-        assert clock.now > alarm_at
+        with pytest.raises(compat.locations.AirflowTaskTimeout, match="execution_timeout of 1s"):
+            sensor.execute(make_context(ti))
+        assert clock.now == pytest.approx(alarm_at)  # the final check, at the execution deadline
         return
     with pytest.raises(
         compat.locations.AirflowTaskTimeout, match=f"execution_timeout of {execution_seconds:g}s"
@@ -364,20 +364,3 @@ def test_poke_mode_ends_the_try_at_execution_timeout_before_airflows_alarm(
     assert clock.now == pytest.approx(try_start + execution_seconds - 0.5)
     assert clock.now < alarm_at
     assert all(t < clock.now for t in sensor.poke_times)
-
-
-class _Stop(Exception):
-    pass
-
-
-def _run_until_stop(sensor: ScriptedSensor, context: dict[str, Any], clock: FakeClock) -> None:
-    results = sensor.results
-
-    def poke(ctx: Any) -> Any:
-        if clock.now >= START + 10:
-            raise _Stop
-        sensor.poke_times.append(clock.now)
-        return results[0]
-
-    sensor.poke = poke  # type: ignore[method-assign]
-    sensor.execute(context)

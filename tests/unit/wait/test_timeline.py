@@ -1,0 +1,73 @@
+"""wait/timeline.py, the one timeline of a try: the answers every driver asks for (first check, interval before
+check k, how a wait that ran out of checks ends, Airflow's backstop, the offsets memo). The next check and the
+checks made are proven against the triggers and the view in test_timeline_agreement.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
+from airflow_smart_ext.wait import timeline
+
+POLICY = BackoffPolicy(initial=10, factor=2, cap=80, jitter="none", splay=0)
+START = 1_000_000.0
+
+
+def test_first_check_is_the_splayed_start_never_after_the_deadline() -> None:
+    splayed = BackoffPolicy(initial=10, factor=2, cap=80, jitter="none", splay=30)
+    line = timeline.Timeline(splayed, "seed", START, START + 1000)
+    splay = splayed.offset("seed", 0)
+    assert 0 < splay < 30 and line.splay() == splay
+    assert line.first_check_at() == START + splay
+    assert timeline.Timeline(splayed, "seed", START, START + splay / 2).first_check_at() == START + splay / 2
+    assert timeline.Timeline(splayed, "seed", START, None).first_check_at() == START + splay
+
+
+def test_interval_before_check_k_is_the_gap_to_check_k_minus_1_and_one_poke_interval_for_check_0() -> None:
+    line = timeline.Timeline(POLICY, "seed", START, None)
+    checks = [line.next_check(START, k - 1) for k in range(5)]
+    assert [c.at - START for c in checks if c] == [0, 10, 30, 70, 150]
+    assert [line.interval_before(c) for c in checks if c] == [10, 10, 20, 40, 80]
+    # A final check placed at the deadline: the gap from the check before it.
+    final = timeline.Timeline(POLICY, "seed", START, START + 50).next_check(START + 31, 2)
+    assert final == ScheduledCheck(3, START + 50, True)
+    assert line.interval_before(final) == 20
+    # The watcher's schedule answers with the same rule.
+    poll = timeline.PollSchedule(POLICY, "seed", START)
+    first = poll.next_check(START)
+    assert poll.interval_before(first) == 10
+
+
+@pytest.mark.parametrize(
+    ("timeout", "execution", "ends_by", "schedule"),
+    [(100, None, "timeout", 100), (100, 40, "execution_timeout", 40), (100, 100, "timeout", 100)],
+)
+def test_the_earlier_deadline_ends_the_schedule_and_says_how_the_wait_ends(
+    timeout: float, execution: float | None, ends_by: str, schedule: float
+) -> None:
+    ends = timeline.deadlines(START, timeout, execution)
+    assert (ends.ends_by, ends.schedule) == (ends_by, START + schedule)
+
+
+def test_the_backstop_is_the_time_left_plus_the_grace_capped_where_the_scheduler_caps_it() -> None:
+    grace = timeline.DEFERRAL_GRACE_SECONDS
+    no_execution = timeline.deadlines(START, 100, None)
+    assert no_execution.backstop(START + 30) == 70 + grace
+    assert no_execution.backstop(START + 30, capped_by_execution=True) == 70 + grace
+    assert no_execution.backstop(START + 500) == grace  # past the deadline: the grace alone
+    execution_first = timeline.deadlines(START, 100, 40)
+    assert execution_first.backstop(START) == 40 + grace  # a worker's deferral keeps its grace
+    assert execution_first.backstop(START, capped_by_execution=True) == 40  # the scheduler's cap
+    execution_later = timeline.deadlines(START, 100, 120)
+    assert execution_later.backstop(START, capped_by_execution=True) == 120  # 100 + grace, capped at 120
+
+
+def test_offsets_are_the_policys_and_a_bounded_memo_forgets() -> None:
+    jittered = BackoffPolicy(initial=10, factor=2, cap=80, jitter="full", splay=5)
+    offsets = timeline.Offsets(jittered, "seed", keep=2)
+    assert [offsets(k) for k in range(6)] == [jittered.offset("seed", k) for k in range(6)]
+    assert len(offsets._memo) <= 3
+    unbounded = timeline.Offsets(jittered, "seed")
+    for k in range(50):
+        unbounded(k)
+    assert len(unbounded._memo) == 50
