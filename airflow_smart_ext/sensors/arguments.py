@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.backoff import DEFAULT_BACKOFF_FACTOR, DEFAULT_JITTER, BackoffPolicy
+from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.errors import resolve_error_types
 from airflow_smart_ext.sensors import to_triggerer
 from airflow_smart_ext.sensors.own_deferral import own_deferral_reason
@@ -47,8 +47,8 @@ def backoff_policy_for(
     poke_interval: Any,
     max_wait: Any = None,
     timeout: Any,
-    backoff_factor: Any = DEFAULT_BACKOFF_FACTOR,
-    jitter: Any = DEFAULT_JITTER,
+    backoff_factor: Any = None,
+    jitter: Any = None,
     splay: Any = DEFAULT_SPLAY,
 ) -> BackoffPolicy:
     """The policy of a sensor with these arguments; ``ValueError`` naming the parameter when one is invalid

@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.backoff import DEFAULT_BACKOFF_FACTOR, DEFAULT_JITTER, BackoffPolicy
+from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.errors import resolve_error_types
 from airflow_smart_ext.sensors import deferral, poke_mode, reschedule, start_plan, to_triggerer
 from airflow_smart_ext.sensors.arguments import (
@@ -34,6 +34,7 @@ from airflow_smart_ext.wait.parameters import (
     Parameter,
     check_arguments,
     check_timeout_seconds,
+    growth,
     rate_limit_value,
 )
 
@@ -127,15 +128,14 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
         # Airflow's own exponential series never runs: our policy governs every interval, and the attribute
         # keeps the value given (a subclass may read it). An explicit exponential_backoff=False asks for
         # Airflow's fixed interval: it changes our defaults accordingly; True keeps them (a growing interval).
-        fixed_interval = kwargs.get("exponential_backoff") is False
-        if backoff_factor is None:
-            backoff_factor = 1.0 if fixed_interval else DEFAULT_BACKOFF_FACTOR
-        if jitter is None:
-            jitter = "none" if fixed_interval else DEFAULT_JITTER
+        exponential = kwargs.get("exponential_backoff")
+        defaults = growth(
+            {"exponential_backoff": exponential, "backoff_factor": backoff_factor, "jitter": jitter}
+        )
         super().__init__(**kwargs)
         deferrable = deferrable_value(deferrable)
-        self.backoff_factor = backoff_factor
-        self.jitter = jitter
+        self.backoff_factor = defaults["backoff_factor"]
+        self.jitter = defaults["jitter"]
         self.splay = splay
         self.deferrable = deferrable
         self.deferrable_fallback = deferrable_fallback

@@ -392,7 +392,6 @@ def effective_values(arguments: Mapping[str, Any]) -> dict[str, Any]:
     def given(name: str) -> Any:
         return arguments.get(name)
 
-    fixed = given("exponential_backoff") is False
     initial = seconds(given("poke_interval")) if given("poke_interval") is not None else DEFAULT_POKE_INTERVAL
     deadline = seconds(given("timeout")) if given("timeout") is not None else default_timeout()
     splay = seconds(given("splay")) if given("splay") is not None else None  # None: one poke_interval
@@ -405,11 +404,19 @@ def effective_values(arguments: Mapping[str, Any]) -> dict[str, Any]:
         "poke_interval": initial,
         "timeout": deadline,
         "max_wait": seconds(given("max_wait")) if given("max_wait") is not None else None,
-        "backoff_factor": given("backoff_factor")
-        if given("backoff_factor") is not None
-        else (1.0 if fixed else DEFAULT_BACKOFF_FACTOR),
-        "jitter": given("jitter") if given("jitter") is not None else ("none" if fixed else DEFAULT_JITTER),
+        **growth(arguments),
         "splay": splay,
+    }
+
+
+def growth(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """``backoff_factor`` and ``jitter`` with their defaults: an explicit ``exponential_backoff=False`` asks for
+    Airflow's fixed interval (factor 1, no jitter); otherwise a growing, jittered interval."""
+    fixed = arguments.get("exponential_backoff") is False
+    factor, jitter = arguments.get("backoff_factor"), arguments.get("jitter")
+    return {
+        "backoff_factor": factor if factor is not None else (1.0 if fixed else DEFAULT_BACKOFF_FACTOR),
+        "jitter": jitter if jitter is not None else ("none" if fixed else DEFAULT_JITTER),
     }
 
 
