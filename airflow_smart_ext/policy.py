@@ -28,8 +28,8 @@ def dag_policy(dag: Any) -> None:
     from airflow.configuration import conf  # noqa: PLC0415
 
     from airflow_smart_ext.compat.dag_parsing import parsing_for_a_task  # noqa: PLC0415
-    from airflow_smart_ext.timetables.coverage import coverage_problem  # noqa: PLC0415
     from airflow_smart_ext.timetables.local_day import LocalDayTimetable  # noqa: PLC0415
+    from airflow_smart_ext.timetables.uncovered_day import coverage_problem  # noqa: PLC0415
 
     if not isinstance(timetable, LocalDayTimetable):
         return

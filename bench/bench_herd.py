@@ -126,10 +126,10 @@ def deferrable_herd(sensors: int, rate: float | None) -> list[tuple[Any, float]]
 
     from airflow_smart_ext import clock as seam
     from airflow_smart_ext import compat
-    from airflow_smart_ext.backoff import condition_seed
-    from airflow_smart_ext.conditions import runtime, sharing_key
+    from airflow_smart_ext.conditions import runtime
     from airflow_smart_ext.sensors.arguments import backoff_policy_for
     from airflow_smart_ext.triggers import BackoffTrigger
+    from airflow_smart_ext.wait.sharing import wait_seed
 
     started_at = 1_800_000_000.0
     clock = _VirtualClock(started_at)
@@ -158,7 +158,7 @@ def deferrable_herd(sensors: int, rate: float | None) -> list[tuple[Any, float]]
                 trigger = BackoffTrigger(
                     check=check,
                     policy=policy.to_dict(),
-                    seed=condition_seed(sharing_key(check)),
+                    seed=wait_seed(check),
                     started_at=started_at,  # created together (the sensor aligns them on its grid anyway)
                     deadline=started_at + 86400,
                     after=-1,  # a rate-limited deferrable sensor leaves check #0 to the triggerer

@@ -114,9 +114,9 @@ async def _child(
         warnings.simplefilter("ignore")
         from airflow.jobs.triggerer_job_runner import TriggerRunner
 
-    from airflow_smart_ext.backoff import aligned_start, condition_seed, seeded_uniform
-    from airflow_smart_ext.conditions import sharing_key
+    from airflow_smart_ext.backoff import aligned_start, seeded_uniform
     from airflow_smart_ext.triggers import BackoffTrigger
+    from airflow_smart_ext.wait.sharing import wait_seed
 
     counter = _install_sqlite_statement_counter()
     pg_before = _pg_table_scans(pg_dsn) if pg_dsn else 0
@@ -129,7 +129,7 @@ async def _child(
         if seeds == "task":  # one seed per task, anchored at its own start (as before the fix)
             seed, anchor = f"bench_sharing/wait_{index}/run", started
         else:  # what BackoffSensor(deferrable=True) passes: the condition's seed, the aligned anchor
-            seed, anchor = condition_seed(sharing_key(check)), aligned_start(started, policy["initial"])
+            seed, anchor = wait_seed(check), aligned_start(started, policy["initial"])
         trigger = BackoffTrigger(
             check=check,
             policy=policy,
@@ -366,7 +366,7 @@ def run(tiny: bool) -> Result:
     notes.append(
         f"Task starts spread uniformly over {START_SPREAD_SECONDS:g} s (production; "
         f"{sizes['start_spread']:.3f} s here) before deferring. 'condition seed' is what "
-        "`BackoffSensor(deferrable=True)` passes the trigger (`condition_seed(sharing_key)`, anchor = "
+        "`BackoffSensor(deferrable=True)` passes the trigger (`wait_seed(check)`, anchor = "
         "`aligned_start(start, poke_interval)`); 'task seed' is the same trigger given one seed per task and its "
         "own start (as before the fix), kept as the baseline that shows what the coalescing window alone does."
     )

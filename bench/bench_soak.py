@@ -64,9 +64,8 @@ def _make_wait(
     index: int, ending: str, now: float, rng: random.Random, deadline: float = DEADLINE_SECONDS
 ) -> tuple[Any, float | None]:
     """The trigger of wait ``index`` and when to cancel it (None: it ends on its own)."""
-    from airflow_smart_ext.backoff import condition_seed
-    from airflow_smart_ext.conditions import sharing_key
     from airflow_smart_ext.triggers import BackoffTrigger
+    from airflow_smart_ext.wait.sharing import wait_seed
 
     epoch = int(now // EPOCH) * EPOCH
     conn_id = f"db-{index % CONNECTIONS}"
@@ -98,7 +97,7 @@ def _make_wait(
     trigger = BackoffTrigger(
         check=check,
         policy=dict(POLICY),
-        seed=condition_seed(sharing_key(check)),  # as the sensor does: one schedule per condition
+        seed=wait_seed(check),  # as the sensor does: one schedule per condition
         started_at=now,
         after=0,
         share=True,

@@ -78,9 +78,8 @@ def _make_trigger(kind: str, index: int, now: float, window: float = 0.0) -> Any
             # Within 20 s the trigger re-reads its moment every second: _fire_in_window moves it into the window.
             return TimeDeltaTrigger(timedelta(seconds=20))
         return TimeDeltaTrigger(timedelta(hours=1))
-    from airflow_smart_ext.backoff import condition_seed
-    from airflow_smart_ext.conditions import sharing_key
     from airflow_smart_ext.triggers import BackoffTrigger
+    from airflow_smart_ext.wait.sharing import wait_seed
 
     if kind in (SHARED, SHARED_GC):
         # N waits on FANOUT_CONDITIONS conditions; condition j comes true at (j + 1) / (C + 1) of the window,
@@ -95,7 +94,7 @@ def _make_trigger(kind: str, index: int, now: float, window: float = 0.0) -> Any
         return BackoffTrigger(
             check=shared_check,
             policy=dict(FANOUT_POLICY),
-            seed=condition_seed(sharing_key(shared_check)),  # as the sensor does: one schedule per condition
+            seed=wait_seed(shared_check),  # as the sensor does: one schedule per condition
             started_at=now,
             deadline=None,
             after=0,

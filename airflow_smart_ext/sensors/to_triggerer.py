@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.conditions import sensor as sensor_check
+from airflow_smart_ext.conditions import sensor_poke as sensor_check
 from airflow_smart_ext.conditions.runtime import callable_path, json_problem
 from airflow_smart_ext.sensors import poke_mode
 from airflow_smart_ext.wait.parameters import has_template, is_runtime_value, transient_errors_problem

@@ -23,10 +23,10 @@ from airflow_smart_ext.conditions import (
     validate_check_spec,
 )
 from airflow_smart_ext.errors import resolve_error_types
-from airflow_smart_ext.triggers import gc_tuning, log_lines, sharing
+from airflow_smart_ext.triggers import check_groups, gc_tuning, log_lines
 from airflow_smart_ext.triggers.events import WaitEvents, before_yield, iso
 from airflow_smart_ext.triggers.interpreters import LazyInterpreter
-from airflow_smart_ext.triggers.last_check import Write, last_check
+from airflow_smart_ext.triggers.last_check_writes import Write, last_check
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.wait_schedule import WaitSchedule
 from airflow_smart_ext.wait import deferral_paths, parameters
@@ -118,8 +118,8 @@ class BackoffTrigger(compat.locations.BaseTrigger):
         # one for this policy; ``started_at`` and the deadline stay this wait's own.
         self._schedule = WaitSchedule(self._backoff_policy, seed, started_at)
         self._check_zero_since: float | None = None  # check #0 on a joined schedule: served since then
-        self._group: sharing.CheckGroup | None = None
-        self._subscription: sharing.Subscription | None = None
+        self._group: check_groups.CheckGroup | None = None
+        self._subscription: check_groups.Subscription | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         # Rendered secrets never reach the trigger row in plaintext (Airflow 3 stores it unencrypted).
@@ -180,7 +180,7 @@ class BackoffTrigger(compat.locations.BaseTrigger):
         interpret = LazyInterpreter(self.check, self.log)  # its import error ends the wait as a check error
         window_config = sharing_window_config()  # once per run, not per check
         limits = self._limits()
-        group = sharing.join(sharing_key(self.check), lambda: make_shared_check(self.check), self.share)
+        group = check_groups.join(sharing_key(self.check), lambda: make_shared_check(self.check), self.share)
         self._group = group
         self._subscription = subscription = group.subscribe()
         try:
@@ -230,8 +230,8 @@ class BackoffTrigger(compat.locations.BaseTrigger):
                             limits,
                         )
                     else:
-                        result = sharing.WaitResult(failure, scheduled.at, shared=False, early=False)
-                except sharing.WaitAbandoned:
+                        result = check_groups.WaitResult(failure, scheduled.at, shared=False, early=False)
+                except check_groups.WaitAbandoned:
                     # The check hangs past the deadline (and its grace): report our own timeout now.
                     log_lines.emit(
                         self.log,
@@ -289,9 +289,9 @@ class BackoffTrigger(compat.locations.BaseTrigger):
             return None
         return lambda record: compat.task_xcoms.aset_task_xcom(ti, XCOM_KEY, record)
 
-    def _limits(self) -> sharing.CheckLimits:
+    def _limits(self) -> check_groups.CheckLimits:
         rate = runtime.connection_rate_limit(self.rate_limit)
-        return sharing.CheckLimits(
+        return check_groups.CheckLimits(
             time_limit=runtime.check_time_limit(self.check_timeout, self._backoff_policy.initial),
             rate_limit=rate,
             not_after=self.deadline,

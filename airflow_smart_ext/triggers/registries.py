@@ -10,8 +10,8 @@ growth shows.
 from __future__ import annotations
 
 from airflow_smart_ext import backoff
-from airflow_smart_ext.conditions import runtime, sensor
-from airflow_smart_ext.triggers import gc_tuning, log_lines, sharing
+from airflow_smart_ext.conditions import runtime, sensor_poke
+from airflow_smart_ext.triggers import check_groups, gc_tuning, log_lines
 
 #: Entries that exist only while a wait (or its check) does: all 0 when no wait remains.
 PER_WAIT = (
@@ -33,7 +33,7 @@ PER_WAIT = (
 
 def sizes() -> dict[str, int]:
     """Every registry's size: of the running event loop (or all loops) and of this process."""
-    shared = sharing.registry_sizes()
+    shared = check_groups.registry_sizes()
     pool = runtime.existing_check_pool()
     threads = pool.sizes() if pool is not None else {"running": 0, "queued": 0, "live": 0}
     abandoned = runtime.ABANDONED.sizes()
@@ -54,7 +54,7 @@ def sizes() -> dict[str, int]:
         "sharing.event_loops": shared["event_loops"],
         "check_threads.live": threads["live"],
         "runtime.config_cache": runtime.config_cache_size(),
-        "sensor.parsed_datetimes": sensor.parsed_datetime_count(),
+        "sensor.parsed_datetimes": sensor_poke.parsed_datetime_count(),
         "gc_tuning.loops": gc_tuning.tuned_loop_count(),
         "backoff.decorrelated_memo": backoff.decorrelated_memo_size(),
     }

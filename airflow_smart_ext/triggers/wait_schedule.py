@@ -12,7 +12,7 @@ from __future__ import annotations
 from airflow_smart_ext import clock
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions import runtime
-from airflow_smart_ext.triggers import sharing
+from airflow_smart_ext.triggers import check_groups
 from airflow_smart_ext.wait import timeline
 
 
@@ -60,7 +60,7 @@ class WaitSchedule:
             return await runtime.run_blocking(line.began, clock.now(), after)
         return line.began(clock.now(), after, self._offsets)
 
-    def join(self, group: sharing.CheckGroup) -> bool:
+    def join(self, group: check_groups.CheckGroup) -> bool:
         """Follow the schedule ``group`` already runs for this policy; ``True`` when it is not our own."""
         seed, anchor = group.schedule_for(self.policy, (self.seed, self.anchor))
         if (seed, anchor) == (self.seed, self.anchor):

@@ -37,9 +37,9 @@ from airflow_smart_ext.conditions import (
 from airflow_smart_ext.conditions.spec import check_type
 from airflow_smart_ext.conditions.sql_values import SqlValuesCheck
 from airflow_smart_ext.errors import error_type_paths, resolve_error_types
-from airflow_smart_ext.triggers import log_lines, sharing
+from airflow_smart_ext.triggers import check_groups, log_lines
 from airflow_smart_ext.triggers.interpreters import LazyInterpreter
-from airflow_smart_ext.triggers.last_check import LastCheckRecorder, Write, last_check
+from airflow_smart_ext.triggers.last_check_writes import LastCheckRecorder, Write, last_check
 from airflow_smart_ext.triggers.redelivery import stored_already
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.watermark import (
@@ -267,9 +267,9 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
 
     # -- the poll (once per shared stream on 3.3+) --
 
-    def _limits(self) -> sharing.CheckLimits:
+    def _limits(self) -> check_groups.CheckLimits:
         rate = runtime.connection_rate_limit(self.rate_limit)
-        return sharing.CheckLimits(
+        return check_groups.CheckLimits(
             time_limit=runtime.check_time_limit(self.check_timeout, self.policy.initial), rate_limit=rate
         )
 
@@ -280,8 +280,8 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
         after = self.start_after if self._edge is None else self._edge.mark.value
         return {**self._values_check, "parameters": _bind_after(self._values_check["parameters"], after)}
 
-    def _join(self, check: dict[str, Any]) -> sharing.CheckGroup:
-        return sharing.join(sharing_key(check), lambda: make_shared_check(check), self.share)
+    def _join(self, check: dict[str, Any]) -> check_groups.CheckGroup:
+        return check_groups.join(sharing_key(check), lambda: make_shared_check(check), self.share)
 
     async def _observations(self, log: Any) -> AsyncGenerator[Observed, None]:
         """Check on the schedule forever; yield each check's value (None when it saw none)."""
@@ -307,7 +307,10 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
                 if failure is None:
                     window = coalescing_window(schedule.interval_before(scheduled), window_config)
                     observation, shared = await group.observe(scheduled.at, window, context, limits=limits)
-                    observed_at, outcome = observation.observed_at, sharing.interpret(observation, interpret)
+                    observed_at, outcome = (
+                        observation.observed_at,
+                        check_groups.interpret(observation, interpret),
+                    )
                 else:
                     observed_at, outcome, shared = clock.now(), failure, False
                 schedule.done(scheduled)

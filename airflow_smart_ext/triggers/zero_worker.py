@@ -23,7 +23,7 @@ from typing import Any
 
 from airflow_smart_ext import clock, compat
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
-from airflow_smart_ext.conditions import sensor as sensor_check
+from airflow_smart_ext.conditions import sensor_poke as sensor_check
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.triggers import log_lines
 from airflow_smart_ext.triggers.backoff import BackoffTrigger

@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from airflow_smart_ext import compat, secret_kwargs, units
-from airflow_smart_ext.conditions import sensor as sensor_check
+from airflow_smart_ext.conditions import sensor_poke as sensor_check
 from airflow_smart_ext.ui import kwargs_store
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.ui.trigger_rows import LiveWait, redact_sealed, trigger_paths

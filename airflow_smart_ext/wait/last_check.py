@@ -3,7 +3,7 @@
 The record holds our own vocabulary only (the outcome kind, the error's class name and our classification's
 reason, a count and two times), never a driver's error text: that may quote bound values (a secret).
 
-Where it is kept (the triggerer writes it, ``triggers/last_check.py`` decides when):
+Where it is kept (the triggerer writes it, ``triggers/last_check_writes.py`` decides when):
 
 * a deferred wait: an XCom of its task instance under :data:`XCOM_KEY` (3.x through the triggerer's
   supervisor channel, 2.11 with the ORM), one member per check group at a time;

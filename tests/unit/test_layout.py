@@ -23,7 +23,7 @@ def _modules_after_import(module: str) -> set[str]:
 
 def test_conditions_import_neither_sensors_nor_triggers() -> None:
     loaded = _modules_after_import("airflow_smart_ext.conditions")
-    assert {"airflow_smart_ext.conditions.sensor", "airflow_smart_ext.conditions.sql"} <= loaded
+    assert {"airflow_smart_ext.conditions.sensor_poke", "airflow_smart_ext.conditions.sql"} <= loaded
     assert not {
         m for m in loaded if m.startswith(("airflow_smart_ext.sensors", "airflow_smart_ext.triggers"))
     }

@@ -20,7 +20,7 @@ from airflow_smart_ext.timetables import (
     MonthlyBusinessDayTimetable,
     RollingWindowTimetable,
 )
-from airflow_smart_ext.timetables.coverage import coverage_problem, first_uncovered_day
+from airflow_smart_ext.timetables.uncovered_day import coverage_problem, first_uncovered_day
 
 UTC = dt.timezone.utc
 D = dt.date.fromisoformat

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from airflow_smart_ext.triggers import last_check as writes
-from airflow_smart_ext.triggers.last_check import LastCheckRecorder
+from airflow_smart_ext.triggers import last_check_writes as writes
+from airflow_smart_ext.triggers.last_check_writes import LastCheckRecorder
 from airflow_smart_ext.wait.last_check import LastCheck
 
 
@@ -64,7 +64,7 @@ async def test_ten_thousand_members_of_one_group_write_once_per_check(clock: Any
         nonlocal calls
         calls += 1
 
-    recorder = LastCheckRecorder()  # the group's (sharing.CheckGroup.last_check)
+    recorder = LastCheckRecorder()  # the group's (check_groups.CheckGroup.last_check)
     for _ in range(10_000):  # every member served by the same failing check
         recorder.record(check(clock), write)
     await settle()

@@ -14,7 +14,7 @@ import pytest
 from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
-from airflow_smart_ext.triggers import log_lines, sharing, transient_errors
+from airflow_smart_ext.triggers import check_groups, log_lines, transient_errors
 from tests.unit.clock import START, FakeClock
 from tests.unit.triggers.fault_sensors import OUTAGE_UNTIL, POKES, READY_AT, check
 from tests.unit.triggers.helpers import first_event
@@ -223,7 +223,7 @@ async def test_rate_limit_delays_checks_never_drops_them_never_past_the_deadline
 def test_token_bucket_spaces_reservations_and_yields_to_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [100.0]
     monkeypatch.setattr(seam, "now", lambda: now[0])
-    bucket = sharing.TokenBucket(rate=4.0)
+    bucket = check_groups.TokenBucket(rate=4.0)
     assert [bucket.reserve() for _ in range(4)] == [0.0, 0.25, 0.5, 0.75]
     assert bucket.reserve(not_after=100.3) == pytest.approx(0.3)  # over budget at its deadline, not later
     now[0] = 110.0

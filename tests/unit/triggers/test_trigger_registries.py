@@ -157,10 +157,10 @@ async def _batch(endings: list[str]) -> dict[str, int]:
 async def test_a_leak_is_reported() -> None:
     """The check itself can fail: a group left behind shows up."""
     from airflow_smart_ext.conditions import make_shared_check
-    from airflow_smart_ext.triggers import sharing
+    from airflow_smart_ext.triggers import check_groups
 
     check = _waits("success", time.time())[0][0].check
-    group = sharing.join("left-behind", lambda: make_shared_check(check), share=True)
+    group = check_groups.join("left-behind", lambda: make_shared_check(check), share=True)
     try:
         assert registries.leaks()["sharing.groups"] == 1
         assert registries.leaks()["sharing.subscribers"] == 1

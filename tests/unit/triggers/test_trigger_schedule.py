@@ -14,8 +14,8 @@ import pytest
 from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat, conditions
 from airflow_smart_ext.backoff import BackoffPolicy, replay
-from airflow_smart_ext.conditions import sensor as sensor_checks
-from airflow_smart_ext.triggers import BackoffTrigger, sharing
+from airflow_smart_ext.conditions import sensor_poke as sensor_checks
+from airflow_smart_ext.triggers import BackoffTrigger, check_groups
 from tests.unit.clock import START, FakeClock
 from tests.unit.triggers.helpers import (
     POKES,
@@ -356,12 +356,12 @@ async def test_stats_counters_and_gauges(clock: FakeClock, monkeypatch: pytest.M
     )
     # Checks at +10, +20, +30 for each of the two conditions. x's other two subscribers are due at the same
     # moments (one shared schedule, woken together) and join each of the three checks: 6 saved.
-    assert stats.counters == {sharing.METRIC_CHECKS: 6, sharing.METRIC_CHECKS_SAVED: 6}
-    assert stats.gauges[sharing.METRIC_GROUPS][:4] == [1, 1, 1, 2]
-    assert stats.gauges[sharing.METRIC_SUBSCRIBERS][:4] == [1, 2, 3, 4]
-    assert max(stats.gauges[sharing.METRIC_GROUPS]) == 2
-    assert stats.gauges[sharing.METRIC_GROUPS][-1] == 0
-    assert stats.gauges[sharing.METRIC_SUBSCRIBERS][-1] == 0
+    assert stats.counters == {check_groups.METRIC_CHECKS: 6, check_groups.METRIC_CHECKS_SAVED: 6}
+    assert stats.gauges[check_groups.METRIC_GROUPS][:4] == [1, 1, 1, 2]
+    assert stats.gauges[check_groups.METRIC_SUBSCRIBERS][:4] == [1, 2, 3, 4]
+    assert max(stats.gauges[check_groups.METRIC_GROUPS]) == 2
+    assert stats.gauges[check_groups.METRIC_GROUPS][-1] == 0
+    assert stats.gauges[check_groups.METRIC_SUBSCRIBERS][-1] == 0
 
 
 def test_subscriber_count_is_o1_with_many_groups(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -374,7 +374,7 @@ def test_subscriber_count_is_o1_with_many_groups(monkeypatch: pytest.MonkeyPatch
     class Keyed(conditions.SharedCheck):
         concurrency_key = "k"
 
-    registry = sharing.SharingRegistry()
+    registry = check_groups.SharingRegistry()
     registry.groups = NoScan()
     groups = [registry.join(f"k{i}", Keyed) for i in range(2000)]
     groups.append(registry.join("k0", Keyed))
@@ -394,9 +394,9 @@ async def test_a_connections_rate_bucket_is_forgotten_once_idle(clock: FakeClock
             return None
 
     loop = asyncio.get_running_loop()
-    bucket = sharing.rate_limiter(OnConn.concurrency_key, 0.5)
+    bucket = check_groups.rate_limiter(OnConn.concurrency_key, 0.5)
     assert bucket.reserve() == 0 and bucket.reserve() == pytest.approx(2.0)  # busy for 4 s from now
-    sharing.CheckGroup("k", OnConn(), None).close()
-    assert OnConn.concurrency_key in sharing._buckets[loop]  # still reserved: kept
+    check_groups.CheckGroup("k", OnConn(), None).close()
+    assert OnConn.concurrency_key in check_groups._buckets[loop]  # still reserved: kept
     await seam.asleep(4.5)
-    assert loop not in sharing._buckets
+    assert loop not in check_groups._buckets

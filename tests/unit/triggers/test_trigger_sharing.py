@@ -12,7 +12,7 @@ import pytest
 from airflow_smart_ext import clock as seam
 from airflow_smart_ext import conditions
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed
-from airflow_smart_ext.triggers import BackoffTrigger, sharing
+from airflow_smart_ext.triggers import BackoffTrigger, check_groups
 from tests.unit.clock import START, FakeClock
 from tests.unit.triggers.helpers import (
     BLOCK_SECONDS,
@@ -42,7 +42,7 @@ async def test_twenty_identical_subscribers_cost_one_check_per_cycle(clock: Fake
     assert {e["status"] for e in events} == {"success"}
     # Checks at START+30, +60, ... +210 (positive); 7 cycles -> 7 checks, not 140.
     assert len(POKES["shared"]) == 7
-    assert sharing.registry().groups == {}
+    assert check_groups.registry().groups == {}
 
 
 def as_deferred_by_sensors(name: str, policy: BackoffPolicy, starts: list[float]) -> list[BackoffTrigger]:
@@ -214,14 +214,16 @@ async def test_no_subscriber_is_checked_later_than_its_schedule(clock: FakeClock
     """Jittered subscribers: each is served by a check started in [due - window, due]."""
     policy = BackoffPolicy(initial=20, factor=1.5, cap=100, jitter="full")
     seen: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    original_observe = sharing.CheckGroup.observe
+    original_observe = check_groups.CheckGroup.observe
 
-    async def spy(self: sharing.CheckGroup, due_at: float, window: float, context: Any, *args: Any) -> Any:
+    async def spy(
+        self: check_groups.CheckGroup, due_at: float, window: float, context: Any, *args: Any
+    ) -> Any:
         observation, shared = await original_observe(self, due_at, window, context, *args)
         seen[context["task_id"]].append((due_at, observation.observed_at))
         return observation, shared
 
-    sharing.CheckGroup.observe = spy  # type: ignore[method-assign]
+    check_groups.CheckGroup.observe = spy  # type: ignore[method-assign]
     try:
         triggers = [
             make_trigger(sensor_check("jit", task_id=f"t{i}"), policy, seed=f"s{i}", deadline=START + 600)
@@ -229,7 +231,7 @@ async def test_no_subscriber_is_checked_later_than_its_schedule(clock: FakeClock
         ]
         events = await asyncio.gather(*(first_event(t) for t in triggers))
     finally:
-        sharing.CheckGroup.observe = original_observe  # type: ignore[method-assign]
+        check_groups.CheckGroup.observe = original_observe  # type: ignore[method-assign]
     assert {e["status"] for e in events} == {"timeout"}
     total_due = sum(len(v) for v in seen.values())
     assert total_due > len(POKES["jit"])  # some checks were shared
@@ -252,9 +254,9 @@ async def test_observe_does_not_spin_on_a_finished_round_whose_callback_is_pendi
             Counting.runs += 1
             return "fresh"
 
-    group = sharing.CheckGroup("k", Counting(), None)
-    stale = sharing.Observation(time.time() - 100, "stale")
-    finished: asyncio.Future[sharing.Observation] = asyncio.get_running_loop().create_future()
+    group = check_groups.CheckGroup("k", Counting(), None)
+    stale = check_groups.Observation(time.time() - 100, "stale")
+    finished: asyncio.Future[check_groups.Observation] = asyncio.get_running_loop().create_future()
     finished.set_result(stale)
     group.latest = stale
     group._inflight = {finished: stale.observed_at}  # its done-callback never ran
@@ -267,7 +269,7 @@ async def test_observe_does_not_spin_on_a_finished_round_whose_callback_is_pendi
             raise AssertionError("observe() keeps re-awaiting a finished round")
         return real_shield(awaitable)
 
-    monkeypatch.setattr(sharing.asyncio, "shield", counting_shield)
+    monkeypatch.setattr(check_groups.asyncio, "shield", counting_shield)
     observation, shared = await group.observe(time.time(), 5.0, {})
     assert (observation.raw, shared, Counting.runs) == ("fresh", False, 1)
 
@@ -301,14 +303,14 @@ async def test_cancelling_one_subscriber_does_not_affect_the_others(clock: FakeC
     assert isinstance(results[0], asyncio.CancelledError)
     assert [r["status"] for r in results[1:]] == ["success", "success"]  # type: ignore[index]
     assert len(POKES["c"]) == 5  # +10 .. +40 not ready, +50 ready: one check per cycle for three
-    assert sharing.registry().groups == {}
+    assert check_groups.registry().groups == {}
 
 
 async def test_last_subscriber_out_tears_the_group_down(clock: FakeClock) -> None:
     policy = BackoffPolicy(initial=10, factor=1, jitter="none")
     task = asyncio.ensure_future(first_event(make_trigger(sensor_check("gone"), policy)))
     await poked("gone")
-    registry = sharing.registry()
+    registry = check_groups.registry()
     assert registry.subscriber_count == 1 and len(registry.groups) == 1
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -328,7 +330,7 @@ async def test_cleanup_and_on_kill_are_idempotent(clock: FakeClock) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     await trigger.cleanup()
-    assert sharing.registry().groups == {}
+    assert check_groups.registry().groups == {}
 
 
 @pytest.mark.parametrize(
@@ -358,7 +360,7 @@ async def test_due_subscriber_starts_its_own_round_while_an_older_round_is_in_fl
     assert POKES["older"][:2] == [START + 10, START + 13], b_status_from
     assert b_event["status"] == "success" and b_event["check_index"] == 1
     assert b_at == b_event_at
-    assert sharing.registry().groups == {}
+    assert check_groups.registry().groups == {}
 
 
 async def test_latest_stays_the_freshest_observation_and_rounds_overlap(
@@ -376,7 +378,7 @@ async def test_latest_stays_the_freshest_observation_and_rounds_overlap(
             releases.append(release)
             return await release
 
-    group = sharing.CheckGroup("k", Controlled(), None)
+    group = check_groups.CheckGroup("k", Controlled(), None)
     first = asyncio.ensure_future(group.observe(1000.0, 1.0, {}))
     await asyncio.sleep(0)
     clock[0] = 1003.0

@@ -16,7 +16,7 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import sharing_key
-from airflow_smart_ext.conditions.sensor import run_dates
+from airflow_smart_ext.conditions.sensor_poke import run_dates
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger
 from airflow_smart_ext.ui.trigger_rows import Conditions, LiveWait

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_smart_ext.conditions import Outcome
-from airflow_smart_ext.triggers.last_check import last_check
+from airflow_smart_ext.triggers.last_check_writes import last_check
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.wait.last_check import LastCheck, newest, outcome_kind, read_record, summary, words
 

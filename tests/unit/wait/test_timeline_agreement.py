@@ -20,7 +20,7 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, condition_seed
 from airflow_smart_ext.conditions import sharing_key
-from airflow_smart_ext.conditions.sensor import run_dates
+from airflow_smart_ext.conditions.sensor_poke import run_dates
 from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.backoff import BackoffTrigger
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
@@ -340,7 +340,7 @@ async def test_a_wait_that_joined_its_groups_schedule_shows_the_groups_checks(
 ) -> None:
     """Two identical waits in one triggerer process, the second starting later: the second follows the
     schedule the first set (``WaitSchedule.join``) and the view shows that schedule for it, not its own."""
-    from airflow_smart_ext.triggers import sharing
+    from airflow_smart_ext.triggers import check_groups
 
     clock.now = TRY_START
     data = POLICIES[policy]
@@ -350,7 +350,7 @@ async def test_a_wait_that_joined_its_groups_schedule_shows_the_groups_checks(
     now = second_began + JOIN_MOMENTS[moment]
     first_wait, first = _wait_and_trigger(first_path, data, TRY_START, first_began, "r1")
     second_wait, second = _wait_and_trigger(path, data, second_try, second_began, "r2")
-    group = sharing.CheckGroup(sharing_key(CHECK), None, None)  # type: ignore[arg-type]
+    group = check_groups.CheckGroup(sharing_key(CHECK), None, None)  # type: ignore[arg-type]
     assert not first._schedule.join(group)  # the first sets the group's schedule
     expected_next, made = await _drive_joined(second, group, second_began, now, clock)
     first_next, first_made = await _drive_joined(first, group, first_began, now, clock)

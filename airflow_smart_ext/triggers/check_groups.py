@@ -34,7 +34,7 @@ from airflow_smart_ext.conditions.runtime import (
     CheckTimeLimitExceeded,
     loop_entries,
 )
-from airflow_smart_ext.triggers.last_check import LastCheckRecorder
+from airflow_smart_ext.triggers.last_check_writes import LastCheckRecorder
 
 log = logging.getLogger(__name__)
 

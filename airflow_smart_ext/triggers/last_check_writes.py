@@ -1,6 +1,6 @@
 """When the triggerer writes a last-check record (``wait.last_check``): the write throttle.
 
-One :class:`LastCheckRecorder` per check group (``sharing.CheckGroup.last_check``: thousands of identical
+One :class:`LastCheckRecorder` per check group (``check_groups.CheckGroup.last_check``: thousands of identical
 waits share it) or per watcher. A check whose outcome kind (or error class) differs from the last written
 record is written at once; a new error count at most once every :data:`REWRITE_SECONDS`; the same record
 (a steady "not met") is refreshed only every :data:`REFRESH_SECONDS` — so the count shown may lag by a minute
