@@ -120,11 +120,12 @@ def aligned_start(started_at: float, grid: float) -> float:
     return math.floor(started_at / grid) * grid
 
 
-def _seconds(name: str, value: Any, accepted: str) -> float:
+def _as_seconds(value: Any) -> float:
+    """Seconds from a number or a ``timedelta``; NaN for anything else (no invariant holds for it)."""
     if isinstance(value, datetime.timedelta):
         return units.seconds(value)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be {accepted}; got {value!r}")
+        return math.nan
     return float(value)
 
 
@@ -152,33 +153,25 @@ class BackoffPolicy:
     _k_cap: int = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self) -> None:
-        initial = _seconds("initial", self.initial, "a finite number of seconds > 0 or a timedelta")
-        if not (math.isfinite(initial) and initial > 0):
-            raise ValueError(f"initial must be a finite number of seconds > 0; got {self.initial!r}")
-        if isinstance(self.factor, bool) or not isinstance(self.factor, numbers.Real):
-            raise ValueError(f"factor must be a finite number >= 1 (1 = fixed interval); got {self.factor!r}")
-        factor = float(self.factor)
-        if not (math.isfinite(factor) and factor >= 1):
-            raise ValueError(f"factor must be a finite number >= 1 (1 = fixed interval); got {self.factor!r}")
-        cap_accepted = "a finite number of seconds >= initial, a timedelta, or None (default 86400 s)"
-        if self.cap is None:
-            cap = max(DEFAULT_CAP_SECONDS, initial)
-        else:
-            cap = _seconds("cap", self.cap, cap_accepted)
-            if not (math.isfinite(cap) and cap >= initial):
-                raise ValueError(f"cap must be {cap_accepted} (initial={initial:g}); got {self.cap!r}")
-        if cap / initial > 1e150:  # keeps factor**k (k below the cap) far from float overflow
-            raise ValueError(f"cap / initial is too large: at most 1e150; got {cap:g} / {initial:g}")
-        if self.jitter not in JITTER_STRATEGIES:
-            raise ValueError(f"jitter must be one of {', '.join(JITTER_STRATEGIES)}; got {self.jitter!r}")
-        if self.jitter == "decorrelated" and factor == 1:
-            raise ValueError(
-                "factor=1 (fixed interval) cannot be combined with jitter='decorrelated', whose growth is "
-                "AWS's fixed 3x bound; use jitter 'none', 'full' or 'equal' for a fixed interval"
-            )
-        splay = _seconds("splay", self.splay, "a finite number of seconds >= 0 or a timedelta")
-        if not (math.isfinite(splay) and splay >= 0):
-            raise ValueError(f"splay must be a finite number of seconds >= 0; got {self.splay!r}")
+        # The invariants a schedule cannot be built without, in one message. The parameters' words are
+        # wait/parameters.py's table: every entry point (the sensor, the watcher, both triggers, the retry
+        # policy) checks its arguments there first, named as the user wrote them.
+        initial, cap, splay = _as_seconds(self.initial), _as_seconds(self.cap), _as_seconds(self.splay)
+        factor = math.nan if isinstance(self.factor, bool) else _as_seconds(self.factor)
+        if self.cap is None:  # the default: never below initial
+            cap = max(DEFAULT_CAP_SECONDS, initial) if math.isfinite(initial) else DEFAULT_CAP_SECONDS
+        invariants = (
+            (initial > 0 and math.isfinite(initial), "initial > 0 s"),
+            (factor >= 1 and math.isfinite(factor), "factor >= 1"),
+            (self.cap is None or (cap >= initial and math.isfinite(cap)), "cap >= initial (or None)"),
+            (not (initial > 0 and cap / initial > 1e150), "cap / initial <= 1e150"),
+            (self.jitter in JITTER_STRATEGIES, "jitter in " + ", ".join(JITTER_STRATEGIES)),
+            (not (self.jitter == "decorrelated" and factor == 1), "factor > 1 with jitter='decorrelated'"),
+            (splay >= 0 and math.isfinite(splay), "splay >= 0 s"),
+        )
+        broken = [invariant for holds, invariant in invariants if not holds]
+        if broken:
+            raise ValueError(f"{self!r} breaks: {'; '.join(broken)} (seconds: a number or a timedelta)")
         for name, value in (("initial", initial), ("factor", factor), ("cap", cap), ("splay", splay)):
             object.__setattr__(self, name, value)
         # k_cap: first gap index whose base interval reaches the cap (b_k == cap for every k >= k_cap).

@@ -42,6 +42,7 @@ from airflow_smart_ext.compat.retry_policies import (
     require_retry_policies,
 )
 from airflow_smart_ext.errors import ErrorClass, classify, resolve_error_types, type_path
+from airflow_smart_ext.wait.parameters import check_retry_schedule
 
 __all__ = [
     "ACTIONS",
@@ -232,6 +233,7 @@ class BackoffRetryPolicy(RetryPolicy):
     ) -> None:
         require_retry_policies("BackoffRetryPolicy")
         # Validate the schedule now (parse time) even when initial/cap come from the task at run time.
+        check_retry_schedule({"initial": initial, "factor": factor, "cap": cap, "jitter": jitter})
         schedule: dict[str, Any] = {"initial": 1e-3 if initial is None else initial, "cap": cap}
         probe = BackoffPolicy(factor=factor, jitter=jitter, **schedule)  # accepts seconds or timedelta
         self.initial: float | None = None if initial is None else probe.initial

@@ -64,7 +64,7 @@ def backoff_policy_for(
     check_arguments(PARAMETERS, arguments)
     try:
         return backoff_policy(effective_values(arguments))
-    except ValueError as err:  # backstop: the policy's own message names its parameter
+    except ValueError as err:  # backstop: the policy names the invariant it breaks
         raise ValueError(f"Task {task_id!r}: invalid backoff settings: {err}") from err
 
 

@@ -386,6 +386,47 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+#: ``BackoffRetryPolicy``'s schedule (Airflow >= 3.3 retries), in the policy's own names: initial and cap fall
+#: back to the task's ``retry_delay`` / ``max_retry_delay`` at run time.
+RETRY_SCHEDULE_PARAMETERS: tuple[Parameter, ...] = (
+    Parameter(
+        "initial",
+        "> 0 seconds (a number or a datetime.timedelta), or None for the task's retry_delay",
+        _duration(0, strict=True, none=True),
+    ),
+    Parameter(
+        "factor",
+        "a finite number >= 1 (1 = fixed interval)",
+        lambda value: _number(value) and value >= 1,
+    ),
+    Parameter(
+        "cap",
+        "> 0 seconds (a number or a datetime.timedelta), or None for the task's max_retry_delay",
+        _duration(0, strict=True, none=True),
+    ),
+    Parameter("jitter", "one of " + ", ".join(JITTER_STRATEGIES), _one_of(*JITTER_STRATEGIES)),
+)
+RETRY_SCHEDULE_RULES: tuple[Rule, ...] = (
+    Rule(
+        ("cap", "initial"),
+        lambda cap, initial: cap is None or initial is None or seconds(cap) >= seconds(initial),  # type: ignore[operator]
+        "cap must be >= initial ({initial!r}): it caps the delay that starts at initial; got {cap!r}",
+    ),
+    Rule(
+        ("jitter", "factor"),
+        lambda jitter, factor: not (jitter == "decorrelated" and factor == 1),
+        "factor=1 (fixed interval) cannot be combined with jitter='decorrelated', whose growth is AWS's "
+        "fixed 3x bound; use jitter 'none', 'full' or 'equal' for a fixed interval",
+    ),
+)
+
+
+def check_retry_schedule(arguments: Mapping[str, Any]) -> None:
+    """``ValueError`` naming the parameter for the first of ``BackoffRetryPolicy``'s schedule arguments the
+    table refuses (its rows, then its rules on the values as given)."""
+    check_arguments(RETRY_SCHEDULE_PARAMETERS, arguments, rules=RETRY_SCHEDULE_RULES, effective=dict)
+
+
 def effective_values(arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The backoff parameters as the sensor will use them: defaults filled in, durations in seconds."""
 
@@ -430,6 +471,7 @@ def check_arguments(
     arguments: Mapping[str, Any],
     rules: Sequence[Rule] = RULES,
     unknown: Collection[str] = (),
+    effective: Callable[[Mapping[str, Any]], Mapping[str, Any]] = effective_values,
 ) -> None:
     """``ValueError`` (naming the parameter and what it accepts) for the first argument the table refuses.
 
@@ -444,11 +486,14 @@ def check_arguments(
             if problem is not None:
                 raise ValueError(problem)
     waiting = set(unknown) | {name for name, value in arguments.items() if is_runtime_value(value)}
-    effective = {**static, **effective_values(static)}  # the schedule's defaults filled in, the rest as given
+    judged = {
+        **static,
+        **effective(static),
+    }  # (a sensor's) the schedule's defaults filled in, the rest as given
     for rule in rules:
         if waiting.intersection(rule.names):
             continue
-        problem = rule.problem(effective)
+        problem = rule.problem(judged)
         if problem is not None:
             raise ValueError(problem)
 
