@@ -70,6 +70,13 @@ _LAZY: dict[str, tuple[str, str]] = {
     # Assets (3.x) are Datasets on 2.11: DAG files that schedule on one import this name (the partition example).
     "Asset": ("airflow.sdk", "Asset") if AIRFLOW_V_3_0_PLUS else ("airflow.datasets", "Dataset"),
 }
+# Airflow core's homes of the names the Task SDK took over in 3.2 (2.11, and 3.0/3.1 where the SDK lacks them).
+_CORE = {
+    "SensorBaseHook": ("airflow.hooks.base", "BaseHook"),
+    "airflow_conf": ("airflow.configuration", "conf"),
+    "Stats": ("airflow.stats", "Stats"),
+    **{name: ("airflow.exceptions", name) for name in _EXCEPTIONS},
+}
 if AIRFLOW_V_3_0_PLUS:
     _LAZY.update(
         {
@@ -83,24 +90,14 @@ if AIRFLOW_V_3_0_PLUS:
         }
     )
     if not AIRFLOW_V_3_2_PLUS:  # 3.0/3.1: the SDK lacks these yet; their task runner catches the core ones
-        _LAZY.update(
-            {
-                "SensorBaseHook": ("airflow.hooks.base", "BaseHook"),
-                "airflow_conf": ("airflow.configuration", "conf"),
-                "Stats": ("airflow.stats", "Stats"),
-                **{name: ("airflow.exceptions", name) for name in _EXCEPTIONS},
-            }
-        )
+        _LAZY.update(_CORE)
 else:
     _LAZY.update(
         {
             "task": ("airflow.decorators", "task"),
-            "SensorBaseHook": ("airflow.hooks.base", "BaseHook"),
             "BaseSensorOperator": ("airflow.sensors.base", "BaseSensorOperator"),
             "PokeReturnValue": ("airflow.sensors.base", "PokeReturnValue"),
-            "airflow_conf": ("airflow.configuration", "conf"),
-            "Stats": ("airflow.stats", "Stats"),
-            **{name: ("airflow.exceptions", name) for name in _EXCEPTIONS},
+            **_CORE,
         }
     )
 
