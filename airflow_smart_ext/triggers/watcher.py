@@ -9,10 +9,10 @@ Two halves, so that 3.3's shared streams can run the first once per group of ide
 
 * the poll (:meth:`ConditionWatcher._observations`): one check per due time, each check's value yielded;
   the schedule restarts at the initial interval when the value changes;
-* the edge (:meth:`ConditionWatcher._events`): per watcher, one event per value that differs from the
-  watermark (``every_value=True``: one per value after it, in order), the watermark kept in the asset state
-  store (3.3+) in two steps around each event (intent before, commit after), so a restart re-sends an event it
-  may have lost and never one that was committed.
+* the edge (``triggers/watcher_edge.py``, :class:`WatcherEdge`): per watcher, one event per value that differs
+  from the watermark (``every_value=True``: one per value after it, in order), the watermark kept in the asset
+  state store (3.3+) in two steps around each event (intent before, commit after), so a restart re-sends an
+  event it may have lost and never one that was committed.
 
 With ``every_value=True`` a SQL condition's query depends on the watermark (bound as its ``after`` parameter):
 its poll reads the edge's watermark before each check, so it is never a shared stream, and watchers share a
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 from airflow_smart_ext import clock, compat, units
@@ -39,20 +38,11 @@ from airflow_smart_ext.conditions.sql_values import SqlValuesCheck
 from airflow_smart_ext.errors import error_type_paths, resolve_error_types
 from airflow_smart_ext.triggers import check_groups, log_lines
 from airflow_smart_ext.triggers.interpreters import LazyInterpreter
-from airflow_smart_ext.triggers.last_check_writes import LastCheckRecorder, Write, last_check
-from airflow_smart_ext.triggers.redelivery import stored_already
+from airflow_smart_ext.triggers.last_check_writes import last_check
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
-from airflow_smart_ext.triggers.watermark import (
-    EdgeTracker,
-    Report,
-    ValueNotReportable,
-    Watermark,
-    latest_watermark,
-    reportable_value,
-    values_after,
-)
+from airflow_smart_ext.triggers.watcher_edge import Observed, WatcherEdge
+from airflow_smart_ext.triggers.watermark import ValueNotReportable, reportable_value
 from airflow_smart_ext.wait import deferral_paths
-from airflow_smart_ext.wait.last_check import STATE_KEY_SUFFIX, LastCheck
 from airflow_smart_ext.wait.parameters import (
     WatcherArgumentError,
     policy_arguments,
@@ -61,82 +51,11 @@ from airflow_smart_ext.wait.parameters import (
 )
 from airflow_smart_ext.wait.sharing import coalescing_window, sharing_window_config, wait_seed
 from airflow_smart_ext.wait.timeline import PollSchedule
-from airflow_smart_ext.wait.watcher_state import state_store_key, watcher_name
 
 CLASSPATH = deferral_paths.CONDITION_WATCHER
 
-#: After an event is handed to Airflow, how long before its watermark is committed. The triggerer's runner
-#: sends events to its supervisor once a second and the supervisor stores them right after (3.3.2
-#: jobs/triggerer_job_runner.py: ``arun`` syncs every 1 s, ``run_once`` -> ``handle_events``): committing
-#: later than two rounds keeps the commit behind the stored event, so a crash in between re-sends the event
-#: (``redelivered``) rather than losing it.
-COMMIT_DELAY_SECONDS = 5.0
-#: How long to wait before reading the state store again when it did not answer (3.3+).
-STATE_STORE_RETRY_SECONDS = 10.0
-
 #: Each shared poll's readers (3.3+: shared stream key -> their labels), named in the poll's log lines.
 _POLL_READERS: dict[Any, tuple[str, ...]] = {}
-
-
-@dataclass(frozen=True)
-class Observed:
-    """One check of the poll: the value a positive check saw (None: no value), when the check started, and its
-    outcome as the last-check record says it (``wait.last_check``)."""
-
-    value: Any
-    observed_at: float
-    check: LastCheck | None = None
-
-
-class StoredWatermark:
-    """A watcher's watermark in the asset state store of every asset it watches (3.3+; none before: then
-    loading finds nothing and saving keeps it in memory only)."""
-
-    def __init__(self, accessors: list[Any], key: str, log: Any) -> None:
-        self.accessors = accessors
-        self.key = key
-        self.log = log
-
-    async def load(self) -> Watermark | None:
-        """The stored watermark; read again until the store answers (guessing could duplicate or lose)."""
-        while True:
-            try:
-                records = [await accessor.aget(self.key) for accessor in self.accessors]
-            except Exception as err:  # the API server or its database is away: an outage, ridden out
-                log_lines.emit(
-                    self.log,
-                    "warning",
-                    "the asset state store did not answer (%s: %s); reading the watermark again in %gs",
-                    type(err).__name__,
-                    err,
-                    STATE_STORE_RETRY_SECONDS,
-                )
-                await clock.asleep(STATE_STORE_RETRY_SECONDS)
-                continue
-            stored = latest_watermark(records)
-            if stored is None and any(record is not None for record in records):
-                log_lines.emit(
-                    self.log, "warning", "the value stored under %s is not a watermark; ignored", self.key
-                )
-            return stored
-
-    async def save(self, tracker: EdgeTracker) -> bool:
-        """Write the tracker's watermark to every watched asset; False (logged) when the store failed."""
-        record = tracker.mark.to_record()
-        try:
-            for accessor in self.accessors:
-                await accessor.aset(self.key, record)
-        except Exception as err:
-            log_lines.emit(
-                self.log,
-                "warning",
-                "the asset state store refused the watermark (%s: %s)",
-                type(err).__name__,
-                err,
-            )
-            return False
-        tracker.saved()
-        return True
 
 
 class ConditionWatcher(compat.locations.EventTriggerBase):
@@ -238,7 +157,7 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
         self.start_after: Any = arguments["start_after"]
         # every_value on SQL: every row of the query, the watermark bound into its parameters at each check
         self._values_check = _values_check(self.check) if self.every_value else None
-        self._edge: EdgeTracker | None = None  # the edge's watermark, which such a poll binds
+        self._edge = WatcherEdge(self)  # its watermark is what such a poll binds
         self.transient_errors = error_type_paths(self._transient_types)
         self._ride_out = ErrorRideOut(self._transient_types)
 
@@ -277,7 +196,8 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
         """The check the next poll runs: every_value on SQL binds the watermark as the query's ``after``."""
         if self._values_check is None:
             return self.check
-        after = self.start_after if self._edge is None else self._edge.mark.value
+        tracker = self._edge.tracker
+        after = self.start_after if tracker is None else tracker.mark.value
         return {**self._values_check, "parameters": _bind_after(self._values_check["parameters"], after)}
 
     def _join(self, check: dict[str, Any]) -> check_groups.CheckGroup:
@@ -351,91 +271,6 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
         finally:
             group.leave()
 
-    # -- the edge (per watcher) --
-
-    def _state_key(self) -> str:
-        return state_store_key(self.check, self.value_key, self.state_key, self.every_value)
-
-    def _event(self, log: Any, report: Report, observed_at: float | None) -> Any:
-        log_lines.emit(
-            log,
-            "info",
-            "new value #%d: %r (previous %r)%s",
-            report.seq,
-            report.value,
-            report.previous,
-            "; sent again: the run before a restart may not have delivered it" if report.redelivered else "",
-        )
-        payload = report.payload(units.iso(observed_at))
-        # which watcher's seq it is: consumers keep one numbering per watcher (consumers.every_new_value)
-        payload["watcher"] = self._name()
-        return compat.locations.TriggerEvent(payload)
-
-    def _name(self) -> str:
-        """The name its events carry and its watermark is kept under."""
-        return watcher_name(self.check, self.value_key, self.state_key, self.every_value)
-
-    def _new_values(self, log: Any, observed: Observed, watermark: Any) -> list[Any]:
-        """The values one check makes the edge observe, in order: its value (None: none), or with
-        ``every_value`` each value after the watermark."""
-        try:
-            if not self.every_value:
-                return [reportable_value(observed.value, self.value_key)]
-            return [] if observed.value is None else values_after(observed.value, watermark, self.value_key)
-        except ValueNotReportable as err:
-            log_lines.emit(log, "error", "the value cannot be reported: %s", err)
-            return []
-
-    def _last_check_writer(self) -> Write | None:
-        """Writes this watcher's last-check record to the asset state store of each asset it watches (3.3+;
-        None before: nowhere to keep it)."""
-        accessors = compat.asset_watchers.asset_state_accessors(self)
-        if not accessors:
-            return None
-        key = self._state_key() + STATE_KEY_SUFFIX  # beside the watermark, a record of its own
-
-        async def write(record: dict[str, Any]) -> None:
-            for accessor in accessors:
-                await accessor.aset(key, record)
-
-        return write
-
-    async def _events(self, observations: AsyncIterator[Observed], log: Any) -> AsyncIterator[Any]:
-        store = StoredWatermark(compat.asset_watchers.asset_state_accessors(self), self._state_key(), log)
-        recorder, write = LastCheckRecorder(), self._last_check_writer()  # per watcher: its own record
-        stored = await store.load()
-        if stored is None and self.every_value:
-            stored = Watermark(self.start_after)  # the values after start_after are new
-        tracker = self._edge = EdgeTracker(stored, self.report_first_value)
-        redelivery = tracker.redelivery()
-        if redelivery is not None:
-            if not await stored_already(
-                redelivery, self._name(), compat.asset_watchers.watched_assets(self), log
-            ):
-                yield self._event(log, redelivery, None)
-                await clock.asleep(COMMIT_DELAY_SECONDS)
-            tracker.commit()
-            await store.save(tracker)
-        async for observed in observations:
-            if observed.check is not None:
-                recorder.record(observed.check, write)
-            # each value its own intent, event and commit; a check without one still retries an unsaved commit
-            for value in self._new_values(log, observed, tracker.mark.value) or [None]:
-                if tracker.unsaved and not await store.save(tracker):
-                    break  # an earlier commit still unwritten: nothing new until it is (no edge is lost)
-                checkpoint = tracker.checkpoint()
-                report = tracker.observe(value)
-                if tracker.unsaved and not await store.save(tracker):
-                    # the intent is not stored: no event now; the next check sees the value again
-                    tracker.rollback(checkpoint)
-                    break
-                if report is None:
-                    continue
-                yield self._event(log, report, observed.observed_at)
-                await clock.asleep(COMMIT_DELAY_SECONDS)
-                tracker.commit()
-                await store.save(tracker)
-
     # -- Airflow's entry points --
 
     async def run(self) -> AsyncIterator[Any]:
@@ -444,7 +279,7 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
         log = self._labelled_log()
         observations = self._observations(log)
         try:
-            async for event in self._events(observations, log):
+            async for event in self._edge.events(observations, log):
                 yield event
         finally:
             await observations.aclose()
@@ -480,7 +315,7 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
         key, label = self.shared_stream_key(), self._label()
         _POLL_READERS[key] = (*_POLL_READERS.get(key, ()), label)
         try:
-            async for event in self._events(shared_stream, log_lines.Labelled(self.log, lambda: label)):
+            async for event in self._edge.events(shared_stream, log_lines.Labelled(self.log, lambda: label)):
                 yield event
         finally:
             readers = list(_POLL_READERS.get(key, ()))

@@ -31,7 +31,7 @@ import pytest
 
 from airflow_harness.env import AirflowEnv
 from airflow_harness.state import PG_DSN_ENV, AirflowEnvError
-from airflow_smart_ext.triggers.watcher import COMMIT_DELAY_SECONDS
+from airflow_smart_ext.triggers.watcher_edge import COMMIT_DELAY_SECONDS
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -18,7 +18,8 @@ import pytest
 from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions.sql_values import SqlValuesSharedCheck
-from airflow_smart_ext.triggers.watcher import COMMIT_DELAY_SECONDS, ConditionWatcher
+from airflow_smart_ext.triggers.watcher import ConditionWatcher
+from airflow_smart_ext.triggers.watcher_edge import COMMIT_DELAY_SECONDS
 from airflow_smart_ext.triggers.watermark import (
     ValueNotReportable,
     Watermark,
@@ -159,7 +160,7 @@ async def test_every_value_of_a_burst_is_one_event_in_order(
     events = await collect(clock, watcher.run(), until=300)
     assert values(events) == expected
     # each event names its watcher (consumers number values per watcher): the watermark's name, no prefix
-    assert {payload["watcher"] for _, payload in events} == {watcher._state_key().split(":", 1)[1]}
+    assert {payload["watcher"] for _, payload in events} == {watcher._edge.store_key().split(":", 1)[1]}
     # the values of one check one after the other: each event waits for the commit of the one before it
     assert [at for at, _ in events] == times
     assert COMMIT_DELAY_SECONDS == 5
@@ -395,4 +396,4 @@ def test_the_mode_is_serialized_only_when_set() -> None:
     _, kwargs = watcher.serialize()
     assert (kwargs["every_value"], kwargs["start_after"]) == (True, "2026-01-01")
     assert rebuilt(watcher, None).serialize() == watcher.serialize()
-    assert watcher._state_key() != latest._state_key()  # a latest list is no watermark of this mode
+    assert watcher._edge.store_key() != latest._edge.store_key()  # a latest list is no watermark of this mode

@@ -80,4 +80,4 @@ def test_the_view_finds_the_watermark_under_the_key_the_watcher_writes(arguments
     view_key = state_store_key(
         kwargs["check"], kwargs.get("value_key"), kwargs.get("state_key"), bool(kwargs.get("every_value"))
     )
-    assert watcher._state_key() == view_key
+    assert watcher._edge.store_key() == view_key
