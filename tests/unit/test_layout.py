@@ -461,6 +461,20 @@ def test_the_harness_keeps_one_concern_per_module_and_no_class_over_300_lines() 
     assert all(issubclass(base, EnvState) for base in concerns)
 
 
+def test_no_class_of_the_package_is_over_300_lines() -> None:
+    """No class of ``airflow_smart_ext`` over ~300 lines (the guide's rule; ConditionWatcher was ~400 before its
+    edge became ``triggers/watcher_edge.WatcherEdge``)."""
+    package = Path(__file__).resolve().parents[2] / "airflow_smart_ext"
+    sizes = {
+        f"{path.relative_to(package)}::{node.name}": node.end_lineno - node.lineno + 1
+        for path in package.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.end_lineno is not None
+    }
+    assert len(sizes) > 50
+    assert max(sizes.values()) <= 300, {name: size for name, size in sizes.items() if size > 300}
+
+
 def _compat_reads(text: str) -> list[str]:
     """What a source reads from compat itself: ``compat.X`` and ``from airflow_smart_ext.compat import X``."""
     import ast
