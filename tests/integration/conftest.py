@@ -42,8 +42,10 @@ SQLITE_SLICE = {
 
 
 # Modules of the slice whose proofs do not depend on the database (the plugin's registration, parse-time
-# errors, the minors' smoke): the SQLite pass only; the PostgreSQL pass deselects them (CI's minutes).
+# errors, the minors' smoke, the harness's own smoke: every test of the PostgreSQL pass runs the harness on
+# PostgreSQL): the SQLite pass only; the PostgreSQL pass deselects them (CI's minutes).
 SQLITE_ONLY = {
+    "test_harness.py",
     "test_holiday_coverage_live.py",
     "test_minor_smoke_live.py",
     "test_partitions_live.py",
