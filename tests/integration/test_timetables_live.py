@@ -3,7 +3,7 @@
 * every example DAG (example_dags/timetable_*.py) is serialized without import error and the scheduler's
   first planned data interval equals the known dates documented in the example; unpaused, the scheduler
   creates runs whose data intervals are exactly the timetable's (decoded from the serialized DAG);
-* the tests/integration/dags/tt_*_live.py DAGs (catchup from a few days ago) get exactly the runs, with the
+* the tests/integration/dags/tt_live_dags.py DAGs (catchup from a few days ago) get exactly the runs, with the
   local-midnight data intervals, computed here independently (zoneinfo + holidays) and by the timetable
   decoded from the serialized DAG;
 * a catchup=False DAG with a start_date years ago gets the latest due run planned, as the timetable says;
