@@ -1,5 +1,7 @@
-"""When a wait's checks happen: its deadline, its anchor, the time of check *k*, the next check and the checks
-made at any instant — one computation for the triggers that make the checks and the view that shows them.
+"""When a wait's checks happen: its deadline, its anchor, the time of check *k*, the first and the next check,
+the interval before check *k*, the checks made at any instant and how a wait that ran out of checks ends — one
+:class:`Timeline` per try, asked by every driver: the sensor's modes, both triggers, the watcher (a timeline
+without a deadline) and the view. Only this module asks ``BackoffPolicy`` for a check.
 
 Terms:
 
