@@ -8,6 +8,7 @@ seed and the offsets, so the cost grows with the number of distinct conditions, 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 from collections.abc import Callable, Mapping
@@ -19,7 +20,7 @@ from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions.spec import check_type, sharing_key
 from airflow_smart_ext.ui.serving import Triggerer
 from airflow_smart_ext.wait import deferral_paths, timeline
-from airflow_smart_ext.wait.condition import render_from_run, zero_worker_check
+from airflow_smart_ext.wait.condition import TemplateVariables, render_from_run, zero_worker_check
 from airflow_smart_ext.wait.parameters import has_template
 from airflow_smart_ext.wait.sharing import wait_seed
 
@@ -162,11 +163,21 @@ def read_wait(wait: LiveWait, path: str) -> WaitFacts:
     )
 
 
-def check_specs(wait: LiveWait, path: str) -> tuple[Mapping[str, Any], Mapping[str, Any], bool]:
+def server_variable(key: str) -> str | None:
+    """A Variable as this server reads it (its secrets backends, then the metadata DB); None: there is none."""
+    from airflow.models.variable import Variable
+
+    return Variable.get_variable_from_secrets(key=key)
+
+
+def check_specs(
+    wait: LiveWait, path: str, variables: TemplateVariables | None = None
+) -> tuple[Mapping[str, Any], Mapping[str, Any], bool]:
     """(the check spec with opened values, the same with every secret "***", whether the server knows it
-    exactly). A zero-worker wait's template fields are rendered from the run's dates as its trigger renders
-    them (``wait.condition``); one that needs more than those stays unrendered: its sharing key, hence its
-    seed, jitter and group, then come from a value only the triggerer knows (not exact)."""
+    exactly). A zero-worker wait's template fields are rendered from the run's dates and ``variables`` as its
+    trigger renders them (``wait.condition``); one that needs more than those stays unrendered: its sharing
+    key, hence its seed, jitter and group, then come from a value only the triggerer knows (not exact). The
+    rendered values only key the group: the page shows the fields as stored."""
     kwargs = wait.kwargs
     shown = wait.shown_kwargs if wait.shown_kwargs is not None else redact_sealed(kwargs)
     if path == "worker-first":
@@ -182,7 +193,7 @@ def check_specs(wait: LiveWait, path: str) -> tuple[Mapping[str, Any], Mapping[s
         **(wait.run_dates or {}),
     }
     values = {name: kwargs[name] for name in start["fields"]}
-    rendered = render_from_run(values, run_facts)
+    rendered = render_from_run(values, run_facts, variables)
     check = zero_worker_check(start, rendered if rendered is not None else values, run_facts)
     # shown as stored (the page shows what the DAG says; a rendered secret would need masking again)
     shown_values = {name: shown[name] for name in start["fields"]}
@@ -208,8 +219,10 @@ class Conditions:
     """The ``Condition`` of each wait, memoised by the identity of the objects it is computed from
     (``waits_source`` hands out one object for equal kwarg values; ``shown_kwargs`` None: no memo hit)."""
 
-    def __init__(self) -> None:
+    def __init__(self, read_variable: Callable[[str], str | None] = server_variable) -> None:
         self._memo: dict[tuple[Any, ...], tuple[tuple[Any, ...], Condition]] = {}
+        # one read per Variable per report, whatever the number of waits whose templates name it
+        self._variables = TemplateVariables(functools.cache(read_variable))
 
     def of(self, wait: LiveWait, path: str) -> Condition:
         kwargs, shown = wait.kwargs, wait.shown_kwargs or {}
@@ -225,7 +238,7 @@ class Conditions:
         cached = self._memo.get(key)
         if cached is not None and all(old is new for old, new in zip(cached[0], parts, strict=True)):
             return cached[1]
-        check, shown_check, exact = check_specs(wait, path)
+        check, shown_check, exact = check_specs(wait, path, self._variables)
         kind = check_type(check)
         shared = sharing_key(check)
         condition = Condition(

@@ -2,19 +2,21 @@
 template fields rendered and put back in place; its sharing key (``conditions.sharing_key``) then says which
 waits share one check.
 
-The trigger renders with the template context Airflow gives it (3.3+). The Waits view has only the trigger row
-and the run's dates, so :func:`render_from_run` renders with the run-date part of that context — ``ds``,
-``ds_nodash``, ``ts``, ``ts_nodash``, ``ts_nodash_with_tz``, ``logical_date``, ``data_interval_start`` /
-``data_interval_end`` (built as Airflow's task runner builds them), ``run_id``, ``dag_id``, ``task_id`` — in
-Airflow's own environment (StrictUndefined). A field that needs anything else (a Variable, a param, a macro)
-is not rendered here: the view then says its group is not exact.
+The trigger renders with the template context Airflow gives it (3.3+). The Waits view has the trigger row, the
+run's dates and the server's Variables, so :func:`render_from_run` renders with that part of the context —
+``ds``, ``ds_nodash``, ``ts``, ``ts_nodash``, ``ts_nodash_with_tz``, ``logical_date``, ``data_interval_start``
+/ ``data_interval_end`` (built as Airflow's task runner builds them), ``run_id``, ``dag_id``, ``task_id``, and
+``var.value.<key>`` / ``var.json.<key>`` — in Airflow's own environment (StrictUndefined). A field that needs
+anything else (a param, a macro, a missing Variable) is not rendered here: the view then says its group is not
+exact.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pendulum
@@ -55,16 +57,42 @@ def run_template_context(run_facts: Mapping[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in context.items() if value is not None}
 
 
-def render_from_run(values: Mapping[str, Any], run_facts: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``values`` with every Jinja string rendered from the run's dates (see the module's docstring); None
-    when one needs more than they give, when rendering as native objects (a DAG's
+class _VariableValues:
+    """``var.value`` / ``var.json`` of a template context, read through ``read`` (the server's Variables). A
+    Variable ``read`` does not find is undefined: the template is then not rendered here."""
+
+    def __init__(self, read: Callable[[str], str | None], as_json: bool) -> None:
+        self._read, self._as_json = read, as_json
+
+    def __getattr__(self, key: str) -> Any:
+        raw = None if key.startswith("_") else self._read(key)
+        if raw is None:
+            raise AttributeError(key)
+        return json.loads(raw) if self._as_json else raw
+
+
+class TemplateVariables:
+    """The ``var`` of a template context (``var.value.<key>``, ``var.json.<key>``) over ``read``."""
+
+    def __init__(self, read: Callable[[str], str | None]) -> None:
+        self.value = _VariableValues(read, False)
+        self.json = _VariableValues(read, True)
+
+
+def render_from_run(
+    values: Mapping[str, Any], run_facts: Mapping[str, Any], variables: TemplateVariables | None = None
+) -> dict[str, Any] | None:
+    """``values`` with every Jinja string rendered from the run's dates and ``variables`` (see the module's
+    docstring); None when one needs more than they give, when rendering as native objects (a DAG's
     ``render_template_as_native_obj``, which the row does not record) would give another value, or when
     nothing renders here (2.11: its triggerer renders nothing)."""
     if not any(has_template(value) for value in values.values()):
         return dict(values)
     if _environment(False) is None:
         return None
-    context = run_template_context(run_facts)
+    context: dict[str, Any] = run_template_context(run_facts)
+    if variables is not None:
+        context["var"] = variables
     if not all(_renders_safely(text, set(context)) for text in _strings(values)):
         return None
     try:
@@ -75,7 +103,8 @@ def render_from_run(values: Mapping[str, Any], run_facts: Mapping[str, Any]) -> 
     return rendered if native == rendered else None
 
 
-#: What a template the server renders may contain: the run's dates, a filter or a date method on them, text.
+#: What a template the server renders may contain: the run's dates and Variables, a filter or a date method on
+#: them, text.
 #: Anything else (arithmetic, loops, calls of other things) is the triggerer's to render: a DAG author's template
 #: must not cost the api-server more than a few string operations per page.
 _SAFE_NODES = ("Template", "Output", "TemplateData", "Name", "Getattr", "Filter", "Call", "Const")

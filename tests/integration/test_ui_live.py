@@ -56,7 +56,12 @@ USERS = {"admin": None, "viewer": "ui_open_"}
 OPEN, HIDDEN, CALENDAR = "ui_open_waits", "ui_hidden_waits", "ui_open_calendar"
 CONSUMER, WATCHED_ASSET, WATCHER = "ui_open_consumer", "ui_orders", "ui_orders_loaded"  # 3.x: a watcher
 SHARED = {"shared_1", "shared_2", "shared_3"}
-OPEN_TASKS = SHARED | {"zero_worker", "worker_first", "templated"}
+VAR_PAIR = {
+    "var_templated",
+    "var_twin",
+}  # a Variable-templated zero-worker wait and its literal twin: one group
+VARIABLE, VARIABLE_VALUE = "ui_table", "ui_var_table"
+OPEN_TASKS = SHARED | VAR_PAIR | {"zero_worker", "worker_first", "templated"}
 HIDDEN_TASKS = {"hidden", "erroring"}  # "erroring": every check fails with an OperationalError (ridden out)
 SCREENSHOTS_ENV = "SMART_EXT_UI_SCREENSHOTS"
 
@@ -130,6 +135,7 @@ def ui_env() -> Iterator[AirflowEnv]:
         sqlite3.connect(database).close()
         add_connection_fields(env, "ui_sqlite", "sqlite", host=str(database))
         env.add_connection("ui_secret_conn", f"http://user:{SECRET}@example.invalid")
+        env.set_variable(VARIABLE, VARIABLE_VALUE)  # before any run: the triggerer renders with it
         env.wait_for_dag(CALENDAR)
         if env.is_airflow3:  # Airflow runs a watcher only for an asset of an unpaused DAG
             env.wait_for_dag(CONSUMER)
@@ -203,8 +209,9 @@ def pure_next_check(row: dict[str, Any], now: float) -> float | None:
         start = kwargs["start"]
         check = dict(start["check"])
         for name, path in start["fields"].items():  # the template fields travel beside the spec
-            assert len(path) == 1, path  # our DAG's zero-worker sensor has top-level fields only
-            check[path[0]] = kwargs[name]
+            assert len(path) == 1, path  # our DAG's zero-worker sensors have top-level fields only
+            # rendered as the triggerer renders them (var_templated's query names one Variable)
+            check[path[0]] = kwargs[name].replace(f"{{{{ var.value.{VARIABLE} }}}}", VARIABLE_VALUE)
         policy = BackoffPolicy.from_dict(start["policy"])
         anchor = aligned_start(row["ti_start"], policy.initial)
         deadline = row["ti_start"] + float(start["timeout"])
@@ -259,11 +266,15 @@ def test_waits_page_from_airflow_navigation(ui_env: AirflowEnv, admin: WebDriver
     expected_path = {WORKER_FIRST: "worker-first", ZERO_WORKER: "zero-worker"}
     # A shared wait picked up after another of its group was live in the same triggerer follows that one's
     # schedule (deferrable.md "one schedule per condition"): the group's oldest row's schedule is also right.
-    oldest_shared = min((triggers[(OPEN, t)] for t in SHARED), key=lambda trigger: trigger["created"])
+    oldest = {
+        group: min((triggers[(OPEN, t)] for t in group), key=lambda trigger: trigger["created"])
+        for group in (frozenset(SHARED), frozenset(VAR_PAIR))
+    }
     for task_id, row in ours.items():
         trigger = triggers[(OPEN, task_id)]
         assert row["path"] == expected_path[trigger["classpath"]], (task_id, row)
-        schedules = [trigger, oldest_shared] if task_id in SHARED else [trigger]
+        group = next((g for g in oldest if task_id in g), None)
+        schedules = [trigger] if group is None else [trigger, oldest[group]]
         candidates = [pure_next_check(t, now) for t in schedules for now in (before, after)]
         shown = _epoch(row["nextCheck"])
         assert any(c is not None and abs(shown - c) <= 1.0 for c in candidates), (task_id, shown, candidates)
@@ -271,8 +282,11 @@ def test_waits_page_from_airflow_navigation(ui_env: AirflowEnv, admin: WebDriver
     assert ours["worker_first"]["path"] == "worker-first"
     assert {ours[t]["sharingKey"] for t in SHARED} == {ours["shared_1"]["sharingKey"]}
     assert {int(ours[t]["sharedWith"]) for t in SHARED} == {3}
-    assert len({ours[t]["sharingKey"] for t in OPEN_TASKS}) == 4
-    assert all(int(ours[t]["sharedWith"]) == 1 for t in OPEN_TASKS - SHARED)
+    # the Variable-templated wait is grouped as its trigger checks it: with its literal twin
+    assert {ours[t]["sharingKey"] for t in VAR_PAIR} == {ours["var_twin"]["sharingKey"]}, ours
+    assert {int(ours[t]["sharedWith"]) for t in VAR_PAIR} == {2}
+    assert len({ours[t]["sharingKey"] for t in OPEN_TASKS}) == 5
+    assert all(int(ours[t]["sharedWith"]) == 1 for t in OPEN_TASKS - SHARED - VAR_PAIR)
     for task_id, words in {
         "shared_1": "AS shared",
         "zero_worker": "AS zero_worker",
@@ -385,7 +399,7 @@ def test_the_last_check_outcome_is_what_the_triggerer_recorded(ui_env: AirflowEn
         check = wait["last_check"]
         assert (check["outcome"], check["errors"], check["error_class"]) == ("not met", 0, None), wait
         assert check["since"] <= check["at"] and wait["last_outcome"] == f"not met since {check['since']}"
-    # in the metadata DB: the XCom of each wait alone in its group; one record serves the three shared waits
+    # in the metadata DB: the XCom of each wait alone in its group; one record serves each group's waits
     stored: dict[str, Any] = {}
     for task_id, value in ui_env.query(
         "SELECT task_id, value FROM xcom WHERE dag_id = %s AND key = %s", (OPEN, "smart_ext_last_check")
@@ -393,10 +407,11 @@ def test_the_last_check_outcome_is_what_the_triggerer_recorded(ui_env: AirflowEn
         if isinstance(value, memoryview):  # 2.11 on PostgreSQL: the JSON bytes of a bytea column
             value = bytes(value)
         stored[task_id] = json.loads(value) if isinstance(value, (str, bytes)) else value
-    assert set(stored) >= OPEN_TASKS - SHARED, stored
-    assert 1 <= len(set(stored) & SHARED) <= len(SHARED), stored
-    newest_shared = max((stored[t] for t in SHARED if t in stored), key=lambda record: record["at"])
-    assert {ours[t]["last_check"]["at"] for t in SHARED} == {newest_shared["at"]}
+    assert set(stored) >= OPEN_TASKS - SHARED - VAR_PAIR, stored
+    for group in (SHARED, VAR_PAIR):
+        assert 1 <= len(set(stored) & group) <= len(group), stored
+        newest = max((stored[t] for t in group if t in stored), key=lambda record: record["at"])
+        assert {ours[t]["last_check"]["at"] for t in group} == {newest["at"]}
     assert all(
         record["outcome"] == "not met" and SECRET not in json.dumps(record) for record in stored.values()
     )

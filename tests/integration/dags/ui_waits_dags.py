@@ -58,6 +58,14 @@ with _dag("ui_open_waits", schedule=None, dagrun_timeout=RUN_TIMEOUT):
         start_from_trigger=False,
         **WAIT,
     )
+    # Issue 44: a zero-worker wait whose query names a Variable (rendered in the triggerer, 3.3+) and a
+    # worker-first twin on the literal it renders to: one condition, one shared check, one group on the page.
+    BackoffSqlSensor(
+        task_id="var_templated", conn_id=CONN_ID, sql="SELECT 0 AS {{ var.value.ui_table }}", **WAIT
+    )
+    BackoffSqlSensor(
+        task_id="var_twin", conn_id=CONN_ID, sql="SELECT 0 AS ui_var_table", start_from_trigger=False, **WAIT
+    )
     BackoffSqlSensor(
         task_id="templated",
         conn_id=CONN_ID,

@@ -1,9 +1,10 @@
 """The Waits view groups a zero-worker wait on the condition its trigger checks: the rendered one.
 
 Generated from a table of template fields: for each, the trigger renders its fields with a task's template
-context (built here by hand as Airflow's task runner builds it, with a param and a Variable the server cannot
-see) and takes the sharing key of the check it would run; the view, from the trigger row and the run's dates
-alone, must come to the same key, or say its group is not exact when the field needs more than the dates.
+context (built here by hand as Airflow's task runner builds it, with a param the server cannot see and
+Variables) and takes the sharing key of the check it would run; the view, from the trigger row, the run's dates
+and the server's Variables (read as the api-server reads them: here from ``AIRFLOW_VAR_*``), must come to the
+same key, or say its group is not exact when the field needs more (a param, a Variable the server lacks).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger
 from airflow_smart_ext.ui.trigger_rows import Conditions, LiveWait
 from airflow_smart_ext.ui.waits_report import WaitsQuery, build_report
+from airflow_smart_ext.wait.deferral_paths import BACKOFF_TRIGGER
 from tests.unit.helpers import sql_check
 
 pytestmark = pytest.mark.skipif(
@@ -44,8 +46,20 @@ SQL_FIELDS = [
     ("ds_nodash", "SELECT ok FROM t WHERE day = '{{ ds_nodash }}'", True),
     ("run_id", "SELECT ok FROM t WHERE run = '{{ run_id }}'", True),
     ("a param", "SELECT ok FROM t WHERE day = '{{ params.day }}'", False),
-    ("a Variable", "SELECT ok FROM {{ var.value.table }}", False),
+    ("a Variable", "SELECT ok FROM {{ var.value.table }}", True),
+    ("a JSON Variable", "SELECT ok FROM {{ var.json.cfg.table }}", True),
+    ("a Variable the server lacks", "SELECT ok FROM {{ var.value.only_in_the_task }}", False),
 ]
+#: the server's Variables (the api-server reads the environment's AIRFLOW_VAR_* first, as every Airflow does)
+SERVER_VARIABLES = {"AIRFLOW_VAR_TABLE": "t_from_a_variable", "AIRFLOW_VAR_CFG": '{"table": "t_from_json"}'}
+
+
+@pytest.fixture(autouse=True)
+def _server_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SERVER_VARIABLES.items():
+        monkeypatch.setenv(name, value)
+
+
 #: renders to the literal's condition: the view must put these in one group
 SAME_AS_LITERAL = ("literal", "ds", "logical_date | ds", "strftime", "a param")
 
@@ -66,7 +80,10 @@ def _context() -> dict[str, Any]:
         "data_interval_end": LOGICAL.add(days=1),
         "run_id": RUN_ID,
         "params": {"day": "2026-11-26"},
-        "var": {"value": {"table": "t_from_a_variable"}},
+        "var": {
+            "value": {"table": "t_from_a_variable", "only_in_the_task": "t_task"},
+            "json": {"cfg": {"table": "t_from_json"}},
+        },
     }
 
 
@@ -129,6 +146,31 @@ def test_waits_that_render_to_one_condition_are_one_group_on_the_page() -> None:
     assert rows["a param"]["next_check_exact"] is False
 
 
+def test_a_templated_zero_worker_wait_and_a_worker_first_twin_are_one_group() -> None:
+    """Issue 44's case: a zero-worker wait on ``SELECT ... {{ var.value.table }}`` (rendered in the triggerer)
+    and a worker-first wait on the literal it renders to share one check there: the view keys them alike."""
+    templated = Conditions().of(_wait("SELECT ok FROM {{ var.value.table }}", "templated"), "zero-worker")
+    literal_check = {**_start("x")[0]["check"], "sql": "SELECT ok FROM t_from_a_variable"}
+    twin = LiveWait("d", RUN_ID, "twin", -1, 1, BACKOFF_TRIGGER, {"check": literal_check}, NOW - 60, NOW - 60)
+    assert templated.exact and templated.key == Conditions().of(twin, "worker-first").key
+    assert templated.key == _triggers_key("SELECT ok FROM {{ var.value.table }}")
+
+
+def test_a_variable_is_read_once_per_report_whatever_the_number_of_waits() -> None:
+    reads: list[str] = []
+
+    def read(key: str) -> str | None:
+        reads.append(key)
+        return "t_from_a_variable" if key == "table" else None
+
+    conditions = Conditions(read)
+    keys = {
+        conditions.of(_wait("SELECT ok FROM {{ var.value.table }}", f"t{n}"), "zero-worker").key
+        for n in range(20)
+    }
+    assert len(keys) == 1 and reads == ["table"]
+
+
 def test_the_run_date_context_matches_airflows_for_a_naive_free_date() -> None:
     """The dates the view renders with are the run's, in UTC, as Airflow's context gives them."""
     from airflow_smart_ext.wait.condition import run_template_context
@@ -159,13 +201,16 @@ def test_a_field_whose_native_rendering_differs_is_not_exact() -> None:
         "{{ params.day }}",  # a name the server does not have
         "{{ ds | custom_filter }}",
         "{{ logical_date.add(days=1) }}",  # a call the server does not vouch for
+        "{{ var.value.get('table') }}",  # nor through a Variable
         "{{ ds",  # not even a template
     ],
 )
 def test_the_view_renders_only_the_runs_dates_through_known_filters_and_methods(template: str) -> None:
     """A DAG author's template is rendered on the api-server only when it reads the run's dates through known
     filters and methods; anything else is the triggerer's to render (the view says "not exact")."""
-    from airflow_smart_ext.wait.condition import render_from_run
+    from airflow_smart_ext.wait.condition import TemplateVariables, render_from_run
 
     facts = {"run_id": RUN_ID, **run_dates(LOGICAL, LOGICAL, LOGICAL.add(days=1))}
-    assert render_from_run({"sql": template}, facts) is None
+    variables = TemplateVariables(lambda key: "t")  # every Variable exists: refused for what it does
+    assert render_from_run({"sql": template}, facts, variables) is None
+    assert render_from_run({"sql": "{{ var.value.table }}"}, facts, variables) == {"sql": "t"}
