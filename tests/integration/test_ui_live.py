@@ -211,7 +211,10 @@ def pure_next_check(row: dict[str, Any], now: float) -> float | None:
         for name, path in start["fields"].items():  # the template fields travel beside the spec
             assert len(path) == 1, path  # our DAG's zero-worker sensors have top-level fields only
             # rendered as the triggerer renders them (var_templated's query names one Variable)
-            check[path[0]] = kwargs[name].replace(f"{{{{ var.value.{VARIABLE} }}}}", VARIABLE_VALUE)
+            value = kwargs[name]
+            if isinstance(value, str):
+                value = value.replace(f"{{{{ var.value.{VARIABLE} }}}}", VARIABLE_VALUE)
+            check[path[0]] = value
         policy = BackoffPolicy.from_dict(start["policy"])
         anchor = aligned_start(row["ti_start"], policy.initial)
         deadline = row["ti_start"] + float(start["timeout"])
