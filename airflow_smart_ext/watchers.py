@@ -27,7 +27,7 @@ from airflow_smart_ext.wait.parameters import WatcherArgumentError
 __all__ = ["ConditionWatcher", "WatcherArgumentError", "sensor_condition", "sql_condition"]
 
 if compat.asset_watchers.ASSET_WATCHERS_SUPPORTED:
-    from airflow_smart_ext.triggers.watcher import ConditionWatcher
+    from airflow_smart_ext.triggers.condition_watcher import ConditionWatcher
 else:
 
     def __getattr__(name: str) -> Any:

@@ -130,7 +130,7 @@ async def _soak(minutes: float, waits: int, out_dir: Path, deadline: float) -> N
 
     import soak_checks  # noqa: F401  (imported before the baseline, as the triggerer would have it)
 
-    from airflow_smart_ext.triggers.backoff import FINAL_CHECK_GRACE_SECONDS
+    from airflow_smart_ext.triggers.worker_first import FINAL_CHECK_GRACE_SECONDS
 
     # 3.x: the message of a cancel by user action (on_kill runs); 2.11 has none (a plain cancel).
     user_cancel = getattr(triggerer_job_runner, "_USER_ACTION_CANCEL_MSG", None)

@@ -38,7 +38,7 @@ dag_policy  # policy.dag_policy: called by Airflow through the airflow.policy en
 _.next_dagrun_info_v2
 _.iter_partition_dagrun_infos
 _._decode_partition_date
-# BaseEventTrigger shared-stream hooks (Airflow >= 3.3): called by the triggerer (triggers/watcher.py)
+# BaseEventTrigger shared-stream hooks (Airflow >= 3.3): called by the triggerer (triggers/condition_watcher.py)
 _.shared_stream_key
 _.open_shared_stream
 _.filter_shared_stream

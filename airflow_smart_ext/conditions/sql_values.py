@@ -1,7 +1,7 @@
 """Check type ``"sql_values"``: every row of a bound-parameter query, one value per row.
 
 A condition watcher with ``every_value=True`` runs its ``sql_condition`` as this type, its watermark bound
-into ``parameters`` (``airflow_smart_ext.triggers.watcher``): the query returns the values after it. The
+into ``parameters`` (``airflow_smart_ext.triggers.condition_watcher``): the query returns the values after it. The
 connection, the hook and its quiet logging are the ``"sql"`` type's.
 
 Spec: ``{"type": "sql_values", "conn_id", "sql", "parameters", "hook_params", "selector"}`` (the selector as a

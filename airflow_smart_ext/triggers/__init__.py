@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from airflow_smart_ext.triggers.backoff import BackoffTrigger
+from airflow_smart_ext.triggers.worker_first import BackoffTrigger
 
 __all__ = ["BackoffTrigger"]

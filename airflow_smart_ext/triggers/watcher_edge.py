@@ -1,7 +1,7 @@
 """A condition watcher's edge, per watcher: which of the poll's values are new, one asset event each, and the
 watermark that reports each value once — kept in the asset state store (3.3+) in two steps around each event
 (intent before, commit after), so a restart re-sends an event it may have lost and never one that was committed.
-``ConditionWatcher`` (``triggers/watcher.py``) runs the poll and hands its observations here."""
+``ConditionWatcher`` (``triggers/condition_watcher.py``) runs the poll and hands its observations here."""
 
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions import sensor_poke as sensor_check
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.triggers import log_lines
-from airflow_smart_ext.triggers.backoff import BackoffTrigger
 from airflow_smart_ext.triggers.events import iso
+from airflow_smart_ext.triggers.worker_first import BackoffTrigger
 from airflow_smart_ext.wait import deferral_paths, parameters, timeline
 from airflow_smart_ext.wait.condition import zero_worker_check
 from airflow_smart_ext.wait.sharing import wait_seed

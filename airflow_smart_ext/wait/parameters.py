@@ -4,7 +4,7 @@ Each row names a parameter, says in words what it accepts (that text is the erro
 cross-parameter rules are rows too. Every entry point asks this table, so each refuses the same values at DAG
 parse with the same message: ``BackoffSensor`` / ``BackoffSqlSensor`` (plain, and a mapped sensor's
 ``.partial()`` / ``.expand()`` / ``.expand_kwargs()`` literals: ``sensors/arguments.py``), both triggers
-(``triggers/backoff.py``, built by hand or from a row) and ``ConditionWatcher`` / ``sql_condition``
+(``triggers/worker_first.py``, built by hand or from a row) and ``ConditionWatcher`` / ``sql_condition``
 (:func:`watcher_arguments`, ``watchers.py``). A mapped sensor's constructor runs only when the task runs; values
 from an upstream task's XCom are checked then.
 

@@ -36,7 +36,7 @@ from airflow_harness.state import TERMINAL_TI_STATES, TEST_DAGS_DIR
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed
 from airflow_smart_ext.conditions.spec import sharing_key
-from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
+from airflow_smart_ext.triggers.worker_first import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from tests.integration.live import add_connection_fields, start_run
 from tests.integration.ui_browser import chromium, no_browser_reason

@@ -536,6 +536,8 @@ def test_a_name_of_release_0_1_0s_compat_still_resolves_with_a_warning_naming_it
 _KEPT_ALIASES = {
     ("airflow_smart_ext.retries", "RETRY_POLICIES_SUPPORTED"),  # example_dags/retry_policy_http.py shows it
     ("airflow_smart_ext.triggers.start", "BackoffStartTrigger"),  # the classpath 0.1.0's trigger rows hold
+    ("airflow_smart_ext.triggers.backoff", "BackoffTrigger"),  # the classpath 0.1.0's trigger rows hold
+    ("airflow_smart_ext.triggers.watcher", "ConditionWatcher"),  # the classpath 0.1.0's watcher rows hold
     ("airflow_smart_ext.watchers", "ConditionWatcher"),  # the authoring API's documented home (README)
 }
 

@@ -16,7 +16,7 @@ import pytest
 
 from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
-from airflow_smart_ext.triggers.watcher import ConditionWatcher
+from airflow_smart_ext.triggers.condition_watcher import ConditionWatcher
 from airflow_smart_ext.wait.parameters import WatcherArgumentError
 from airflow_smart_ext.wait.watcher_state import STATE_KEY_PREFIX
 from airflow_smart_ext.watchers import sensor_condition, sql_condition
@@ -100,7 +100,9 @@ def partition_watcher(name: str, store: StateStore | None = None, **overrides: A
 def rebuilt(watcher: ConditionWatcher, store: StateStore | None) -> ConditionWatcher:
     """The watcher as a restarted triggerer builds it: from its serialized kwargs, the store injected."""
     classpath, kwargs = watcher.serialize()
-    assert classpath == "airflow_smart_ext.triggers.watcher.ConditionWatcher"
+    assert (
+        classpath == "airflow_smart_ext.triggers.watcher.ConditionWatcher"
+    )  # what rows keep (deferral_paths)
     again = ConditionWatcher(**json.loads(json.dumps(kwargs)))
     again.asset_state_store = store
     return again

@@ -186,7 +186,7 @@ async def test_the_zero_worker_start_trigger_logs_no_bound_value(
 async def test_a_sql_condition_watcher_logs_no_bound_value(
     conn_id: str, logged: Callable[[], str], clock: FakeClock
 ) -> None:
-    from airflow_smart_ext.triggers.watcher import ConditionWatcher
+    from airflow_smart_ext.triggers.condition_watcher import ConditionWatcher
     from airflow_smart_ext.watchers import sql_condition
     from tests.unit.watcher_helpers import collect
 

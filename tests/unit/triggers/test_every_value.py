@@ -18,7 +18,7 @@ import pytest
 from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions.sql_values import SqlValuesSharedCheck
-from airflow_smart_ext.triggers.watcher import ConditionWatcher
+from airflow_smart_ext.triggers.condition_watcher import ConditionWatcher
 from airflow_smart_ext.triggers.watcher_edge import COMMIT_DELAY_SECONDS
 from airflow_smart_ext.triggers.watermark import (
     ValueNotReportable,

@@ -17,8 +17,8 @@ import pytest
 
 from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
+from airflow_smart_ext.triggers.condition_watcher import ConditionWatcher
 from airflow_smart_ext.triggers.redelivery import API_CONN_OPTION, is_this_event
-from airflow_smart_ext.triggers.watcher import ConditionWatcher
 from airflow_smart_ext.triggers.watermark import Report
 from airflow_smart_ext.watchers import sensor_condition
 from tests.unit.clock import START, FakeClock

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_smart_ext.backoff import aligned_start
-from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
+from airflow_smart_ext.triggers.worker_first import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.ui.trigger_rows import LiveWait
 from tests.unit.helpers import sql_check
 

@@ -14,7 +14,7 @@ from cryptography.fernet import Fernet
 
 from airflow_smart_ext import compat, secret_kwargs
 from airflow_smart_ext.backoff import aligned_start
-from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
+from airflow_smart_ext.triggers.worker_first import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.ui import kwargs_store, waits_source
 from airflow_smart_ext.ui.kwargs_store import KwargsStore

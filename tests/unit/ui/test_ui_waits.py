@@ -16,7 +16,7 @@ from cryptography.fernet import Fernet
 from airflow_smart_ext import compat, secret_kwargs
 from airflow_smart_ext.backoff import BackoffPolicy, aligned_start, condition_seed
 from airflow_smart_ext.conditions import sharing_key
-from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
+from airflow_smart_ext.triggers.worker_first import CLASSPATH as WORKER_FIRST
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.ui.query_params import InvalidQuery
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers

@@ -18,8 +18,8 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.sensors import BackoffSqlSensor
-from airflow_smart_ext.triggers.backoff import BackoffTrigger
-from airflow_smart_ext.triggers.watcher import ConditionWatcher
+from airflow_smart_ext.triggers.condition_watcher import ConditionWatcher
+from airflow_smart_ext.triggers.worker_first import BackoffTrigger
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger
 from airflow_smart_ext.wait.parameters import (
     POLICY_PARAMETERS,

@@ -21,8 +21,8 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy, condition_seed
 from airflow_smart_ext.conditions import sharing_key
 from airflow_smart_ext.conditions.sensor_poke import run_dates
-from airflow_smart_ext.triggers.backoff import CLASSPATH as WORKER_FIRST
-from airflow_smart_ext.triggers.backoff import BackoffTrigger
+from airflow_smart_ext.triggers.worker_first import CLASSPATH as WORKER_FIRST
+from airflow_smart_ext.triggers.worker_first import BackoffTrigger
 from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger, _ScheduleFromStart
 from airflow_smart_ext.ui.trigger_rows import Conditions, LiveWait
