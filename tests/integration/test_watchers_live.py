@@ -88,10 +88,14 @@ def condition_dsn(airflow_env: AirflowEnv) -> str:
         cur.execute("CREATE TABLE days (day text)")
         cur.execute("CREATE TABLE shared_value (v text)")
         cur.execute("CREATE TABLE burst_days (day text)")
-        cur.execute("CREATE TABLE checks (cond text NOT NULL, at double precision NOT NULL)")
+        # at: when the check could plan (after any lock on ``days``); sent: when its query reached the server
+        cur.execute(
+            "CREATE TABLE checks (cond text NOT NULL, at double precision NOT NULL, sent double precision NOT NULL)"
+        )
         cur.execute(
             "CREATE FUNCTION wt_check(c text) RETURNS text LANGUAGE sql VOLATILE AS $$ "
-            "INSERT INTO checks VALUES (c, extract(epoch FROM clock_timestamp())); "
+            "INSERT INTO checks VALUES (c, extract(epoch FROM clock_timestamp()), "
+            "extract(epoch FROM statement_timestamp())); "
             "SELECT CASE WHEN c = 'days' THEN (SELECT max(day) FROM days) "
             "ELSE (SELECT max(v) FROM shared_value) END; $$"
         )
@@ -113,9 +117,15 @@ def condition_dsn(airflow_env: AirflowEnv) -> str:
 
 
 def checks(dsn: str, cond: str, since: float = 0.0) -> list[float]:
+    """When each check of ``cond`` since ``since`` could plan (after any lock on its table)."""
+    return [at for _sent, at in check_times(dsn, cond, since)]
+
+
+def check_times(dsn: str, cond: str, since: float = 0.0) -> list[tuple[float, float]]:
+    """(when its query reached the server, when it could plan) of each check of ``cond`` planned since ``since``."""
     with _pg(dsn) as cur:
-        cur.execute("SELECT at FROM checks WHERE cond = %s AND at >= %s ORDER BY at", (cond, since))
-        return [float(at) for (at,) in cur.fetchall()]
+        cur.execute("SELECT sent, at FROM checks WHERE cond = %s AND at >= %s ORDER BY at", (cond, since))
+        return [(float(sent), float(at)) for sent, at in cur.fetchall()]
 
 
 def db_now(dsn: str) -> float:
@@ -267,9 +277,13 @@ def test_a_locked_table_costs_no_event_and_adds_none(days_story: dict[str, Any],
     start, end = days_story["lock"]
     # One check reached the locked table and waited there; while it hung, the watcher's schedule went on and
     # each later check was refused before it started (the condition starts no second check while one runs):
-    # no pile-up of blocked connections. (wt_check stamps a check once the locked table lets it plan.)
-    blocked = checks(condition_dsn, "days", since=start)
-    assert len([at for at in blocked if at <= end]) == 1, (blocked, start, end)
+    # no pile-up of blocked connections. A check that waited at the lock could plan only once it was released:
+    # its query reached the server (``sent``) long before it planned (an unlocked check plans within ms).
+    times = check_times(condition_dsn, "days", since=start)
+    waited = [(sent, at) for sent, at in times if at - sent > LOCK_SECONDS / 4]
+    assert len(waited) == 1, (times, start, end)
+    (sent, planned) = waited[0]  # sent while the table was locked, planned once the lock was released
+    assert start - 5 <= sent <= end and planned >= start + LOCK_SECONDS - 5, (waited, start, end)
     assert "PreviousCheckStillRunning" in days_story["triggerer_log"]
     # Day 5 was reported once, after day 4, and nothing else was reported around the lock.
     fifth = days_story["events"][4]["payload"]

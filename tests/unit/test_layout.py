@@ -442,19 +442,23 @@ def test_the_version_rule_can_fail(tmp_path: Path) -> None:
     assert _version_checks(path) == ["x.py:2: if compat.versions.AIRFLOW_V_3_3_PLUS:"]
 
 
+def _class_sizes(folder: Path) -> dict[str, int]:
+    """Every class below ``folder`` (``path::name``) and its length in lines."""
+    return {
+        f"{path.relative_to(folder)}::{node.name}": node.end_lineno - node.lineno + 1
+        for path in folder.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.end_lineno is not None
+    }
+
+
 def test_the_harness_keeps_one_concern_per_module_and_no_class_over_300_lines() -> None:
     """Issue 44: ``AirflowEnv`` is composed of one class per concern (airflow_harness/state.py lists them), none
     of them, nor any other class of the harness, over 300 lines."""
     from airflow_harness.env import AirflowEnv
     from airflow_harness.state import EnvState
 
-    harness = Path(__file__).resolve().parents[2] / "airflow_harness"
-    sizes = {
-        f"{path.name}::{node.name}": node.end_lineno - node.lineno + 1
-        for path in harness.glob("*.py")
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.ClassDef) and node.end_lineno is not None
-    }
+    sizes = _class_sizes(Path(__file__).resolve().parents[2] / "airflow_harness")
     assert sizes and max(sizes.values()) <= 300, {name: size for name, size in sizes.items() if size > 300}
     concerns = [base for base in AirflowEnv.__bases__ if base is not EnvState]
     assert len({base.__module__ for base in concerns}) == len(concerns) >= 6
@@ -464,13 +468,7 @@ def test_the_harness_keeps_one_concern_per_module_and_no_class_over_300_lines() 
 def test_no_class_of_the_package_is_over_300_lines() -> None:
     """No class of ``airflow_smart_ext`` over ~300 lines (the guide's rule; ConditionWatcher was ~400 before its
     edge became ``triggers/watcher_edge.WatcherEdge``)."""
-    package = Path(__file__).resolve().parents[2] / "airflow_smart_ext"
-    sizes = {
-        f"{path.relative_to(package)}::{node.name}": node.end_lineno - node.lineno + 1
-        for path in package.rglob("*.py")
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.ClassDef) and node.end_lineno is not None
-    }
+    sizes = _class_sizes(Path(__file__).resolve().parents[2] / "airflow_smart_ext")
     assert len(sizes) > 50
     assert max(sizes.values()) <= 300, {name: size for name, size in sizes.items() if size > 300}
 
