@@ -19,7 +19,7 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.conditions import check_threads, runtime
 from airflow_smart_ext.triggers import BackoffTrigger
-from airflow_smart_ext.triggers import backoff as trigger_module
+from airflow_smart_ext.triggers import worker_first as trigger_module
 from tests.unit.triggers.fault_sensors import POKES, READY_AT, RECOVERED, RELEASE, check
 from tests.unit.triggers.helpers import first_event, sensor_check
 from tests.unit.triggers.helpers import make_trigger as trigger

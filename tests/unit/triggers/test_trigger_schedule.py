@@ -35,7 +35,7 @@ def test_serialize_returns_exactly_the_contract_kwargs() -> None:
     policy = BackoffPolicy(initial=10, factor=2, cap=60, jitter="full")
     trigger = make_trigger(sensor_check("a"), policy, after=2, share=False)
     classpath, kwargs = trigger.serialize()
-    assert classpath == "airflow_smart_ext.triggers.worker_first.BackoffTrigger"
+    assert classpath == "airflow_smart_ext.triggers.backoff.BackoffTrigger"  # what rows keep (deferral_paths)
     assert kwargs == {
         "check": sensor_check("a"),
         "policy": policy.to_dict(),
