@@ -1,7 +1,7 @@
 """``ConditionWatcher``: an Airflow asset watcher (``BaseEventTrigger``) built from our check types.
 
 It polls a condition on a backoff schedule (the sensors' checks, sharing, rate limits, time limits and outage
-ride-out: ``conditions/``, ``sharing``, ``ride_out``) and emits one asset event per *new* value, the value in
+ride-out: ``conditions/``, ``check_groups``, ``transient_errors``) and emits one asset event per *new* value, the value in
 the event's payload (the asset event's ``extra["payload"]``). The decisions are pure (``watermark``, and ``wait/``); this
 module is the Airflow glue: the poll, the asset state store and the shared stream.
 

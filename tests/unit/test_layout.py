@@ -599,3 +599,21 @@ def test_the_home_rule_can_fail(tmp_path: Path) -> None:
     assert _re_exports(root, [probe], shown_from=tmp_path) == [
         "x.py:1: DEFAULT_JITTER from airflow_smart_ext.sensors.arguments"
     ]
+
+
+def test_only_the_wait_model_asks_the_policy_for_a_check() -> None:
+    """Issue 44: the sensor's modes, both triggers, the watcher and the Waits view ask a try's timeline
+    (``wait/timeline.py``) for a check; none calls ``BackoffPolicy.next_check`` / ``offset`` itself."""
+    package = Path(__file__).resolve().parents[2] / "airflow_smart_ext"
+    owners = {package / "backoff.py", package / "wait" / "timeline.py"}
+    calls = {}
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("next_check", "offset")
+                and "policy" in ast.unparse(node.func.value)
+            ):
+                calls.setdefault(path, []).append(f"{path.relative_to(package)}:{node.lineno}")
+    assert set(calls) == owners, calls
