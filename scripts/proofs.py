@@ -106,7 +106,10 @@ def read_reports(paths: Iterable[Path]) -> list[Case]:
     cases = []
     for path in paths:
         for element in ElementTree.parse(path).getroot().iter("testcase"):
-            file, prefix = test_file(element.get("classname", ""))
+            classname, name = element.get("classname", ""), element.get("name", "")
+            if not classname:  # a module that could not be collected: pytest reports it under its dotted name
+                classname, name = name, "(collection)"
+            file, prefix = test_file(classname)
             outcome, reason = "passed", ""
             for child in element:
                 if child.tag == "skipped":
@@ -115,7 +118,7 @@ def read_reports(paths: Iterable[Path]) -> list[Case]:
                 elif child.tag in ("failure", "error"):
                     outcome = "failed" if child.tag == "failure" else "error"
                     reason = " ".join((child.get("message") or "").split())[:300]
-            cases.append(Case(file, prefix + element.get("name", ""), outcome, reason))
+            cases.append(Case(file, prefix + name, outcome, reason))
     return cases
 
 

@@ -124,3 +124,15 @@ def test_a_leg_that_leaves_the_tooling_to_another_skips_it_on_the_allow_list_and
         outcomes[switch] = (case.outcome, case.reason, verdict.bad_skips)
     assert outcomes["1"] == ("skipped", "the project's tooling is tested in another leg of this run", [])
     assert outcomes[""][0] == "passed"
+
+
+def test_a_module_that_could_not_be_collected_is_a_failure_of_its_file(tmp_path: Path) -> None:
+    """pytest reports a collection error with an empty classname and the module's dotted name (seen when a
+    helper module moved): the verdict names the file, and counts it failed (it crashed proofs.py before)."""
+    report = tmp_path / "r.xml"
+    report.write_text(
+        '<testsuites><testsuite><testcase classname="" name="tests.unit.test_proofs" time="0">'
+        '<error message="collection failure">ModuleNotFoundError</error></testcase></testsuite></testsuites>'
+    )
+    (case,) = proofs.read_reports([report])
+    assert (case.file, case.name, case.outcome) == ("tests/unit/test_proofs.py", "(collection)", "error")
