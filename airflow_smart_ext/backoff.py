@@ -154,7 +154,7 @@ class BackoffPolicy:
 
     def __post_init__(self) -> None:
         # The invariants a schedule cannot be built without, in one message. The parameters' words are
-        # wait/parameters.py's table: every entry point (the sensor, the watcher, both triggers, the retry
+        # wait_model/parameters.py's table: every entry point (the sensor, the watcher, both triggers, the retry
         # policy) checks its arguments there first, named as the user wrote them.
         initial, cap, splay = _as_seconds(self.initial), _as_seconds(self.cap), _as_seconds(self.splay)
         factor = math.nan if isinstance(self.factor, bool) else _as_seconds(self.factor)

@@ -42,7 +42,7 @@ from airflow_smart_ext.compat.retry_policies import (
     require_retry_policies,
 )
 from airflow_smart_ext.errors import ErrorClass, classify, resolve_error_types, type_path
-from airflow_smart_ext.wait.parameters import check_retry_schedule
+from airflow_smart_ext.wait_model.parameters import check_retry_schedule
 
 __all__ = [
     "ACTIONS",

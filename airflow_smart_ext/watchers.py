@@ -21,8 +21,8 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.conditions.runtime import callable_path, json_problem
 from airflow_smart_ext.conditions.sql import CRITERIA, build_spec
 from airflow_smart_ext.sensors.to_triggerer import class_shipping_problem
-from airflow_smart_ext.wait import parameters as wait_parameters
-from airflow_smart_ext.wait.parameters import WatcherArgumentError
+from airflow_smart_ext.wait_model import parameters as wait_parameters
+from airflow_smart_ext.wait_model.parameters import WatcherArgumentError
 
 __all__ = ["ConditionWatcher", "WatcherArgumentError", "sensor_condition", "sql_condition"]
 

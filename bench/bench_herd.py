@@ -129,7 +129,7 @@ def deferrable_herd(sensors: int, rate: float | None) -> list[tuple[Any, float]]
     from airflow_smart_ext.conditions import runtime
     from airflow_smart_ext.sensors.arguments import backoff_policy_for
     from airflow_smart_ext.triggers import BackoffTrigger
-    from airflow_smart_ext.wait.sharing import wait_seed
+    from airflow_smart_ext.wait_model.sharing import wait_seed
 
     started_at = 1_800_000_000.0
     clock = _VirtualClock(started_at)

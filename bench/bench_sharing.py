@@ -33,7 +33,7 @@ from urllib.parse import quote
 
 from benchlib import Goal, Result, Table, fake_ti, fmt_num, fmt_ratio, median, ratio, script_main
 
-from airflow_smart_ext.wait.sharing import DEFAULT_SHARING_WINDOW_SECONDS
+from airflow_smart_ext.wait_model.sharing import DEFAULT_SHARING_WINDOW_SECONDS
 
 BENCH_DIR = Path(__file__).resolve().parent
 TIME_SCALE = 100.0
@@ -116,7 +116,7 @@ async def _child(
 
     from airflow_smart_ext.backoff import aligned_start, seeded_uniform
     from airflow_smart_ext.triggers import BackoffTrigger
-    from airflow_smart_ext.wait.sharing import wait_seed
+    from airflow_smart_ext.wait_model.sharing import wait_seed
 
     counter = _install_sqlite_statement_counter()
     pg_before = _pg_table_scans(pg_dsn) if pg_dsn else 0

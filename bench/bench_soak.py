@@ -65,7 +65,7 @@ def _make_wait(
 ) -> tuple[Any, float | None]:
     """The trigger of wait ``index`` and when to cancel it (None: it ends on its own)."""
     from airflow_smart_ext.triggers import BackoffTrigger
-    from airflow_smart_ext.wait.sharing import wait_seed
+    from airflow_smart_ext.wait_model.sharing import wait_seed
 
     epoch = int(now // EPOCH) * EPOCH
     conn_id = f"db-{index % CONNECTIONS}"

@@ -79,7 +79,7 @@ def _make_trigger(kind: str, index: int, now: float, window: float = 0.0) -> Any
             return TimeDeltaTrigger(timedelta(seconds=20))
         return TimeDeltaTrigger(timedelta(hours=1))
     from airflow_smart_ext.triggers import BackoffTrigger
-    from airflow_smart_ext.wait.sharing import wait_seed
+    from airflow_smart_ext.wait_model.sharing import wait_seed
 
     if kind in (SHARED, SHARED_GC):
         # N waits on FANOUT_CONDITIONS conditions; condition j comes true at (j + 1) / (C + 1) of the window,

@@ -46,15 +46,7 @@ __all__ = [
     "task",
 ]
 
-_EXCEPTIONS = (
-    "AirflowException",
-    "AirflowFailException",
-    "AirflowNotFoundException",
-    "AirflowRescheduleException",
-    "AirflowSensorTimeout",
-    "AirflowSkipException",
-    "AirflowTaskTimeout",
-)
+_EXCEPTIONS = tuple(name for name in __all__ if name.startswith("Airflow"))  # the exception classes
 _LAZY: dict[str, tuple[str, str]] = {
     "BaseTrigger": ("airflow.triggers.base", "BaseTrigger"),
     "TriggerEvent": ("airflow.triggers.base", "TriggerEvent"),

@@ -1,7 +1,7 @@
 """The sensor's arguments checked at DAG parse (``BackoffSensor`` and a mapped sensor's ``.partial()``) against the
 wait model's parameter table, and whether a deferrable sensor can travel to the triggerer.
 
-The table itself (every row, rule and message) is the wait model's: ``airflow_smart_ext/wait/parameters.py``,
+The table itself (every row, rule and message) is the wait model's: ``airflow_smart_ext/wait_model/parameters.py``,
 shared with the triggers and the condition watcher. The plain constructor and a mapped sensor's
 ``.partial()`` / ``.expand()`` / ``.expand_kwargs()`` literals all run :func:`check_arguments` on it, so both reject
 the same values at DAG parse with the same message. A mapped sensor's constructor runs only when the task runs;
@@ -18,7 +18,7 @@ from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.errors import resolve_error_types
 from airflow_smart_ext.sensors import to_triggerer
 from airflow_smart_ext.sensors.own_deferral import own_deferral_reason
-from airflow_smart_ext.wait.parameters import (
+from airflow_smart_ext.wait_model.parameters import (
     DEFAULT_SPLAY,
     PARAMETERS,
     RULES,

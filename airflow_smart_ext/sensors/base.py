@@ -28,7 +28,7 @@ from airflow_smart_ext.sensors.arguments import (
     rule_parameters,
 )
 from airflow_smart_ext.sensors.own_deferral import own_deferral_reason
-from airflow_smart_ext.wait.parameters import (
+from airflow_smart_ext.wait_model.parameters import (
     DEFAULT_SPLAY,
     PARAMETERS,
     Parameter,

@@ -13,8 +13,8 @@ from airflow_smart_ext.conditions.outcomes import rebuild_error
 from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import error_type_paths
 from airflow_smart_ext.sensors import poke_mode
-from airflow_smart_ext.wait import timeline
-from airflow_smart_ext.wait.sharing import wait_seed
+from airflow_smart_ext.wait_model import timeline
+from airflow_smart_ext.wait_model.sharing import wait_seed
 
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor

@@ -12,7 +12,7 @@ from airflow_smart_ext.backoff import ScheduledCheck, task_seed
 from airflow_smart_ext.conditions import Ending, outcome_from_exception, task_ending
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.errors import classify
-from airflow_smart_ext.wait import timeline
+from airflow_smart_ext.wait_model import timeline
 
 if TYPE_CHECKING:
     from airflow_smart_ext.compat.locations import PokeReturnValue

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_smart_ext import clock, compat, units
 from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.sensors import poke_mode
-from airflow_smart_ext.wait import timeline
+from airflow_smart_ext.wait_model import timeline
 
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor

@@ -22,8 +22,8 @@ from airflow_smart_ext.conditions.sql import (
 )
 from airflow_smart_ext.sensors import to_triggerer
 from airflow_smart_ext.sensors.base import BackoffSensor
-from airflow_smart_ext.wait import parameters as wait_parameters
-from airflow_smart_ext.wait.parameters import SQL_PARAMETERS, Parameter, check_arguments
+from airflow_smart_ext.wait_model import parameters as wait_parameters
+from airflow_smart_ext.wait_model.parameters import SQL_PARAMETERS, Parameter, check_arguments
 
 if TYPE_CHECKING:
     from airflow.providers.common.sql.hooks.sql import DbApiHook

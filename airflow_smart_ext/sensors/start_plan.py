@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_smart_ext import compat, units
 from airflow_smart_ext.errors import error_type_paths
 from airflow_smart_ext.sensors import poke_mode, to_triggerer
-from airflow_smart_ext.wait.parameters import has_template
+from airflow_smart_ext.wait_model.parameters import has_template
 
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor

@@ -15,7 +15,7 @@ from airflow_smart_ext import compat
 from airflow_smart_ext.conditions import sensor_poke as sensor_check
 from airflow_smart_ext.conditions.runtime import callable_path, json_problem
 from airflow_smart_ext.sensors import poke_mode
-from airflow_smart_ext.wait.parameters import has_template, is_runtime_value, transient_errors_problem
+from airflow_smart_ext.wait_model.parameters import has_template, is_runtime_value, transient_errors_problem
 
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor

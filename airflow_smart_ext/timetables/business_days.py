@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_smart_ext.calendars import BusinessDayCalendar, CalendarKeywords
+from airflow_smart_ext.calendars import BusinessDayCalendar
 from airflow_smart_ext.timetables.local_day import (
+    DayKeywords,
     InvalidTimetableParameter,
     LocalDayTimetable,
     business_calendar_arg,
+    split_day_keywords,
 )
 
 if TYPE_CHECKING:
@@ -28,6 +29,11 @@ def check_window(window: Any) -> str:
     return str(window)
 
 
+def window_days(window: str) -> int | None:
+    """A checked ``window`` -> the engine's ``window_days`` (None: since the previous run's interval ended)."""
+    return 1 if window == "day" else None
+
+
 class BusinessDaysTimetable(LocalDayTimetable):
     """One run per business day D of a calendar, run at ``D+1 00:00 + delay`` — or, with ``lag=k``, at
     ``00:00 + delay`` of the k-th business day after D (T+k; the data interval does not move).
@@ -39,7 +45,9 @@ class BusinessDaysTimetable(LocalDayTimetable):
     Business days come from ``calendar=`` (a ``BusinessCalendar``, a combination such as
     ``BusinessCalendar(market="NYSE") & BusinessCalendar(market="XLON")``, or their dict form) or the calendar
     keywords directly (:class:`~airflow_smart_ext.calendars.CalendarKeywords`: ``country``, ``subdivision``,
-    ``market``, ``categories``, ``extra_holidays``, ``extra_business_days``, ``weekend``).
+    ``market``, ``categories``, ``extra_holidays``, ``extra_business_days``, ``weekend``). ``lag``, ``delay``,
+    ``timezone``, ``partitioned`` and ``key_format`` are the keywords every business-day timetable takes
+    (:class:`~airflow_smart_ext.timetables.local_day.DayKeywords`, with their defaults).
 
     ``partitioned=True`` (Airflow >= 3.2): each run is the partition of its business day D — ``partition_key``
     is D as ``key_format`` (default ``"%Y-%m-%d"``), ``partition_date`` is D 00:00 local, and, as with
@@ -51,26 +59,12 @@ class BusinessDaysTimetable(LocalDayTimetable):
         calendar: BusinessDayCalendar | Mapping[str, Any] | None = None,
         *,
         window: str = "day",
-        lag: int = 0,
-        delay: datetime.timedelta = datetime.timedelta(0),
-        timezone: Any = "UTC",
-        partitioned: bool = False,
-        key_format: str | None = None,
-        **keywords: Unpack[CalendarKeywords],
+        **keywords: Unpack[DayKeywords],
     ) -> None:
         self._window = check_window(window)
-        business = business_calendar_arg(calendar, keywords, required=True)
-        assert business is not None  # required=True
-        self._business = business
-        super().__init__(
-            calendar=business,
-            window_days=1 if self._window == "day" else None,
-            timezone=timezone,
-            delay=delay,
-            lag=lag,
-            partitioned=partitioned,
-            key_format=key_format,
-        )
+        run, calendar_keywords = split_day_keywords(keywords)
+        self._business = business_calendar_arg(calendar, calendar_keywords, required=True)
+        super().__init__(calendar=self._business, window_days=window_days(self._window), **run)
 
     @classmethod
     def _decode(cls, data: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import datetime
 import functools
 import zoneinfo
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, overload
 
 import pendulum
 
@@ -184,6 +184,48 @@ def check_key_format(partitioned: Any, key_format: Any) -> str | None:
     return key_format
 
 
+class DayKeywords(CalendarKeywords, total=False):
+    """The keywords the business-day timetables share (``**keywords: Unpack[DayKeywords]``): when and where a
+    run starts and what it is, plus the calendar keywords (:class:`~airflow_smart_ext.calendars.CalendarKeywords`).
+
+    Defaults: ``lag=0`` (T+0: at the end of day D), ``delay=timedelta(0)`` (wall-clock time after the day's
+    end, or into the lag's business day), ``timezone="UTC"`` (an IANA name), ``partitioned=False`` and
+    ``key_format=None`` (``"%Y-%m-%d"`` when partitioned; Airflow >= 3.2).
+    """
+
+    lag: int
+    delay: datetime.timedelta
+    timezone: Any
+    partitioned: bool
+    key_format: str | None
+
+
+RUN_KEYWORDS: tuple[str, ...] = tuple(
+    name for name in DayKeywords.__annotations__ if name not in CALENDAR_KEYWORDS
+)
+
+
+def split_day_keywords(keywords: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``**keywords`` -> (the run keywords, for :class:`LocalDayTimetable`; the rest, for the calendar)."""
+    run = {name: value for name, value in keywords.items() if name in RUN_KEYWORDS}
+    return run, {name: value for name, value in keywords.items() if name not in RUN_KEYWORDS}
+
+
+@overload
+def business_calendar_arg(
+    calendar: BusinessDayCalendar | Mapping[str, Any] | None,
+    keywords: Mapping[str, Any],
+    *,
+    required: Literal[True],
+) -> BusinessDayCalendar: ...
+
+
+@overload
+def business_calendar_arg(
+    calendar: BusinessDayCalendar | Mapping[str, Any] | None, keywords: Mapping[str, Any], *, required: bool
+) -> BusinessDayCalendar | None: ...
+
+
 def business_calendar_arg(
     calendar: BusinessDayCalendar | Mapping[str, Any] | None,
     keywords: Mapping[str, Any],
@@ -232,9 +274,8 @@ def format_time_of_day(delay: datetime.timedelta) -> str:
     return f"+{delay.days}d {clock}" if delay.days else clock
 
 
-def to_pendulum(instant: datetime.datetime) -> pendulum.DateTime:
-    """Aware UTC stdlib datetime -> pendulum DateTime in UTC (what Airflow stores)."""
-    return pendulum.DateTime(
+def _wall_fields(instant: datetime.datetime) -> tuple[int, int, int, int, int, int, int]:
+    return (
         instant.year,
         instant.month,
         instant.day,
@@ -242,25 +283,19 @@ def to_pendulum(instant: datetime.datetime) -> pendulum.DateTime:
         instant.minute,
         instant.second,
         instant.microsecond,
-        tzinfo=_PENDULUM_UTC,
     )
+
+
+def to_pendulum(instant: datetime.datetime) -> pendulum.DateTime:
+    """Aware UTC stdlib datetime -> pendulum DateTime in UTC (what Airflow stores)."""
+    return pendulum.DateTime(*_wall_fields(instant), tzinfo=_PENDULUM_UTC)
 
 
 def to_stdlib(instant: datetime.datetime) -> datetime.datetime:
     """pendulum DateTime -> plain aware datetime (pendulum's arithmetic is ~10x slower in hot paths)."""
     if type(instant) is datetime.datetime:
         return instant
-    return datetime.datetime(
-        instant.year,
-        instant.month,
-        instant.day,
-        instant.hour,
-        instant.minute,
-        instant.second,
-        instant.microsecond,
-        tzinfo=instant.tzinfo,
-        fold=instant.fold,
-    )
+    return datetime.datetime(*_wall_fields(instant), tzinfo=instant.tzinfo, fold=instant.fold)
 
 
 class LocalDayTimetable(Timetable):
@@ -277,8 +312,8 @@ class LocalDayTimetable(Timetable):
         *,
         calendar: DayCalendar,
         window_days: int | None,
-        timezone: Any,
-        delay: datetime.timedelta,
+        timezone: Any = "UTC",
+        delay: datetime.timedelta = datetime.timedelta(0),
         lag: int = 0,
         lag_calendar: DayCalendar | None = None,
         partitioned: bool = False,

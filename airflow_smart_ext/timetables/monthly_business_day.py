@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_smart_ext.calendars import BusinessDayCalendar, CalendarKeywords, MonthlyBusinessDay
+from airflow_smart_ext.calendars import BusinessDayCalendar, MonthlyBusinessDay
 from airflow_smart_ext.timetables.local_day import (
+    DayKeywords,
     InvalidTimetableParameter,
     LocalDayTimetable,
     business_calendar_arg,
+    split_day_keywords,
 )
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack is 3.11+
-from airflow_smart_ext.timetables.business_days import check_window
+from airflow_smart_ext.timetables.business_days import check_window, window_days
 
 
 class MonthlyBusinessDayTimetable(LocalDayTimetable):
@@ -42,29 +43,17 @@ class MonthlyBusinessDayTimetable(LocalDayTimetable):
         calendar: BusinessDayCalendar | Mapping[str, Any] | None = None,
         *,
         window: str = "since_previous",
-        lag: int = 0,
-        delay: datetime.timedelta = datetime.timedelta(0),
-        timezone: Any = "UTC",
-        partitioned: bool = False,
-        key_format: str | None = None,
-        **keywords: Unpack[CalendarKeywords],
+        **keywords: Unpack[DayKeywords],
     ) -> None:
         self._window = check_window(window)
-        business = business_calendar_arg(calendar, keywords, required=True)
-        assert business is not None  # required=True
+        run, calendar_keywords = split_day_keywords(keywords)
+        business = business_calendar_arg(calendar, calendar_keywords, required=True)
         try:
             self._monthly = MonthlyBusinessDay(business, n)
         except ValueError as err:
             raise InvalidTimetableParameter(str(err)) from None
         super().__init__(
-            calendar=self._monthly,
-            window_days=1 if self._window == "day" else None,
-            timezone=timezone,
-            delay=delay,
-            lag=lag,
-            lag_calendar=business,
-            partitioned=partitioned,
-            key_format=key_format,
+            calendar=self._monthly, window_days=window_days(self._window), lag_calendar=business, **run
         )
 
     @classmethod

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_smart_ext.calendars import BusinessDayCalendar, CalendarKeywords, EveryDay
+from airflow_smart_ext.calendars import BusinessDayCalendar, EveryDay
 from airflow_smart_ext.timetables.local_day import (
+    DayKeywords,
     InvalidTimetableParameter,
     LocalDayTimetable,
     business_calendar_arg,
     check_window_days,
+    split_day_keywords,
 )
 
 if TYPE_CHECKING:
@@ -37,13 +38,10 @@ class RollingWindowTimetable(LocalDayTimetable):
         days: int,
         *,
         calendar: BusinessDayCalendar | Mapping[str, Any] | None = None,
-        lag: int = 0,
-        delay: datetime.timedelta = datetime.timedelta(0),
-        timezone: Any = "UTC",
-        partitioned: bool = False,
-        key_format: str | None = None,
-        **keywords: Unpack[CalendarKeywords],
+        **keywords: Unpack[DayKeywords],
     ) -> None:
+        run, calendar_keywords = split_day_keywords(keywords)
+        partitioned, key_format = run.pop("partitioned", False), run.pop("key_format", None)
         if partitioned is not False or key_format is not None:
             raise InvalidTimetableParameter(
                 f"partitioned: RollingWindowTimetable cannot be partitioned (got partitioned={partitioned!r}, "
@@ -52,8 +50,9 @@ class RollingWindowTimetable(LocalDayTimetable):
                 "BusinessDaysTimetable(partitioned=True) (or DelayedDailyTimetable) for one partition per day "
                 "and read the last N partitions downstream."
             )
-        self._business = business = business_calendar_arg(calendar, keywords, required=False)
+        self._business = business = business_calendar_arg(calendar, calendar_keywords, required=False)
         self._days = check_window_days(days)
+        lag = run.get("lag", 0)
         if lag and business is None:
             raise InvalidTimetableParameter(
                 f"lag: counts business days, so it needs a calendar (calendar= or market=/country=...), got "
@@ -62,9 +61,7 @@ class RollingWindowTimetable(LocalDayTimetable):
         super().__init__(
             calendar=business if business is not None else EveryDay(),
             window_days=self._days,
-            timezone=timezone,
-            delay=delay,
-            lag=lag,
+            **run,
         )
 
     def _params(self) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 It polls a condition on a backoff schedule (the sensors' checks, sharing, rate limits, time limits and outage
 ride-out: ``conditions/``, ``check_groups``, ``transient_errors``) and emits one asset event per *new* value, the value in
-the event's payload (the asset event's ``extra["payload"]``). The decisions are pure (``watermark``, and ``wait/``); this
+the event's payload (the asset event's ``extra["payload"]``). The decisions are pure (``watermark``, and ``wait_model/``); this
 module is the Airflow glue: the poll, the asset state store and the shared stream.
 
 Two halves, so that 3.3's shared streams can run the first once per group of identical watchers:
@@ -42,15 +42,15 @@ from airflow_smart_ext.triggers.last_check_writes import last_check
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.watcher_edge import Observed, WatcherEdge
 from airflow_smart_ext.triggers.watermark import ValueNotReportable, reportable_value
-from airflow_smart_ext.wait import deferral_paths
-from airflow_smart_ext.wait.parameters import (
+from airflow_smart_ext.wait_model import deferral_paths
+from airflow_smart_ext.wait_model.parameters import (
     WatcherArgumentError,
     policy_arguments,
     transient_errors_problem,
     watcher_arguments,
 )
-from airflow_smart_ext.wait.sharing import coalescing_window, sharing_window_config, wait_seed
-from airflow_smart_ext.wait.timeline import PollSchedule
+from airflow_smart_ext.wait_model.sharing import coalescing_window, sharing_window_config, wait_seed
+from airflow_smart_ext.wait_model.timeline import PollSchedule
 
 CLASSPATH = deferral_paths.CONDITION_WATCHER
 

@@ -23,7 +23,7 @@ from typing import Any
 from airflow_smart_ext import clock
 from airflow_smart_ext.conditions import Outcome
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
-from airflow_smart_ext.wait.last_check import LastCheck, outcome_kind
+from airflow_smart_ext.wait_model.last_check import LastCheck, outcome_kind
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from airflow_smart_ext import clock
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.triggers import check_groups
-from airflow_smart_ext.wait import timeline
+from airflow_smart_ext.wait_model import timeline
 
 
 class WaitSchedule:

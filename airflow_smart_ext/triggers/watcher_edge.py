@@ -22,8 +22,8 @@ from airflow_smart_ext.triggers.watermark import (
     reportable_value,
     values_after,
 )
-from airflow_smart_ext.wait.last_check import STATE_KEY_SUFFIX, LastCheck
-from airflow_smart_ext.wait.watcher_state import state_store_key, watcher_name
+from airflow_smart_ext.wait_model.last_check import STATE_KEY_SUFFIX, LastCheck
+from airflow_smart_ext.wait_model.watcher_state import state_store_key, watcher_name
 
 #: After an event is handed to Airflow, how long before its watermark is committed. The triggerer's runner
 #: sends events to its supervisor once a second and the supervisor stores them right after (3.3.2

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_smart_ext.wait.watcher_state import (
+from airflow_smart_ext.wait_model.watcher_state import (
     WATERMARK_FORMAT,
     read_record,
 )

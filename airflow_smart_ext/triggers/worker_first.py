@@ -29,9 +29,9 @@ from airflow_smart_ext.triggers.interpreters import LazyInterpreter
 from airflow_smart_ext.triggers.last_check_writes import Write, last_check
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.wait_schedule import WaitSchedule
-from airflow_smart_ext.wait import deferral_paths, parameters
-from airflow_smart_ext.wait.last_check import XCOM_KEY
-from airflow_smart_ext.wait.sharing import coalescing_window, sharing_window_config
+from airflow_smart_ext.wait_model import deferral_paths, parameters
+from airflow_smart_ext.wait_model.last_check import XCOM_KEY
+from airflow_smart_ext.wait_model.sharing import coalescing_window, sharing_window_config
 
 CLASSPATH = deferral_paths.BACKOFF_TRIGGER
 

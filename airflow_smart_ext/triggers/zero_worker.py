@@ -28,9 +28,9 @@ from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.triggers import log_lines
 from airflow_smart_ext.triggers.events import iso
 from airflow_smart_ext.triggers.worker_first import BackoffTrigger
-from airflow_smart_ext.wait import deferral_paths, parameters, timeline
-from airflow_smart_ext.wait.condition import zero_worker_check
-from airflow_smart_ext.wait.sharing import wait_seed
+from airflow_smart_ext.wait_model import deferral_paths, parameters, timeline
+from airflow_smart_ext.wait_model.condition import zero_worker_check
+from airflow_smart_ext.wait_model.sharing import wait_seed
 
 CLASSPATH = deferral_paths.START_TRIGGER
 #: ``next_kwargs`` of a task resumed on a worker from the zero-worker path: no check ran on a worker.

@@ -19,10 +19,10 @@ from airflow_smart_ext import units
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions.spec import check_type, sharing_key
 from airflow_smart_ext.ui.serving import Triggerer
-from airflow_smart_ext.wait import deferral_paths, timeline
-from airflow_smart_ext.wait.condition import TemplateVariables, render_from_run, zero_worker_check
-from airflow_smart_ext.wait.parameters import has_template
-from airflow_smart_ext.wait.sharing import wait_seed
+from airflow_smart_ext.wait_model import deferral_paths, timeline
+from airflow_smart_ext.wait_model.condition import TemplateVariables, render_from_run, zero_worker_check
+from airflow_smart_ext.wait_model.parameters import has_template
+from airflow_smart_ext.wait_model.sharing import wait_seed
 
 REDACTED = "***"
 #: A decorrelated schedule is replayed from its seed (O(checks so far)); one report replays at most this many
@@ -243,7 +243,7 @@ class Conditions:
         shared = sharing_key(check)
         condition = Condition(
             shared,
-            wait_seed(check),  # the seed the triggerer draws (wait/sharing.py)
+            wait_seed(check),  # the seed the triggerer draws (wait_model/sharing.py)
             kind.name,
             kind.conn_id(shown_check),  # shown values only: a secret connection id stays "***"
             kind.sensor_class(shown_check),

@@ -18,7 +18,7 @@ from airflow_smart_ext import units
 from airflow_smart_ext.ui import airflow_style
 from airflow_smart_ext.ui.waits_report import DEFAULT_LIMIT, SORTS, WaitsQuery
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT
-from airflow_smart_ext.wait import last_check
+from airflow_smart_ext.wait_model import last_check
 
 TaskLink = Callable[[Mapping[str, Any]], str]
 

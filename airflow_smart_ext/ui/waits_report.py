@@ -29,7 +29,7 @@ from airflow_smart_ext.ui.trigger_rows import (
     read_wait,
     trigger_paths,
 )
-from airflow_smart_ext.wait import last_check, timeline
+from airflow_smart_ext.wait_model import last_check, timeline
 
 __all__ = ["SORTS", "WaitsQuery", "build_report"]
 

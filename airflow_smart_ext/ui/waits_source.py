@@ -23,7 +23,7 @@ from airflow_smart_ext.conditions import sensor_poke as sensor_check
 from airflow_smart_ext.ui import kwargs_store
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.ui.trigger_rows import LiveWait, redact_sealed, trigger_paths
-from airflow_smart_ext.wait import last_check, timeline
+from airflow_smart_ext.wait_model import last_check, timeline
 
 __all__ = ["load_live_waits", "load_triggerers"]
 

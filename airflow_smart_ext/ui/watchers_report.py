@@ -24,9 +24,9 @@ from airflow_smart_ext import units
 from airflow_smart_ext.conditions.spec import check_type
 from airflow_smart_ext.ui import serving
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
-from airflow_smart_ext.wait import last_check
-from airflow_smart_ext.wait.parameters import stored_policy
-from airflow_smart_ext.wait.watcher_state import read_record
+from airflow_smart_ext.wait_model import last_check
+from airflow_smart_ext.wait_model.parameters import stored_policy
+from airflow_smart_ext.wait_model.watcher_state import read_record
 
 __all__ = ["AssetEvent", "LiveWatcher", "watcher_rows"]
 

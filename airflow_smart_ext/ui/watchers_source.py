@@ -12,8 +12,8 @@ from airflow_smart_ext import compat, units
 from airflow_smart_ext.ui.serving import Triggerer
 from airflow_smart_ext.ui.trigger_rows import redact_sealed
 from airflow_smart_ext.ui.watchers_report import AssetEvent, LiveWatcher
-from airflow_smart_ext.wait import deferral_paths
-from airflow_smart_ext.wait.watcher_state import STATE_KEY_PREFIX, state_store_key
+from airflow_smart_ext.wait_model import deferral_paths
+from airflow_smart_ext.wait_model.watcher_state import STATE_KEY_PREFIX, state_store_key
 
 __all__ = ["load_watchers"]
 

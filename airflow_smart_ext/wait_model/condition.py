@@ -23,7 +23,7 @@ import pendulum
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.conditions.spec import place_template_fields
-from airflow_smart_ext.wait.parameters import has_template
+from airflow_smart_ext.wait_model.parameters import has_template
 
 
 def zero_worker_check(

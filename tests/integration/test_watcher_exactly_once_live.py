@@ -41,7 +41,7 @@ from airflow_harness.state import PG_DSN_ENV, TEST_DAGS_DIR
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.triggers.watcher_edge import COMMIT_DELAY_SECONDS
-from airflow_smart_ext.wait.watcher_state import STATE_KEY_PREFIX
+from airflow_smart_ext.wait_model.watcher_state import STATE_KEY_PREFIX
 from tests.integration.live import event_payload
 
 pytestmark = [

@@ -234,7 +234,7 @@ def test_the_wait_model_and_the_views_import_no_sensor_or_trigger_even_lazily() 
     faces = (f"{PACKAGE}.sensors", f"{PACKAGE}.triggers")
     offenders = [
         f"{path}:{node.lineno} {name}"
-        for folder in ("wait", "ui")
+        for folder in ("wait_model", "ui")
         for path, tree in _sources(folder)
         for node in ast.walk(tree)
         for name in _from_package(node)
@@ -346,9 +346,9 @@ def test_no_import_circle() -> None:
 
 def test_the_circle_finder_finds_a_circle() -> None:
     graph = _import_graph()
-    graph[f"{PACKAGE}.compat"].add(f"{PACKAGE}.wait.timeline")  # compat importing a floor above it
-    graph[f"{PACKAGE}.wait.timeline"].add(f"{PACKAGE}.compat")
-    assert [f"{PACKAGE}.compat", f"{PACKAGE}.wait.timeline"] in _circles(graph)
+    graph[f"{PACKAGE}.compat"].add(f"{PACKAGE}.wait_model.timeline")  # compat importing a floor above it
+    graph[f"{PACKAGE}.wait_model.timeline"].add(f"{PACKAGE}.compat")
+    assert [f"{PACKAGE}.compat", f"{PACKAGE}.wait_model.timeline"] in _circles(graph)
 
 
 def test_one_clock_seam() -> None:
@@ -603,9 +603,9 @@ def test_the_home_rule_can_fail(tmp_path: Path) -> None:
 
 def test_only_the_wait_model_asks_the_policy_for_a_check() -> None:
     """Issue 44: the sensor's modes, both triggers, the watcher and the Waits view ask a try's timeline
-    (``wait/timeline.py``) for a check; none calls ``BackoffPolicy.next_check`` / ``offset`` itself."""
+    (``wait_model/timeline.py``) for a check; none calls ``BackoffPolicy.next_check`` / ``offset`` itself."""
     package = Path(__file__).resolve().parents[2] / "airflow_smart_ext"
-    owners = {package / "backoff.py", package / "wait" / "timeline.py"}
+    owners = {package / "backoff.py", package / "wait_model" / "timeline.py"}
     calls = {}
     for path in package.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

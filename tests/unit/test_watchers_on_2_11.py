@@ -56,7 +56,7 @@ def test_where_our_import_runs_first_the_first_error_is_ours() -> None:
 
 
 def test_the_conditions_still_import_on_2_11() -> None:
-    """Only the watcher is refused: the condition builders share the sensors' rules (tests/unit/wait)."""
+    """Only the watcher is refused: the condition builders share the sensors' rules (tests/unit/wait_model)."""
     from airflow_smart_ext.watchers import sql_condition
 
     assert sql_condition("warehouse", "SELECT 1")["type"] == "sql"

@@ -8,7 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow_smart_ext.wait.last_check import STATE_KEY_SUFFIX
+from airflow_smart_ext.wait_model.last_check import STATE_KEY_SUFFIX
 from tests.unit.clock import START, FakeClock
 
 

@@ -13,7 +13,7 @@ from airflow_smart_ext.backoff import aligned_start, condition_seed
 from airflow_smart_ext.conditions import outcome_from_exception, sharing_key
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY, error_class_path
 from airflow_smart_ext.sensors.base import BackoffSensor
-from airflow_smart_ext.wait.timeline import DEFERRAL_GRACE_SECONDS
+from airflow_smart_ext.wait_model.timeline import DEFERRAL_GRACE_SECONDS
 from tests.unit.clock import START, FakeClock
 from tests.unit.sensors.helpers import (
     Deferred,

@@ -15,8 +15,8 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.sensors import BackoffSqlSensor
-from airflow_smart_ext.wait.parameters import RULES, Parameter, Rule, backoff_policy, effective_values
-from tests.unit.wait.examples import EXAMPLES, REQUIRED, RULE_EXAMPLES
+from airflow_smart_ext.wait_model.parameters import RULES, Parameter, Rule, backoff_policy, effective_values
+from tests.unit.wait_model.examples import EXAMPLES, REQUIRED, RULE_EXAMPLES
 
 ROWS: dict[str, Parameter] = {row.name: row for row in BackoffSqlSensor.parameter_table()}
 FORMS = ("plain", "partial", "expand", "expand_kwargs")

@@ -348,10 +348,16 @@ def test_rolling_window_accepts_every_business_days_timetable_calendar_keyword()
             name for name, p in inspect.signature(cls.__init__).parameters.items() if p.kind is p.KEYWORD_ONLY
         }
 
-    calendar_keywords = keywords(BusinessDaysTimetable) - {"window"}
-    assert calendar_keywords <= keywords(RollingWindowTimetable)
-    # The calendar keywords are defined once (CalendarKeywords): BusinessCalendar takes exactly those.
+    # The keywords the three share are written once (DayKeywords: the run keywords and CalendarKeywords)
     from airflow_smart_ext.calendars import CALENDAR_KEYWORDS, BusinessCalendar
+    from airflow_smart_ext.timetables.local_day import RUN_KEYWORDS, DayKeywords
+
+    for cls in (BusinessDaysTimetable, MonthlyBusinessDayTimetable, RollingWindowTimetable):
+        [shared] = [p for p in inspect.signature(cls.__init__).parameters.values() if p.kind is p.VAR_KEYWORD]
+        assert shared.annotation == "Unpack[DayKeywords]", cls
+    assert set(DayKeywords.__annotations__) == set(RUN_KEYWORDS) | set(CALENDAR_KEYWORDS)
+    assert set(RUN_KEYWORDS) == {"lag", "delay", "timezone", "partitioned", "key_format"}
+    # The calendar keywords are defined once (CalendarKeywords): BusinessCalendar takes exactly those.
 
     assert set(CALENDAR_KEYWORDS) == keywords(BusinessCalendar) | {
         name

@@ -25,8 +25,8 @@ from airflow_smart_ext.triggers.watermark import (
     Watermark,
     values_after,
 )
-from airflow_smart_ext.wait.parameters import WatcherArgumentError
-from airflow_smart_ext.wait.watcher_state import STATE_KEY_PREFIX
+from airflow_smart_ext.wait_model.parameters import WatcherArgumentError
+from airflow_smart_ext.wait_model.watcher_state import STATE_KEY_PREFIX
 from airflow_smart_ext.watchers import sensor_condition, sql_condition
 from tests.unit.clock import START, FakeClock
 from tests.unit.watcher_helpers import StateStore, collect, values

@@ -11,7 +11,7 @@ import pytest
 
 from airflow_smart_ext.triggers import last_check_writes as writes
 from airflow_smart_ext.triggers.last_check_writes import LastCheckRecorder
-from airflow_smart_ext.wait.last_check import LastCheck
+from airflow_smart_ext.wait_model.last_check import LastCheck
 
 
 def check(clock: Any, kind: str = "transient error", errors: int = 1, error_class: str = "E") -> LastCheck:
@@ -130,7 +130,7 @@ async def test_identical_waits_write_one_record_per_group_through_their_task_xco
 
     from airflow_smart_ext import compat
     from airflow_smart_ext.backoff import BackoffPolicy
-    from airflow_smart_ext.wait.last_check import XCOM_KEY
+    from airflow_smart_ext.wait_model.last_check import XCOM_KEY
     from tests.unit.clock import START
     from tests.unit.triggers.fault_sensors import OUTAGE_UNTIL, READY_AT, check
     from tests.unit.triggers.helpers import first_event, make_trigger

@@ -94,7 +94,7 @@ async def test_a_trigger_starts_the_opt_in_gc_schedule_of_its_loop(
 
 def test_bad_config_value_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW__SMART_EXT__SHARING_WINDOW_SECONDS", "soon")
-    from airflow_smart_ext.wait.sharing import coalescing_window
+    from airflow_smart_ext.wait_model.sharing import coalescing_window
 
     with pytest.raises(ValueError, match=r"\[smart_ext\] sharing_window_seconds"):
         coalescing_window(10)

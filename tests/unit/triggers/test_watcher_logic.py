@@ -18,8 +18,8 @@ from airflow_smart_ext.triggers.watermark import (
     latest_watermark,
     reportable_value,
 )
-from airflow_smart_ext.wait.parameters import WatcherArgumentError, watcher_arguments
-from airflow_smart_ext.wait.timeline import PollSchedule
+from airflow_smart_ext.wait_model.parameters import WatcherArgumentError, watcher_arguments
+from airflow_smart_ext.wait_model.timeline import PollSchedule
 
 # --- edges: one report per new value -------------------------------------------------------------------
 

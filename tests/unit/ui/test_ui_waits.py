@@ -725,7 +725,7 @@ async def test_a_member_shows_its_groups_newest_last_check(
     from airflow.utils.session import create_session
 
     from airflow_smart_ext.ui.waits_source import load_live_waits
-    from airflow_smart_ext.wait.last_check import XCOM_KEY, LastCheck
+    from airflow_smart_ext.wait_model.last_check import XCOM_KEY, LastCheck
 
     supervisor = _Supervisor()
     now = deferred_db["now"]
@@ -792,7 +792,7 @@ async def test_a_member_shows_its_groups_newest_last_check(
 def test_a_member_shows_the_newest_record_of_those_sharing_its_check(
     holders: tuple[int, int], shares: tuple[bool, bool], expected: tuple[str, str]
 ) -> None:
-    from airflow_smart_ext.wait.last_check import LastCheck
+    from airflow_smart_ext.wait_model.last_check import LastCheck
 
     records = {
         "older": LastCheck("not met", NOW - 120, NOW - 300).to_record(),

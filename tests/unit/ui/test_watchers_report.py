@@ -20,7 +20,7 @@ from airflow_smart_ext.ui.watchers_report import (
     polls,
     watcher_rows,
 )
-from airflow_smart_ext.wait.watcher_state import state_store_key
+from airflow_smart_ext.wait_model.watcher_state import state_store_key
 from airflow_smart_ext.watchers import sql_condition
 from tests.unit.ui.helpers import NOW
 
@@ -210,7 +210,7 @@ def test_a_watchers_last_check_is_read_beside_its_watermark() -> None:
     """3.3+: the record the watcher keeps beside its watermark; 3.0-3.2: nowhere to keep one, said plainly."""
     from dataclasses import replace
 
-    from airflow_smart_ext.wait.last_check import STATE_KEY_SUFFIX, LastCheck
+    from airflow_smart_ext.wait_model.last_check import STATE_KEY_SUFFIX, LastCheck
 
     plain = _watcher(mark=Watermark("d1", 1))
     record = LastCheck("transient error", NOW, NOW - 600, 7, "ConnectionRefusedError").to_record()

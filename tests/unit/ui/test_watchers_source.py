@@ -13,8 +13,8 @@ import pytest
 from cryptography.fernet import Fernet
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.wait.deferral_paths import CONDITION_WATCHER
-from airflow_smart_ext.wait.watcher_state import state_store_key
+from airflow_smart_ext.wait_model.deferral_paths import CONDITION_WATCHER
+from airflow_smart_ext.wait_model.watcher_state import state_store_key
 from tests.unit.helpers import KeyedFernet
 
 pytestmark = pytest.mark.skipif(

@@ -1,4 +1,4 @@
-"""The parameter table's examples: for every row and rule of ``airflow_smart_ext/wait/parameters.py``, values
+"""The parameter table's examples: for every row and rule of ``airflow_smart_ext/wait_model/parameters.py``, values
 it accepts and values it refuses. Every entry point's tests are generated from these (a new row is a new entry:
 ``test_every_row_has_examples``)."""
 

@@ -22,7 +22,7 @@ from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger
 from airflow_smart_ext.ui.trigger_rows import Conditions, LiveWait
 from airflow_smart_ext.ui.waits_report import WaitsQuery, build_report
-from airflow_smart_ext.wait.deferral_paths import BACKOFF_TRIGGER
+from airflow_smart_ext.wait_model.deferral_paths import BACKOFF_TRIGGER
 from tests.unit.helpers import sql_check
 
 pytestmark = pytest.mark.skipif(
@@ -173,7 +173,7 @@ def test_a_variable_is_read_once_per_report_whatever_the_number_of_waits() -> No
 
 def test_the_run_date_context_matches_airflows_for_a_naive_free_date() -> None:
     """The dates the view renders with are the run's, in UTC, as Airflow's context gives them."""
-    from airflow_smart_ext.wait.condition import run_template_context
+    from airflow_smart_ext.wait_model.condition import run_template_context
 
     context = run_template_context({"run_id": RUN_ID, **run_dates(LOGICAL, LOGICAL, LOGICAL.add(days=1))})
     expected = _context()
@@ -186,7 +186,7 @@ def test_the_run_date_context_matches_airflows_for_a_naive_free_date() -> None:
 def test_a_field_whose_native_rendering_differs_is_not_exact() -> None:
     """The row does not say whether the DAG renders as native objects: ``["{{ ds_nodash }}"]`` is
     ``["20261126"]`` one way and ``[20261126]`` the other, so the view cannot know the key."""
-    from airflow_smart_ext.wait.condition import render_from_run
+    from airflow_smart_ext.wait_model.condition import render_from_run
 
     facts = {"run_id": RUN_ID, **run_dates(LOGICAL, LOGICAL, LOGICAL.add(days=1))}
     assert render_from_run({"parameters": ["{{ ds_nodash }}"]}, facts) is None
@@ -208,7 +208,7 @@ def test_a_field_whose_native_rendering_differs_is_not_exact() -> None:
 def test_the_view_renders_only_the_runs_dates_through_known_filters_and_methods(template: str) -> None:
     """A DAG author's template is rendered on the api-server only when it reads the run's dates through known
     filters and methods; anything else is the triggerer's to render (the view says "not exact")."""
-    from airflow_smart_ext.wait.condition import TemplateVariables, render_from_run
+    from airflow_smart_ext.wait_model.condition import TemplateVariables, render_from_run
 
     facts = {"run_id": RUN_ID, **run_dates(LOGICAL, LOGICAL, LOGICAL.add(days=1))}
     variables = TemplateVariables(lambda key: "t")  # every Variable exists: refused for what it does

@@ -21,7 +21,7 @@ from airflow_smart_ext.sensors import BackoffSqlSensor
 from airflow_smart_ext.triggers.condition_watcher import ConditionWatcher
 from airflow_smart_ext.triggers.worker_first import BackoffTrigger
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger
-from airflow_smart_ext.wait.parameters import (
+from airflow_smart_ext.wait_model.parameters import (
     POLICY_PARAMETERS,
     WATCHER_PARAMETERS,
     WATCHER_RULES,
@@ -31,7 +31,7 @@ from airflow_smart_ext.wait.parameters import (
 )
 from airflow_smart_ext.watchers import sql_condition
 from tests.unit.helpers import sql_check
-from tests.unit.wait.examples import EXAMPLES, REQUIRED, RULE_EXAMPLES
+from tests.unit.wait_model.examples import EXAMPLES, REQUIRED, RULE_EXAMPLES
 
 #: The watcher's own rows (the others are the sensor's rows, with the sensor's examples).
 WATCHER_EXAMPLES: dict[str, tuple[list[Any], list[Any]]] = {

@@ -10,7 +10,14 @@ import pytest
 from airflow_smart_ext.conditions import Outcome
 from airflow_smart_ext.triggers.last_check_writes import last_check
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
-from airflow_smart_ext.wait.last_check import LastCheck, newest, outcome_kind, read_record, summary, words
+from airflow_smart_ext.wait_model.last_check import (
+    LastCheck,
+    newest,
+    outcome_kind,
+    read_record,
+    summary,
+    words,
+)
 
 AT = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 SECRET = "pw-71b3-never-stored"

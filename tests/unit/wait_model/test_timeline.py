@@ -1,4 +1,4 @@
-"""wait/timeline.py, the one timeline of a try: the answers every driver asks for (first check, interval before
+"""wait_model/timeline.py, the one timeline of a try: the answers every driver asks for (first check, interval before
 check k, how a wait that ran out of checks ends, Airflow's backstop, the offsets memo). The next check and the
 checks made are proven against the triggers and the view in test_timeline_agreement.py."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
-from airflow_smart_ext.wait import timeline
+from airflow_smart_ext.wait_model import timeline
 
 POLICY = BackoffPolicy(initial=10, factor=2, cap=80, jitter="none", splay=0)
 START = 1_000_000.0

@@ -27,7 +27,7 @@ from airflow_smart_ext.triggers.zero_worker import CLASSPATH as ZERO_WORKER
 from airflow_smart_ext.triggers.zero_worker import BackoffStartTrigger, _ScheduleFromStart
 from airflow_smart_ext.ui.trigger_rows import Conditions, LiveWait
 from airflow_smart_ext.ui.waits_report import WaitsQuery, build_report
-from airflow_smart_ext.wait import timeline
+from airflow_smart_ext.wait_model import timeline
 from tests.unit.clock import FakeClock
 from tests.unit.helpers import sql_check
 

@@ -1,4 +1,4 @@
-"""Where a watcher keeps its watermark (wait/watcher_state.py): the watcher and the Waits view read one record
+"""Where a watcher keeps its watermark (wait_model/watcher_state.py): the watcher and the Waits view read one record
 shape and one key (generated cases)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.triggers.watermark import Watermark
-from airflow_smart_ext.wait.watcher_state import STATE_KEY_PREFIX, read_record, state_store_key
+from airflow_smart_ext.wait_model.watcher_state import STATE_KEY_PREFIX, read_record, state_store_key
 
 VALUES: list[Any] = [None, "2026-11-27", 3, 2.5, {"day": "d"}, ["a", "b"], True]
 MARKS = [
