@@ -71,6 +71,11 @@ class Settings(EnvState):
                     # 3.3.2 race: a trigger firing within ~5 s of deferral can make the scheduler fail the
                     # task ("... state attribute is queued"); 1 s avoided it in 16/16 runs (AIRFLOW-NOTES).
                     "WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
+                    # A task's start (PATCH .../run) that the API server answers after the client's 5 s gave
+                    # up is retried, the retry gets 409 "already running", and the LocalExecutor fails the
+                    # task before its first line (Celery discards it: apache/airflow#60855). Two Airflows on
+                    # 2 cores answer that slowly; a deployment's API server does not (AIRFLOW-NOTES).
+                    "WORKERS__EXECUTION_API_TIMEOUT": "30",
                     # Every request is an admin: no login for REST calls or the UI (unless ui_users).
                     "CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
                     "API__WORKERS": "1",

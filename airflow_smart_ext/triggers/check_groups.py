@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import weakref
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -111,12 +112,14 @@ class Subscription:
     """One subscriber's inbox: every observation of its group since it last looked; it is also its own
     wake-up entry in the waker (no alarm object per wait)."""
 
-    __slots__ = ("_due", "_future", "news")
+    __slots__ = ("_due", "_future", "news", "served_at")
 
     def __init__(self) -> None:
         self.news: list[Observation] = []
         self._future: asyncio.Future[None] | None = None
         self._due: float | None = None  # the moment a pending wait() wakes up at (armed in the waker)
+        # The start of the last observation that served one of its checks: a later check needs a later one.
+        self.served_at = -math.inf
 
     def _wake(self) -> None:
         future = self._future
@@ -315,14 +318,19 @@ class CheckGroup:
         subscription: Subscription | None = None,
         accept: Callable[[Observation], bool] | None = None,
         limits: CheckLimits | None = None,
+        served_at: float = -math.inf,
     ) -> tuple[Observation, bool]:
-        """An observation that started at or after ``due_at - window``; ``True`` when it was shared.
+        """An observation that started at or after ``due_at - window`` and after ``served_at`` (the start of
+        the observation that served the caller's previous check); ``True`` when it was shared.
+
+        A check that started late (a busy loop) may fall inside the next check's window too: it serves one
+        of a caller's checks, never two (the second would count one check, and its error, twice).
 
         Meanwhile, an observation of *any* round for which ``accept`` is true (terminal for this subscriber)
         is returned as soon as it arrives (as shared). The round is never awaited directly: a cancelled
         subscriber does not cancel a round that others wait for.
         """
-        oldest_acceptable = due_at - window
+        oldest_acceptable = max(due_at - window, math.nextafter(served_at, math.inf))
         latest = self.latest
         if latest is not None and latest.observed_at >= oldest_acceptable:
             compat.locations.Stats.incr(METRIC_CHECKS_SAVED)
@@ -411,7 +419,10 @@ class CheckGroup:
                 return True
             return False
 
-        observation, shared = await self.observe(due_at, window, context, subscription, accept, limits)
+        observation, shared = await self.observe(
+            due_at, window, context, subscription, accept, limits, subscription.served_at
+        )
+        subscription.served_at = observation.observed_at
         if decisive:
             return WaitResult(decisive[-1], due_at, True, False)
         return WaitResult(interpret(observation, interpreter), due_at, shared, False)

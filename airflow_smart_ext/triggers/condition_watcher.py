@@ -22,6 +22,7 @@ query in-process only while their watermarks are equal.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
@@ -213,6 +214,7 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
         group = self._join(check)
         context = self.check.get("context", {})
         previous: Any = None
+        served_at = -math.inf  # the observation that served the previous check serves no other
         valueless_logged = False
         try:
             while True:
@@ -226,7 +228,10 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
                 failure = await interpret.failure()
                 if failure is None:
                     window = coalescing_window(schedule.interval_before(scheduled), window_config)
-                    observation, shared = await group.observe(scheduled.at, window, context, limits=limits)
+                    observation, shared = await group.observe(
+                        scheduled.at, window, context, limits=limits, served_at=served_at
+                    )
+                    served_at = observation.observed_at
                     observed_at, outcome = (
                         observation.observed_at,
                         check_groups.interpret(observation, interpret),

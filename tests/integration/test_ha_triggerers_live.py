@@ -22,6 +22,7 @@ import collections
 import json
 import math
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,7 @@ WAITS, CONDITIONS, INTERVAL = 24, 4, 3.0  # as in ha_dags.py
 BEFORE_CYCLES, AFTER_CYCLES = 4, 5
 HEALTH_THRESHOLD = 30.0  # Airflow's default [triggerer] triggerer_health_check_threshold
 WORKER_PHASES = ("queued", "running")
+_START_ERROR = re.compile(r"AlreadyRunning|already running|409|Traceback|\[error")
 
 
 @dataclass
@@ -102,7 +104,12 @@ def failover(tmp_path_factory: pytest.TempPathFactory) -> Any:
         def all_deferred_and_held() -> list[dict[str, Any]]:
             tis = env.task_instances(DAG_ID, fo.run_id)
             ended = [(t["task_id"], t["state"]) for t in tis if t["state"] in ("failed", "up_for_retry")]
-            assert not ended, (ended, *(env.task_log(DAG_ID, fo.run_id, task)[-3000:] for task, _ in ended))
+            assert not ended, (
+                ended,
+                *(env.task_log(DAG_ID, fo.run_id, task)[-3000:] for task, _ in ended),
+                # why the executor ended it (a start the API server answered too late: docs/deployment.md)
+                [x for x in env.component_log("scheduler").splitlines() if _START_ERROR.search(x)][-20:],
+            )
             owners = env.trigger_owners()
             if sum(t["state"] == "deferred" for t in tis) == WAITS and len(owners) == WAITS:
                 return owners if all(o["component"] for o in owners) else []

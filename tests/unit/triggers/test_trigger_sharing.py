@@ -412,3 +412,35 @@ async def test_latest_stays_the_freshest_observation_and_rounds_overlap(
         await asyncio.sleep(0)
     assert group.latest is not None and group.latest.observed_at == 1013.0
     assert group._inflight == {}
+
+
+async def test_a_late_check_serves_one_of_a_subscribers_checks_not_two(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A busy loop started check #0's round late, inside check #1's window: check #1 gets a check of its
+    own (reusing #0's counted one check, and its error, twice: rehearsal at load 12, 5 pokes for 4 checks).
+    Another subscriber may still share that round."""
+    clock = [1009.6]  # check #0 was due at 1000; the loop ran its round 9.6 s late
+    monkeypatch.setattr(seam, "now", lambda: clock[0])
+    runs: list[float] = []
+
+    class Counting(conditions.SharedCheck):
+        concurrency_key = "k"
+
+        async def run(self, context: Any) -> Any:
+            runs.append(clock[0])
+            return "no"
+
+    group = check_groups.CheckGroup("k", Counting(), None)
+    mine, other = group.subscribe(), group.subscribe()
+    first = await group.wait(mine, 1000.0, 0.5, {}, lambda raw: conditions.Outcome("negative"))
+    clock[0] = 1010.0  # check #1 due at 1010, window 0.5: the 1009.6 round lies inside it
+    second = await group.wait(mine, 1010.0, 0.5, {}, lambda raw: conditions.Outcome("negative"))
+    shared = await group.wait(other, 1010.0, 0.5, {}, lambda raw: conditions.Outcome("negative"))
+    assert runs == [1009.6, 1010.0]
+    assert (first.shared, second.shared, shared.shared) == (False, False, True)
+    # A watcher has no subscription: it passes the start of the observation that served its previous check.
+    clock[0] = 1020.0
+    latest, _ = await group.observe(1020.0, 0.5, {})
+    again, reused = await group.observe(1020.2, 0.5, {}, served_at=latest.observed_at)
+    assert (again.observed_at, reused, len(runs)) == (1020.0, False, 4)
