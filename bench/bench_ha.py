@@ -81,10 +81,23 @@ def _outcomes(env: Any) -> dict[str, Any]:
         or r["hostname"]
         or {"queued", "running"} & set(env.state_history(r["dag_id"], r["run_id"], r["task_id"]))
     )
+    # Issue 43, item 5: a wait on a later try must say which one and why (its try-1 log's last lines).
+    later_tries = [
+        {
+            "dag_id": r["dag_id"],
+            "task_id": r["task_id"],
+            "try_number": int(r["try_number"]),
+            "history": env.state_history(r["dag_id"], r["run_id"], r["task_id"]),
+            "try_1_log_end": env.task_log(r["dag_id"], r["run_id"], r["task_id"], 1).splitlines()[-3:],
+        }
+        for r in rows
+        if int(r["try_number"]) > 1
+    ]
     return {
         "n": len(rows),
         "states": dict(collections.Counter(str(r["state"]) for r in rows)),
         "tries": dict(collections.Counter(int(r["try_number"]) for r in rows)),
+        "later_tries": later_tries,
         "zero_worker": len(zero_worker),
         "zero_worker_with_worker_phase": worker_phase,
     }
@@ -285,6 +298,11 @@ def run(tiny: bool) -> Result:
         "zero-worker waits with a worker phase",
         f"{fo['zero_worker_with_worker_phase']} of {fo['zero_worker']}",
     )
+    for later in fo["later_tries"]:  # which wait needed another try, and how its first try ended
+        outcome.add(
+            f"on try {later['try_number']}: {later['dag_id']}.{later['task_id']}",
+            f"states {' → '.join(later['history'])}; try 1's log ends: {' | '.join(later['try_1_log_end'])}",
+        )
     dup = Table(
         [
             "triggerers",

@@ -90,14 +90,17 @@ def test_every_mode_on_remote_workers(airflow_env: AirflowEnv, tmp_path: Path) -
             if line["where"] == "triggerer" and window_start <= line["at"] < window_end
         ]
         holders = set().union(*seen[name])
-        assert {line["host"] for line in checks} <= holders, (name, set(seen[name]), checks)
-        per_holder = {holder: sum(line["host"] == holder for line in checks) for holder in holders}
+        # Every triggerer that checked counts, holder or not: under load a triggerer that lost its waits before
+        # the samples began kept checking them for cycles (rehearsals at load 15-22).
+        checkers = {line["host"] for line in checks}
+        assert checkers <= set(env.triggerer_names), (name, checkers)
+        per_holder = {host: sum(line["host"] == host for line in checks) for host in holders | checkers}
         where = f"{name}: {per_holder} checks in {cycles:.1f} cycles, holders {set(seen[name])}"
         # At most one check per cycle on each triggerer, however many of its waits it holds.
         assert all(count <= cycles + 1 for count in per_holder.values()), where
         assert len(checks) >= cycles - 2, where
         if len(set(seen[name])) == 1:  # nothing moved: each holder checked in every cycle
-            assert all(count >= cycles - 2 for count in per_holder.values()), where
+            assert all(per_holder[holder] >= cycles - 2 for holder in holders), where
 
     rows = run.land_and_finish()
     assert_on_try_1(rows)
