@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import weakref
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -103,6 +102,13 @@ def interpret(observation: Observation, interpreter: Interpreter) -> Outcome:
     return interpreter(observation.raw)
 
 
+def _gave(round_: asyncio.Future[Observation], observation: Observation | None) -> bool:
+    """The round has ended with ``observation`` (its done-callback, which forgets it, may still be pending)."""
+    if observation is None or not round_.done() or round_.cancelled() or round_.exception() is not None:
+        return False
+    return round_.result() is observation
+
+
 def completes_early(outcome: Outcome) -> bool:
     """Another subscriber's observation ends our wait before our due time only when it is decisive."""
     return outcome.status in ("positive", "failure")
@@ -112,14 +118,14 @@ class Subscription:
     """One subscriber's inbox: every observation of its group since it last looked; it is also its own
     wake-up entry in the waker (no alarm object per wait)."""
 
-    __slots__ = ("_due", "_future", "news", "served_at")
+    __slots__ = ("_due", "_future", "news", "served")
 
     def __init__(self) -> None:
         self.news: list[Observation] = []
         self._future: asyncio.Future[None] | None = None
         self._due: float | None = None  # the moment a pending wait() wakes up at (armed in the waker)
-        # The start of the last observation that served one of its checks: a later check needs a later one.
-        self.served_at = -math.inf
+        # The observation that served its last check: it serves no other (:meth:`CheckGroup.observe`).
+        self.served: Observation | None = None
 
     def _wake(self) -> None:
         future = self._future
@@ -318,27 +324,28 @@ class CheckGroup:
         subscription: Subscription | None = None,
         accept: Callable[[Observation], bool] | None = None,
         limits: CheckLimits | None = None,
-        served_at: float = -math.inf,
+        served: Observation | None = None,
     ) -> tuple[Observation, bool]:
-        """An observation that started at or after ``due_at - window`` and after ``served_at`` (the start of
-        the observation that served the caller's previous check); ``True`` when it was shared.
+        """An observation that started at or after ``due_at - window``, other than ``served`` (the one that
+        served the caller's previous check); ``True`` when it was shared.
 
-        A check that started late (a busy loop) may fall inside the next check's window too: it serves one
-        of a caller's checks, never two (the second would count one check, and its error, twice).
+        A check that started late (a busy loop, a rate limit's delay) may fall inside the next check's window
+        too: it serves one of a caller's checks, never two (the second would count one check, and its error,
+        twice).
 
         Meanwhile, an observation of *any* round for which ``accept`` is true (terminal for this subscriber)
         is returned as soon as it arrives (as shared). The round is never awaited directly: a cancelled
         subscriber does not cancel a round that others wait for.
         """
-        oldest_acceptable = max(due_at - window, math.nextafter(served_at, math.inf))
+        oldest_acceptable = due_at - window
         latest = self.latest
-        if latest is not None and latest.observed_at >= oldest_acceptable:
+        if latest is not None and latest is not served and latest.observed_at >= oldest_acceptable:
             compat.locations.Stats.incr(METRIC_CHECKS_SAVED)
             return latest, True
         round_: asyncio.Future[Observation] | None = None
         for task, started in self._inflight.items():  # the freshest round in our window, if any
             fresher = round_ is None or started > self._inflight[round_]
-            if started >= oldest_acceptable and fresher and not task.cancelled():
+            if started >= oldest_acceptable and fresher and not task.cancelled() and not _gave(task, served):
                 round_ = task
         shared = round_ is not None
         if round_ is None:
@@ -420,9 +427,9 @@ class CheckGroup:
             return False
 
         observation, shared = await self.observe(
-            due_at, window, context, subscription, accept, limits, subscription.served_at
+            due_at, window, context, subscription, accept, limits, subscription.served
         )
-        subscription.served_at = observation.observed_at
+        subscription.served = observation
         if decisive:
             return WaitResult(decisive[-1], due_at, True, False)
         return WaitResult(interpret(observation, interpreter), due_at, shared, False)

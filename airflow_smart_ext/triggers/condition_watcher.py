@@ -22,7 +22,6 @@ query in-process only while their watermarks are equal.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
@@ -214,7 +213,7 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
         group = self._join(check)
         context = self.check.get("context", {})
         previous: Any = None
-        served_at = -math.inf  # the observation that served the previous check serves no other
+        served: check_groups.Observation | None = None  # it served the previous check: it serves no other
         valueless_logged = False
         try:
             while True:
@@ -229,9 +228,9 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
                 if failure is None:
                     window = coalescing_window(schedule.interval_before(scheduled), window_config)
                     observation, shared = await group.observe(
-                        scheduled.at, window, context, limits=limits, served_at=served_at
+                        scheduled.at, window, context, limits=limits, served=served
                     )
-                    served_at = observation.observed_at
+                    served = observation
                     observed_at, outcome = (
                         observation.observed_at,
                         check_groups.interpret(observation, interpret),

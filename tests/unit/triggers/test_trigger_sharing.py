@@ -418,8 +418,8 @@ async def test_a_late_check_serves_one_of_a_subscribers_checks_not_two(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A busy loop started check #0's round late, inside check #1's window: check #1 gets a check of its
-    own (reusing #0's counted one check, and its error, twice: rehearsal at load 12, 5 pokes for 4 checks).
-    Another subscriber may still share that round."""
+    own (reusing #0's round would count one check, and its error, twice: CI, 5 pokes for 4 checks). Another
+    subscriber may still share that round."""
     clock = [1009.6]  # check #0 was due at 1000; the loop ran its round 9.6 s late
     monkeypatch.setattr(seam, "now", lambda: clock[0])
     runs: list[float] = []
@@ -439,8 +439,9 @@ async def test_a_late_check_serves_one_of_a_subscribers_checks_not_two(
     shared = await group.wait(other, 1010.0, 0.5, {}, lambda raw: conditions.Outcome("negative"))
     assert runs == [1009.6, 1010.0]
     assert (first.shared, second.shared, shared.shared) == (False, False, True)
-    # A watcher has no subscription: it passes the start of the observation that served its previous check.
+    # The group's rule as a watcher calls it (no subscription: it passes the observation that served its
+    # previous check); equal start times, as after a clock step, do not matter.
     clock[0] = 1020.0
     latest, _ = await group.observe(1020.0, 0.5, {})
-    again, reused = await group.observe(1020.2, 0.5, {}, served_at=latest.observed_at)
-    assert (again.observed_at, reused, len(runs)) == (1020.0, False, 4)
+    again, reused = await group.observe(1020.2, 0.5, {}, served=latest)
+    assert (again is latest, reused, again.observed_at, len(runs)) == (False, False, 1020.0, 4)
