@@ -74,7 +74,7 @@ class Settings(EnvState):
                     # A task's start (PATCH .../run) that the API server answers after the client's 5 s gave
                     # up is retried, the retry gets 409 "already running", and the LocalExecutor fails the
                     # task before its first line (Celery discards it: apache/airflow#60855). Two Airflows on
-                    # 2 cores answer that slowly; a deployment's API server does not (AIRFLOW-NOTES).
+                    # 2 cores answer that slowly (docs/deployment.md, "Settings that matter at scale").
                     "WORKERS__EXECUTION_API_TIMEOUT": "30",
                     # Every request is an admin: no login for REST calls or the UI (unless ui_users).
                     "CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
