@@ -390,7 +390,7 @@ def run_distributed_pass(
         "SMART_EXT_DF_SCENARIOS": DISTRIBUTED_DIFFERENTIAL_ROWS,
         "SMART_EXT_TEST_PG_RESTART": cluster.restart_command,
     }
-    argv = [*leg.pytest(python, "distributed"), "--durations=10", *DISTRIBUTED_TESTS]
+    argv = [*leg.pytest(python, "distributed"), "--durations=25", *DISTRIBUTED_TESTS]
     code = run_to_end([*argv, "-m", "integration or postgres", *pytest_args], step_env)
     seconds = time.monotonic() - started
     say(f"summary: {name}: {pytest_result(code)} in {seconds:.0f}s")
@@ -470,7 +470,7 @@ def cmd_test(args: argparse.Namespace) -> int:
         def pg_shard(index: int) -> tuple[str, int, float]:
             argv = [
                 *leg.pytest(python, f"postgres-{index}"),
-                "--durations=10",
+                "--durations=25",
                 "-m",
                 "integration or postgres",
             ]
