@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tests.integration.live import abandoned_tries, lost_by_executor
+from tests.integration.live import lost_by_executor, reset_by_scheduler
 
 if TYPE_CHECKING:
     from airflow_harness.env import AirflowEnv
@@ -72,8 +72,8 @@ def infra_failures(env: AirflowEnv, mode: str, scenario: Any, run_id: str) -> in
     """How many of this cell's task processes (in this DAG run) the executor lost before they ran, plus its
     task instances an ended DAG run left ``up_for_reschedule``: a poke was running when the run timed out and
     its reschedule was written after Airflow 2.11 skipped the task (seen once in CI on 2.11.2, PostgreSQL),
-    plus the tries Airflow abandoned unended (a reset task instance: live.abandoned_tries) where the scenario
-    clears none itself."""
+    plus the times the scheduler reset one as an orphan (a new try of a task with no retries for it:
+    live.reset_by_scheduler)."""
     dag_id = f"df_{scenario.group}_{mode}"
     stranded = env.query(
         "SELECT count(*) FROM task_instance ti JOIN dag_run dr ON dr.dag_id = ti.dag_id AND dr.run_id = ti.run_id "
@@ -81,9 +81,8 @@ def infra_failures(env: AirflowEnv, mode: str, scenario: Any, run_id: str) -> in
         "AND dr.state IN ('success', 'failed')",
         (dag_id, run_id, scenario.name),
     )[0][0]
-    cleared = scenario.action == "clear"
-    abandoned = [] if cleared else abandoned_tries(env, dag_id, run_id, scenario.name, map_index=None)
-    return lost_by_executor(env, dag_id, run_id, scenario.name) + int(stranded) + len(abandoned)
+    reset = reset_by_scheduler(env, dag_id, run_id, scenario.name)
+    return lost_by_executor(env, dag_id, run_id, scenario.name) + int(stranded) + reset
 
 
 @dataclass(frozen=True)

@@ -42,32 +42,26 @@ def lost_by_executor(env: AirflowEnv, dag_id: str, run_id: str, task_id: str) ->
     return len(re.findall(pattern, env.component_log("scheduler")))
 
 
-# A try Airflow ended without an ending: TaskInstanceHistory keeps it in the state it had when the scheduler
-# reset the task instance (adopting a scheduler's orphaned tasks, a clear), and Airflow started the next try
-# although the task has no retries. Such a try says nothing of how our code ended the wait.
-_UNENDED_TRY_STATES = ("scheduled", "queued", "running", "restarting", "deferred", "up_for_reschedule")
-# The scheduler's lines about why it reset task instances, printed when a try was abandoned.
-RESET_REASON_RE = re.compile(
-    r"[^\n]*(?:orphaned TaskInstances|SchedulerJob instances as failed|stuck in queued|Heartbeat recovered"
-    r"|heartbeat failed)[^\n]*"
+# The scheduler's line when it reset task instances a scheduler that no longer heartbeats had queued (its own
+# after a stall, or a dead one's at start-up: ``adopt_or_reset_orphaned_tasks``, in 2.11 and 3.x alike): each
+# such task instance starts a new try, although it has no retries, and TaskInstanceHistory records the
+# abandoned one as "failed". Such a try says nothing of how our code ended the wait.
+RESET_ORPHANS_RE = re.compile(
+    r"Reset the following \d+ orphaned TaskInstances:(?P<tis>(?:\s*<TaskInstance: [^>\n]*>)+)"
 )
+# The scheduler's lines about why it reset task instances, printed when one was.
+RESET_REASON_RE = re.compile(r"[^\n]*(?:orphaned TaskInstances|SchedulerJob instances as failed)[^\n]*")
 
 
-def abandoned_tries(
-    env: AirflowEnv, dag_id: str, run_id: str, task_id: str, map_index: int | None = -1
-) -> list[tuple[int, str | None]]:
-    """(try number, the state it was left in) of each try Airflow abandoned unended, of the task instance
-    (``map_index=None``: of every mapped instance of the task)."""
-    rows = env.query_dicts(
-        "SELECT try_number, state, map_index FROM task_instance_history WHERE dag_id = %s AND run_id = %s "
-        "AND task_id = %s ORDER BY map_index, try_number",
-        (dag_id, run_id, task_id),
+def reset_by_scheduler(env: AirflowEnv, dag_id: str, run_id: str, task_id: str) -> int:
+    """How many times the scheduler reset this task instance (any map index) as an orphan (RESET_ORPHANS_RE)."""
+    instance = re.compile(
+        rf"<TaskInstance: {re.escape(dag_id)}\.{re.escape(task_id)} {re.escape(run_id)}(?: map_index=\d+)? \["
     )
-    return [
-        (int(r["try_number"]), r["state"])
-        for r in rows
-        if map_index in (None, r["map_index"]) and r["state"] in (None, *_UNENDED_TRY_STATES)
-    ]
+    return sum(
+        len(instance.findall(block["tis"]))
+        for block in RESET_ORPHANS_RE.finditer(env.component_log("scheduler"))
+    )
 
 
 def wait_for(predicate, timeout: float, what: str, env: AirflowEnv) -> None:  # type: ignore[no-untyped-def]

@@ -12,8 +12,8 @@ classes each try's log names), and the stock cells as Airflow's base does there 
 failed, try 1), so a wrong expectation of Airflow's own behaviour fails too. A cell proves nothing, and both
 DAGs run again (up to RUN_ATTEMPTS DAG runs, as the differential matrix does; a cell lost in all of them
 fails), when the scheduler failed one of its tasks on a late executor event (apache/airflow #71172; seen in
-CI's rehearsal for a stock reschedule-mode cell) or Airflow abandoned a try of one unended (a reset task
-instance: seen in CI for every pv_timeout cell of a run, both classes, on try 2 of tasks with no retries).
+CI's rehearsal for a stock reschedule-mode cell) or reset one as an orphan, which starts a new try of a task
+with no retries (seen in CI, by its signature: every pv_timeout cell of a run, both classes, on try 2).
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from airflow_harness.state import TERMINAL_TI_STATES
 from tests.integration.differential import errors_per_try
 from tests.integration.live import (
     RESET_REASON_RE,
-    abandoned_tries,
     add_connection_fields,
     lost_by_executor,
+    reset_by_scheduler,
     sqlite_db,
     sqlite_exec,
     start_run,
@@ -74,7 +74,7 @@ Endings = dict[Cell, tuple[tuple[object, ...], tuple[object, ...]]]  # cell -> (
 
 def _run_once(env: AirflowEnv, dags: ModuleType, db: Path) -> tuple[Endings, set[Cell]]:
     """One DAG run of each DAG: every cell's two endings, and the cells lost to the scheduler (a late executor
-    event, apache/airflow #71172, or a try it abandoned unended: they prove nothing)."""
+    event, apache/airflow #71172, or a task instance it reset as an orphan: they prove nothing)."""
     flags = env.home / "pv_flags"
     flags.mkdir(exist_ok=True)
     confs = {}
@@ -119,15 +119,13 @@ def _run_once(env: AirflowEnv, dags: ModuleType, db: Path) -> tuple[Endings, set
             tasks = [dags.task_id(variant, sensor, mode) for variant in VARIANTS]
             stock, swapped = (_ending(env, dag_id, run_id, task) for task in tasks)
             endings[(dag_id, sensor, mode)] = (stock, swapped)
-            if any(lost_by_executor(env, dag_id, run_id, task) for task in tasks):
+            if any(
+                lost_by_executor(env, dag_id, run_id, task) + reset_by_scheduler(env, dag_id, run_id, task)
+                for task in tasks
+            ):
                 lost.add((dag_id, sensor, mode))
-            for task in tasks:
-                if abandoned := abandoned_tries(env, dag_id, run_id, task):
-                    print(f"{dag_id}.{task}: Airflow abandoned try (number, state) {abandoned}")
-                    lost.add((dag_id, sensor, mode))
-    if lost:
-        reasons = RESET_REASON_RE.findall(env.component_log("scheduler"))
-        print("the scheduler's lines on resets:", *reasons[-20:], sep="\n  ")
+    if resets := RESET_REASON_RE.findall(env.component_log("scheduler")):
+        print("the scheduler's lines on resets:", *resets[-10:], sep="\n  ")
     return endings, lost
 
 
