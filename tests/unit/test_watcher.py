@@ -17,6 +17,7 @@ import pytest
 from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat
 from airflow_smart_ext.triggers.condition_watcher import ConditionWatcher
+from airflow_smart_ext.triggers.interpreters import LazyInterpreter
 from airflow_smart_ext.wait_model.parameters import WatcherArgumentError
 from airflow_smart_ext.wait_model.watcher_state import STATE_KEY_PREFIX
 from airflow_smart_ext.watchers import sensor_condition, sql_condition
@@ -316,6 +317,27 @@ def test_the_shared_stream_key_leaves_out_what_only_the_edge_uses() -> None:
     assert all(w.shared_stream_key() == base.shared_stream_key() for w in same_poll)
     assert all(w.shared_stream_key() != base.shared_stream_key() for w in other_poll)
     assert partition_watcher("a", share=False).shared_stream_key() is None
+
+
+@needs_watchers
+async def test_a_late_check_serves_one_of_the_watchers_checks_not_two(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watcher's check #0 (due at 0) ran 9.6 s late, inside check #1's sharing window (10 s x 0.1 before
+    10): check #1 is a check of its own, not that one again (ConditionWatcher passes the check group the
+    observation that served its previous check; without it the watcher skipped a check)."""
+    late = [9.6]
+    failure = LazyInterpreter.failure
+
+    async def busy_first(self: LazyInterpreter) -> Any:
+        if late:
+            await seam.asleep(late.pop())  # a busy loop: the first round starts late
+        return await failure(self)
+
+    monkeypatch.setattr(LazyInterpreter, "failure", busy_first)
+    events = await collect(clock, partition_watcher("late").run(), until=35)
+    assert events == []
+    assert POKES["late"] == pytest.approx([9.6, 10, 30])
 
 
 # (case, share, checks per cycle for five watchers of one condition, each running its own poll: 3.0-3.2)
