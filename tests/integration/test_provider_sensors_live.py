@@ -150,7 +150,7 @@ def test_provider_sensors_end_as_on_airflows_base_in_every_mode(airflow_env: Air
             print(f"DAG runs {attempt}: cells lost to the scheduler: {sorted(lost)}")
         if not pending:
             break
-    assert not pending, f"lost to the executor in all {RUN_ATTEMPTS} DAG runs: {sorted(pending)}"
+    assert not pending, f"lost to the scheduler in all {RUN_ATTEMPTS} DAG runs: {sorted(pending)}"
 
     problems = []
     for (dag_id, sensor, mode), (stock, swapped) in sorted(endings.items()):
