@@ -34,11 +34,17 @@ LOST_BY_EXECUTOR_RE = (
 )
 
 
-def lost_by_executor(env: AirflowEnv, dag_id: str, run_id: str, task_id: str) -> int:
-    """How many times the scheduler failed this task instance on a late executor event (LOST_BY_EXECUTOR_RE)."""
+def lost_by_executor(
+    env: AirflowEnv, dag_id: str, run_id: str, task_id: str, map_index: int | None = None
+) -> int:
+    """How many times the scheduler failed this task instance on a late executor event (LOST_BY_EXECUTOR_RE);
+    of any map index, or of ``map_index`` only."""
     pattern = LOST_BY_EXECUTOR_RE.format(
         dag_id=re.escape(dag_id), task_id=re.escape(task_id), run_id=re.escape(run_id)
     )
+    if map_index is not None:
+        index = "" if map_index == -1 else f" map_index={map_index}"
+        pattern = pattern.replace(r"(?: map_index=\d+)?", index, 1)
     return len(re.findall(pattern, env.component_log("scheduler")))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.integration import differential as df
+from tests.integration import live
 
 SCRIPT_STEPS = set("FTXEPSHW")
 ACTIONS = {None, "clear", "kill_triggerer"}
@@ -100,3 +101,17 @@ def test_a_task_instance_the_scheduler_reset_as_an_orphan_counts_as_an_infrastru
     )
     assert df.infra_failures(_Log(text), "zero_worker", scenario, run) == 1  # type: ignore[arg-type]
     assert df.infra_failures(_Log(text), "poke", scenario, run) == 0  # type: ignore[arg-type]
+
+
+def test_a_late_executor_event_is_told_per_map_index() -> None:
+    """``lost_by_executor(map_index=…)`` counts that mapped instance's line only; -1 an unmapped one's."""
+    run = "manual__2026-11-30T07:53:33.783088+00:00"
+    line = (
+        "[error    ] Executor CeleryExecutor(parallelism=32) reported that the task instance <TaskInstance: "
+        f"ds_modes.{{task}} {run} {{index}}[queued] ti_id=01a2> finished with state failed, but the task "
+        "instance's state attribute is queued. Learn more\n"
+    )
+    log = _Log(line.format(task="mapped", index="map_index=1 ") + line.format(task="plain", index=""))
+    counts = [live.lost_by_executor(log, "ds_modes", run, "mapped", i) for i in (None, 0, 1, -1)]  # type: ignore[arg-type]
+    assert counts == [1, 0, 1, 0]
+    assert [live.lost_by_executor(log, "ds_modes", run, "plain", i) for i in (None, -1, 0)] == [1, 1, 0]  # type: ignore[arg-type]
