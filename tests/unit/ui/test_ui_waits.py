@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import subprocess
 import sys
 import time
@@ -663,12 +664,17 @@ def test_python_m_waits_runs_against_the_metadata_db(deferred_db: dict[str, Any]
     """The module entry point, in a process of its own: without the Fernet key the worker sealed with, the
     sealed values cannot be opened -- they stay hidden, and the two waits stay apart. (``MASKED`` is known
     only to this test process's masker, as a connection password is to a process that loaded it.)"""
+    # The process judges the fixture's heartbeats (2 s and 600 s old when written) by the clock when it reads
+    # them: at Airflow's 30 s threshold a slow start-up (33 s under CI's load) made the live triggerer dead.
+    # 300 s keeps the live one alive and the dead one dead whatever the machine's load.
+    env = {**os.environ, "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "300"}
     done = subprocess.run(
         [sys.executable, "-m", "airflow_smart_ext.waits", "--json"],
         capture_output=True,
         text=True,
         check=True,
         stdin=subprocess.DEVNULL,
+        env=env,
     )
     rows = {row["task_id"]: row for row in json.loads(done.stdout)["waits"]}
     assert set(rows) == {"sealed_a", "sealed_b", "masked"}
