@@ -301,7 +301,8 @@ def test_every_mode_ends_as_poke_mode(
     assert not lost, (
         f"{scenario.name}: the scheduler failed the task on a late executor event in all {RUN_ATTEMPTS} DAG runs "
         f"({lost}; 'finished with state ..., but the task instance's state attribute is queued/scheduled/"
-        "running', or a reschedule written after its timed-out run ended): an overloaded machine or "
+        "running', a reschedule written after its timed-out run ended, a reset orphan, or a clear that hit a "
+        "running reschedule poke: differential.infra_failures): an overloaded machine or "
         "apache/airflow #71172, so this cell proves nothing either way\n" + df.render(matrix, [scenario])
     )
     unexplained = [d for d in df.differences(matrix, scenario, mode) if not d[4]]

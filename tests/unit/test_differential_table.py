@@ -45,11 +45,18 @@ def test_a_bounded_allowed_difference_allows_only_a_bounded_excess() -> None:
 
 
 class _Log:
-    """The scheduler's log, and the task instances an ended DAG run left ``up_for_reschedule`` (per DAG id)."""
+    """The scheduler's log, the task instances an ended DAG run left ``up_for_reschedule`` (per DAG id), and
+    the cell's task's state history."""
 
-    def __init__(self, text: str, stranded: dict[str, int] | None = None) -> None:
+    def __init__(
+        self, text: str, stranded: dict[str, int] | None = None, states: list[str] | None = None
+    ) -> None:
         self.text = text
         self.stranded = stranded or {}
+        self.states = states or []
+
+    def state_history(self, dag_id: str, run_id: str, task_id: str) -> list[str]:
+        return self.states
 
     def component_log(self, name: str) -> str:
         assert name == "scheduler"
@@ -115,3 +122,27 @@ def test_a_late_executor_event_is_told_per_map_index() -> None:
     counts = [live.lost_by_executor(log, "ds_modes", run, "mapped", i) for i in (None, 0, 1, -1)]  # type: ignore[arg-type]
     assert counts == [1, 0, 1, 0]
     assert [live.lost_by_executor(log, "ds_modes", run, "plain", i) for i in (None, -1, 0)] == [1, 1, 0]  # type: ignore[arg-type]
+
+
+def test_a_reschedule_clear_that_hit_a_running_poke_counts_as_an_infrastructure_loss() -> None:
+    """clear_mid_wait's clear is meant to land between reschedule pokes; one that hit a running poke (the task
+    went ``restarting``; Airflow 2.11 then let the poke's reschedule overwrite it, on try 1) proves nothing.
+    Poke mode is always running when cleared: its history never counts, nor a clear between pokes."""
+    run = "manual__2026-11-30T08:16:16.455757+00:00"
+    cleared = next(s for s in df.SCENARIOS if s.action == "clear")
+    hit = [
+        "scheduled",
+        "queued",
+        "running",
+        "up_for_reschedule",
+        "queued",
+        "running",
+        "restarting",
+        "success",
+    ]
+    between = ["scheduled", "queued", "running", "up_for_reschedule", None, "scheduled", "running", "success"]
+    assert df.infra_failures(_Log("", states=hit), "reschedule", cleared, run) == 1  # type: ignore[arg-type]
+    assert df.infra_failures(_Log("", states=hit), "poke", cleared, run) == 0  # type: ignore[arg-type]
+    assert df.infra_failures(_Log("", states=between), "reschedule", cleared, run) == 0  # type: ignore[arg-type]
+    other = next(s for s in df.SCENARIOS if s.name == "true_after_3")
+    assert df.infra_failures(_Log("", states=hit), "reschedule", other, run) == 0  # type: ignore[arg-type]
