@@ -17,6 +17,7 @@ import importlib.util
 import json
 import re
 import sys
+from collections import Counter
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,7 +77,11 @@ def infra_failures(env: AirflowEnv, mode: str, scenario: Any, run_id: str) -> in
     live.reset_by_scheduler), plus a reschedule-mode clear that landed while a poke ran (the task went
     ``restarting``) instead of between pokes: Airflow 2.11 let that poke's reschedule overwrite the clear, so
     the cleared try never ended and try 2 never started (seen in a rehearsal under load: the poke started 9 s
-    late, at the clear). The clear's timing, not the mode, made that ending."""
+    late, at the clear). The clear's timing, not the mode, made that ending. Plus the times Airflow ran one of
+    its triggers again (the same trigger ID started twice) where the scenario kills no triggerer: a triggerer
+    that lost its trigger under load (its runner silent, its heartbeat withheld) before Airflow stored the
+    event; the other triggerer started it afresh, so checks and pokes count Airflow's failover, not the mode
+    (seen in a rehearsal of the distributed pass: a zero-worker wait fired after 4 checks, then again after 1)."""
     dag_id = f"df_{scenario.group}_{mode}"
     stranded = env.query(
         "SELECT count(*) FROM task_instance ti JOIN dag_run dr ON dr.dag_id = ti.dag_id AND dr.run_id = ti.run_id "
@@ -90,9 +95,37 @@ def infra_failures(env: AirflowEnv, mode: str, scenario: Any, run_id: str) -> in
         and scenario.action == "clear"
         and "restarting" in env.state_history(dag_id, run_id, scenario.name)
     )
-    return (
-        lost_by_executor(env, dag_id, run_id, scenario.name) + int(stranded) + reset + int(cleared_mid_poke)
+    rerun = (
+        0 if scenario.action == "kill_triggerer" else triggers_started_again(env, dag_id, run_id, scenario)
     )
+    return (
+        lost_by_executor(env, dag_id, run_id, scenario.name)
+        + int(stranded)
+        + reset
+        + int(cleared_mid_poke)
+        + rerun
+    )
+
+
+_TRIGGER_START_RE = re.compile(r"\(ID (\d+)\) starting")
+
+
+def triggers_started_again(env: AirflowEnv, dag_id: str, run_id: str, scenario: Any) -> int:
+    """How many times one of the cell's triggers started again (its ID in a second "starting" line of the
+    try's trigger log): Airflow re-ran it on another triggerer."""
+    again = 0
+    for map_index in scenario.cells:
+        rows = env.query(
+            "SELECT try_number FROM task_instance WHERE dag_id = %s AND run_id = %s AND task_id = %s "
+            "AND map_index = %s",
+            (dag_id, run_id, scenario.name, map_index),
+        )
+        for n in range(1, int(rows[0][0] or 0) + 1 if rows else 1):
+            starts = Counter(
+                _TRIGGER_START_RE.findall(env.task_log(dag_id, run_id, scenario.name, n, map_index))
+            )
+            again += sum(count - 1 for count in starts.values())
+    return again
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@ differences exactly as the matrix applies them (tests/integration/differential.p
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.integration import differential as df
@@ -49,11 +51,16 @@ class _Log:
     the cell's task's state history."""
 
     def __init__(
-        self, text: str, stranded: dict[str, int] | None = None, states: list[str] | None = None
+        self,
+        text: str,
+        stranded: dict[str, int] | None = None,
+        states: list[str] | None = None,
+        trigger_log: str = "",
     ) -> None:
         self.text = text
         self.stranded = stranded or {}
         self.states = states or []
+        self.trigger_log = trigger_log
 
     def state_history(self, dag_id: str, run_id: str, task_id: str) -> list[str]:
         return self.states
@@ -62,9 +69,14 @@ class _Log:
         assert name == "scheduler"
         return self.text
 
-    def query(self, sql: str, params: tuple[str, str, str]) -> list[tuple[int]]:
+    def query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[int]]:
+        if "SELECT try_number" in sql:  # the cell's try: its trigger log is ``trigger_log``
+            return [(1,)] if self.trigger_log else []
         assert "up_for_reschedule" in sql and "dr.state IN ('success', 'failed')" in sql
         return [(self.stranded.get(params[0], 0),)]
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int) -> str:
+        return self.trigger_log
 
 
 @pytest.mark.parametrize("state", ["queued", "scheduled", "running"])
@@ -146,3 +158,18 @@ def test_a_reschedule_clear_that_hit_a_running_poke_counts_as_an_infrastructure_
     assert df.infra_failures(_Log("", states=between), "reschedule", cleared, run) == 0  # type: ignore[arg-type]
     other = next(s for s in df.SCENARIOS if s.name == "true_after_3")
     assert df.infra_failures(_Log("", states=hit), "reschedule", other, run) == 0  # type: ignore[arg-type]
+
+
+def test_a_trigger_airflow_started_again_counts_as_an_infrastructure_loss() -> None:
+    """The same trigger ID starting twice in a try's log (another triggerer re-ran it after the first lost
+    it) counts, once per extra start; a second deferral's new trigger does not, nor a scenario that kills a
+    triggerer on purpose (its differences are allowed by name)."""
+    run = "manual__2026-11-30T09:44:43.041435+00:00"
+    line = "[2026-11-30T09:44:47Z] INFO - trigger df_main_zero_worker/{run}/true_after_3/-1/1 (ID {id}) starting\n"
+    twice = line.format(run=run, id=34) * 2
+    scenario = next(s for s in df.SCENARIOS if s.name == "true_after_3")
+    assert df.infra_failures(_Log("", trigger_log=twice), "zero_worker", scenario, run) == 1  # type: ignore[arg-type]
+    two_deferrals = line.format(run=run, id=34) + line.format(run=run, id=35)
+    assert df.infra_failures(_Log("", trigger_log=two_deferrals), "deferrable", scenario, run) == 0  # type: ignore[arg-type]
+    killed = next(s for s in df.SCENARIOS if s.action == "kill_triggerer")
+    assert df.infra_failures(_Log("", trigger_log=twice), "zero_worker", killed, run) == 0  # type: ignore[arg-type]
