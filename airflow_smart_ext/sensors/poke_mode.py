@@ -163,10 +163,7 @@ def timed_out(
     as Airflow's poke mode does not skip a timeout with ``never_fail``."""
     waited = clock.now() - started_at
     incr(sensor, "timeouts", context)
-    message = (
-        f"Sensor has timed out after {pokes} poke(s) and {waited:.1f}s; the final check was at the "
-        f"timeout of {sensor.timeout:g}s."
-    )
+    message = f"Sensor has timed out after {pokes} poke(s) and {waited:.1f}s (timeout {sensor.timeout:g}s)."
     skip_timeout(sensor, message, resumed)
     raise compat.locations.AirflowSensorTimeout(message)
 
