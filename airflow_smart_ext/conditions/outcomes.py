@@ -3,7 +3,8 @@
 * exception -> outcome (:func:`outcome_from_exception`), result -> outcome (:func:`outcome_from_result`):
   what one check concluded, the same on a worker (poke / reschedule) and in the triggerer;
 * outcome -> how the task ends (:func:`task_ending`), given the sensor's ``soft_fail`` / ``never_fail`` /
-  ``silent_fail``: the same table for a poke on a worker and for a trigger event.
+  ``silent_fail``: the same table for a poke on a worker and for a trigger event; a check that raised is
+  classified on the way (:func:`outcome_ending`), so an outage is "not yet" on a worker and in a trigger alike.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import enum
 import json
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_smart_ext import compat
+from airflow_smart_ext.errors import ErrorClass, classify
 
 # The XCom a successful wait leaves beside ``return_value`` (pokes, waited seconds, mode), whether a worker or
 # a trigger ends the task.
@@ -159,3 +162,26 @@ def task_ending(
             return Ending.NOT_YET
         return Ending.SKIP if never_fail else Ending.ERROR
     raise ValueError(f"unknown outcome status {status!r}")
+
+
+def outcome_ending(
+    outcome: Outcome,
+    transient_errors: Iterable[type[BaseException]] = (),
+    *,
+    soft_fail: bool = False,
+    never_fail: bool = False,
+    silent_fail: bool = False,
+) -> tuple[Ending, ErrorClass | None]:
+    """How the task ends after ``outcome`` (:func:`task_ending`), with the error classified first when the
+    check raised (``errors.classify``; ``transient_errors``: the types the user adds): the ending and that
+    class (None when nothing was classified)."""
+    error = outcome.error if outcome.status == "error" else None
+    error_class = classify(error, transient_errors) if error is not None else None
+    ending = task_ending(
+        outcome.status,
+        soft_fail=soft_fail,
+        never_fail=never_fail,
+        silent_fail=silent_fail,
+        transient=error_class is not None and error_class.transient,
+    )
+    return ending, error_class

@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow_smart_ext import clock, compat, units
 from airflow_smart_ext.backoff import ScheduledCheck, task_seed
-from airflow_smart_ext.conditions import Ending, outcome_from_exception, task_ending
-from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
-from airflow_smart_ext.errors import classify
+from airflow_smart_ext.conditions import Ending, outcome_from_exception
+from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY, outcome_ending
 from airflow_smart_ext.wait_model import timeline
 
 if TYPE_CHECKING:
@@ -92,18 +91,16 @@ def poke_once(sensor: BackoffSensor, context: Any, index: int, pokes: int) -> tu
         raise
     except compat.locations.CHECK_ERRORS as err:
         outcome = outcome_from_exception(err)
-        error_class = classify(err, sensor.transient_error_types) if outcome.status == "error" else None
-        transient = error_class is not None and error_class.transient
-        ending = task_ending(
-            outcome.status,
+        ending, error_class = outcome_ending(
+            outcome,
+            sensor.transient_error_types,
             soft_fail=sensor.soft_fail,
             never_fail=getattr(sensor, "never_fail", False),
             silent_fail=getattr(sensor, "silent_fail", False),
-            transient=transient,
         )
         if ending is Ending.NOT_YET:
             sensor.consecutive_errors += 1
-            if transient and error_class is not None:
+            if error_class is not None and error_class.transient:
                 sensor.log.warning(
                     "Poke #%d (check #%d) failed with a transient error (%s, %d in a row): %s; "
                     "treating it as 'not yet'",

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.conditions import Ending, Outcome, task_ending
-from airflow_smart_ext.errors import classify
+from airflow_smart_ext.conditions import Ending, Outcome
+from airflow_smart_ext.conditions.outcomes import outcome_ending
 from airflow_smart_ext.triggers import log_lines
 
 METRIC_TRANSIENT_ERRORS = "smart_ext.trigger.transient_errors"
@@ -17,7 +17,7 @@ class ErrorRideOut:
     """Turns a transient error (or any error with ``silent_fail``) into "not yet", counting errors in a row.
 
     ``transient_types``: extra exception types the user calls transient (``errors.classify`` decides for
-    the rest).
+    the rest, through ``conditions.outcomes.outcome_ending``: the rule a poke on a worker follows too).
     """
 
     def __init__(self, transient_types: tuple[type[BaseException], ...], silent_fail: bool = False) -> None:
@@ -33,13 +33,14 @@ class ErrorRideOut:
         if outcome.status != "error":
             self.consecutive_errors = 0
             return outcome
-        error_class = classify(outcome.error, self.transient_types) if outcome.error is not None else None
-        transient = error_class is not None and error_class.transient
-        if task_ending("error", silent_fail=self.silent_fail, transient=transient) is not Ending.NOT_YET:
+        ending, error_class = outcome_ending(outcome, self.transient_types, silent_fail=self.silent_fail)
+        if ending is not Ending.NOT_YET:
             return outcome
         self.consecutive_errors += 1
         compat.locations.Stats.incr(METRIC_TRANSIENT_ERRORS)
-        reason = error_class.reason if transient and error_class is not None else "silent_fail=True"
+        reason = (
+            error_class.reason if error_class is not None and error_class.transient else "silent_fail=True"
+        )
         self.last_reason = reason
         log_lines.emit(
             logger,
