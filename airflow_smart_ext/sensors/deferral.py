@@ -45,8 +45,8 @@ def defer(
 ) -> Any:
     # The try's timeline, on the ``poke_interval`` grid (waits started seconds apart align). It stops at the
     # earlier deadline: a "timeout" at the execution deadline resumes into AirflowTaskTimeout (see resume).
-    line = poke_mode.try_timeline(sensor, seed, started_at, on_grid=True)
-    ends = poke_mode.deadlines(sensor, started_at)
+    wait = poke_mode.sensor_try(sensor, seed, started_at, on_grid=True)
+    line, ends = wait.line, wait.deadlines
     now = clock.now()
     nxt = line.next_check(now, after)
     if nxt is None:

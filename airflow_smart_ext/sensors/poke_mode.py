@@ -62,15 +62,13 @@ def deadlines(sensor: BackoffSensor, started_at: float) -> timeline.Deadlines:
     return timeline.deadlines(started_at, sensor.timeout, units.seconds(limit) if limit else None)
 
 
-def try_timeline(
+def sensor_try(
     sensor: BackoffSensor, seed: str, started_at: float, *, on_grid: bool = False
-) -> timeline.Timeline:
-    """This try's checks, as the wait model states them: the sensor's policy from the start of the try (moved
-    back onto the ``poke_interval`` grid with ``on_grid``: deferrable waits started seconds apart align) up to
-    the earlier deadline, and what that deadline is. Every mode asks it, none asks the policy."""
+) -> timeline.SensorTry:
+    """This try as the wait model states it (``timeline.SensorTry``), from the sensor's policy and timeouts.
+    Every mode asks it, none asks the policy."""
     ends = deadlines(sensor, started_at)
-    anchor = timeline.anchor(started_at, sensor.backoff_policy) if on_grid else started_at
-    return timeline.Timeline(sensor.backoff_policy, seed, anchor, ends.schedule, ends_by=ends.ends_by)
+    return timeline.SensorTry.from_start(sensor.backoff_policy, seed, started_at, ends, on_grid=on_grid)
 
 
 def execution_timed_out(sensor: BackoffSensor) -> NoReturn:
@@ -240,7 +238,7 @@ def execution_deadline(sensor: BackoffSensor, context: Any, started_at: float) -
 def execute_poke(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     """Poke mode: the whole wait on one worker, sleeping between the checks of the schedule."""
     started_at = clock.now()
-    line = try_timeline(sensor, seed, started_at)
+    line = sensor_try(sensor, seed, started_at).line
     execution_ends_at = execution_deadline(sensor, context, started_at)
     index, pokes = 0, 1
     sensor.log.info(

@@ -30,7 +30,7 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
     # (not re-estimated by replaying intervals as Airflow's own sensor does).
     count, first_date = compat.rescheduling.sensor_reschedule_state(context)
     started_at = units.epoch(first_date) if first_date is not None else clock.now()
-    line = poke_mode.try_timeline(sensor, seed, started_at)
+    line = poke_mode.sensor_try(sensor, seed, started_at).line
     # Earlier pokes of this try were checks 0..count-1 in order; a late reschedule skips checks whose
     # time has passed, which next_check(now=...) skips anyway, so `after=count` gives the same answer.
     # A splay of at least SPLAY_RESCHEDULE_MIN_SECONDS costs the first run a reschedule without a poke;
@@ -70,7 +70,7 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
         # Later runs anchor on the first reschedule's recorded start date: predict it now, so a slow
         # first poke does not shift the schedule (and the deadline) between this run and the next.
         started_at = compat.rescheduling.first_reschedule_anchor(context, clock.now())
-        line = poke_mode.try_timeline(sensor, seed, started_at)
+        line = poke_mode.sensor_try(sensor, seed, started_at).line
     # execution_timeout ends the try as in poke mode (one process there, one per check here): the timeline
     # stops at the earlier deadline, and reaching the execution deadline is a retryable AirflowTaskTimeout.
     nxt = line.next_check(clock.now(), index)

@@ -224,6 +224,30 @@ class Timeline:
         return None, 1 + index_at(self.deadline) - index_at(first.at) + 1
 
 
+@dataclass(frozen=True)
+class SensorTry:
+    """One try of a sensor's wait, built once per try: its deadlines and its checks (``line``: the policy up
+    to the earlier deadline, which says how a wait that ran out of checks ends)."""
+
+    deadlines: Deadlines
+    line: Timeline
+
+    @classmethod
+    def from_start(
+        cls,
+        policy: BackoffPolicy,
+        seed: str,
+        try_started_at: float,
+        ends: Deadlines,
+        *,
+        on_grid: bool = False,
+    ) -> SensorTry:
+        """The try's checks from its start (moved back onto the ``poke_interval`` grid with ``on_grid``:
+        deferrable waits started seconds apart align) up to the earlier of its deadlines ``ends``."""
+        start = anchor(try_started_at, policy) if on_grid else try_started_at
+        return cls(ends, Timeline(policy, seed, start, ends.schedule, ends_by=ends.ends_by))
+
+
 class PollSchedule:
     """When the next check is due: ``policy`` from an anchor, with no deadline (a watcher never ends).
 

@@ -62,6 +62,19 @@ def test_the_backstop_is_the_time_left_plus_the_grace_capped_where_the_scheduler
     assert execution_later.backstop(START, capped_by_execution=True) == 120  # 100 + grace, capped at 120
 
 
+def test_a_sensor_try_runs_to_its_earlier_deadline_from_its_start_or_its_grid_slot() -> None:
+    policy = BackoffPolicy(initial=60, factor=2, cap=480, jitter="none", splay=0)
+    started_at = 6_000_045.0  # 45 s into a 60 s cell of the grid
+    ends = timeline.deadlines(started_at, 600, 300)
+    own = timeline.SensorTry.from_start(policy, "seed", started_at, ends)
+    on_grid = timeline.SensorTry.from_start(policy, "seed", started_at, ends, on_grid=True)
+    assert (own.line.anchor, on_grid.line.anchor) == (started_at, started_at - 45)
+    for one_try in (own, on_grid):
+        assert one_try.deadlines is ends
+        assert (one_try.line.deadline, one_try.line.ends_by) == (started_at + 300, timeline.EXECUTION_TIMEOUT)
+        assert (one_try.line.policy, one_try.line.seed) == (policy, "seed")
+
+
 def test_offsets_are_the_policys_and_a_bounded_memo_forgets() -> None:
     jittered = BackoffPolicy(initial=10, factor=2, cap=80, jitter="full", splay=5)
     offsets = timeline.Offsets(jittered, "seed", keep=2)
