@@ -18,6 +18,7 @@ import json
 import re
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -81,7 +82,9 @@ def infra_failures(env: AirflowEnv, mode: str, scenario: Any, run_id: str) -> in
     its triggers again (the same trigger ID started twice) where the scenario kills no triggerer: a triggerer
     that lost its trigger under load (its runner silent, its heartbeat withheld) before Airflow stored the
     event; the other triggerer started it afresh, so checks and pokes count Airflow's failover, not the mode
-    (seen in a rehearsal of the distributed pass: a zero-worker wait fired after 4 checks, then again after 1)."""
+    (seen in a rehearsal of the distributed pass: a zero-worker wait fired after 4 checks, then again after 1).
+    Plus, in poke and reschedule mode, a try whose next check ran past the deadline
+    (:func:`checked_past_the_deadline`)."""
     dag_id = f"df_{scenario.group}_{mode}"
     stranded = env.query(
         "SELECT count(*) FROM task_instance ti JOIN dag_run dr ON dr.dag_id = ti.dag_id AND dr.run_id = ti.run_id "
@@ -98,22 +101,26 @@ def infra_failures(env: AirflowEnv, mode: str, scenario: Any, run_id: str) -> in
     rerun = (
         0 if scenario.action == "kill_triggerer" else triggers_started_again(env, dag_id, run_id, scenario)
     )
+    late = checked_past_the_deadline(env, dag_id, run_id, scenario) if mode in ("poke", "reschedule") else 0
     return (
         lost_by_executor(env, dag_id, run_id, scenario.name)
         + int(stranded)
         + reset
         + int(cleared_mid_poke)
         + rerun
+        + late
     )
 
 
 _TRIGGER_START_RE = re.compile(r"\(ID (\d+)\) starting")
+# A worker's announcement of its next check (sensors/poke_mode.log_not_yet) and what may follow it.
+_ANNOUNCED_RE = re.compile(r"condition not met; next check #\d+ in [\d.]+s at \S+(?P<final> \(final check)?")
+_DELAYED_BY_US_RE = re.compile(r"Check #\d+ runs [\d.]+s late: Airflow reschedules no sooner than")
+_SENSOR_TIMEOUT = "Sensor has timed out after"
 
 
-def triggers_started_again(env: AirflowEnv, dag_id: str, run_id: str, scenario: Any) -> int:
-    """How many times one of the cell's triggers started again (its ID in a second "starting" line of the
-    try's trigger log): Airflow re-ran it on another triggerer."""
-    again = 0
+def _try_logs(env: AirflowEnv, dag_id: str, run_id: str, scenario: Any) -> Iterator[str]:
+    """The log of every try of every task instance of the cell."""
     for map_index in scenario.cells:
         rows = env.query(
             "SELECT try_number FROM task_instance WHERE dag_id = %s AND run_id = %s AND task_id = %s "
@@ -121,11 +128,32 @@ def triggers_started_again(env: AirflowEnv, dag_id: str, run_id: str, scenario: 
             (dag_id, run_id, scenario.name, map_index),
         )
         for n in range(1, int(rows[0][0] or 0) + 1 if rows else 1):
-            starts = Counter(
-                _TRIGGER_START_RE.findall(env.task_log(dag_id, run_id, scenario.name, n, map_index))
-            )
-            again += sum(count - 1 for count in starts.values())
+            yield env.task_log(dag_id, run_id, scenario.name, n, map_index)
+
+
+def triggers_started_again(env: AirflowEnv, dag_id: str, run_id: str, scenario: Any) -> int:
+    """How many times one of the cell's triggers started again (its ID in a second "starting" line of the
+    try's trigger log): Airflow re-ran it on another triggerer."""
+    again = 0
+    for log in _try_logs(env, dag_id, run_id, scenario):
+        again += sum(count - 1 for count in Counter(_TRIGGER_START_RE.findall(log)).values())
     return again
+
+
+def checked_past_the_deadline(env: AirflowEnv, dag_id: str, run_id: str, scenario: Any) -> int:
+    """How many of the cell's worker tries timed out after announcing a check before the deadline that was
+    not the final one: the check after it can only find no time left when it ran past the deadline. A
+    sensor's schedule never does that (its last check is placed at the deadline); a starved machine does (the
+    scheduler brought a reschedule-mode sensor back 60 s late: seen on 2.11.2 in a rehearsal at load 8-12; a
+    poke-mode poke before the deadline ran past it). Not counted when our own minimum reschedule gap delayed
+    that check."""
+    late = 0
+    for log in _try_logs(env, dag_id, run_id, scenario):
+        announced = list(_ANNOUNCED_RE.finditer(log))
+        if _SENSOR_TIMEOUT not in log or not announced or announced[-1]["final"]:
+            continue
+        late += not _DELAYED_BY_US_RE.search(log, announced[-1].end())
+    return late
 
 
 @dataclass(frozen=True)

@@ -173,3 +173,29 @@ def test_a_trigger_airflow_started_again_counts_as_an_infrastructure_loss() -> N
     assert df.infra_failures(_Log("", trigger_log=two_deferrals), "deferrable", scenario, run) == 0  # type: ignore[arg-type]
     killed = next(s for s in df.SCENARIOS if s.action == "kill_triggerer")
     assert df.infra_failures(_Log("", trigger_log=twice), "zero_worker", killed, run) == 0  # type: ignore[arg-type]
+
+
+def test_a_worker_try_whose_next_check_ran_past_the_deadline_counts_as_an_infrastructure_loss() -> None:
+    """A worker try that timed out right after announcing a check that was not the final one: the check ran
+    past the deadline (a starved scheduler or process). Not when the last announced check was the final one
+    (the schedule ran out, as it should), nor when our own minimum reschedule gap made that check late, nor
+    in the deferrable modes."""
+    run = "manual__2026-11-30T12:33:23.690155+00:00"
+    scenario = next(s for s in df.SCENARIOS if s.name == "true_after_3")
+    announce = "Poke #{n} (check #{n}): condition not met; next check #{k} in 9.000s at 2026-11-30T12:34:{k}0.000+00:00"
+    timeout = "AirflowSensorTimeout: Sensor has timed out after 3 poke(s) and 96.1s (timeout 90s)."
+    starved = "\n".join([announce.format(n=1, k=2), announce.format(n=2, k=3), timeout])
+    for mode in ("reschedule", "poke"):
+        assert df.infra_failures(_Log("", trigger_log=starved), mode, scenario, run) == 1  # type: ignore[arg-type]
+    assert df.infra_failures(_Log("", trigger_log=starved), "deferrable", scenario, run) == 0  # type: ignore[arg-type]
+    ran_out = "\n".join([announce.format(n=1, k=2) + " (final check, at the timeout)", timeout])
+    ours = "\n".join(
+        [
+            announce.format(n=1, k=2),
+            "Check #2 runs 2.000s late: Airflow reschedules no sooner than 3s",
+            timeout,
+        ]
+    )
+    met = "\n".join([announce.format(n=1, k=2), "Success criteria met"])
+    for log in (ran_out, ours, met):
+        assert df.infra_failures(_Log("", trigger_log=log), "reschedule", scenario, run) == 0  # type: ignore[arg-type]
