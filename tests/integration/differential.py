@@ -119,8 +119,8 @@ _DELAYED_BY_US_RE = re.compile(r"Check #\d+ runs [\d.]+s late: Airflow reschedul
 _SENSOR_TIMEOUT = "Sensor has timed out after"
 
 
-def _try_logs(env: AirflowEnv, dag_id: str, run_id: str, scenario: Any) -> Iterator[str]:
-    """The log of every try of every task instance of the cell."""
+def try_logs(env: AirflowEnv, dag_id: str, run_id: str, scenario: Any) -> Iterator[tuple[int, int, str]]:
+    """``(map index, try number, log)`` of every try of every task instance of the cell."""
     for map_index in scenario.cells:
         rows = env.query(
             "SELECT try_number FROM task_instance WHERE dag_id = %s AND run_id = %s AND task_id = %s "
@@ -128,14 +128,14 @@ def _try_logs(env: AirflowEnv, dag_id: str, run_id: str, scenario: Any) -> Itera
             (dag_id, run_id, scenario.name, map_index),
         )
         for n in range(1, int(rows[0][0] or 0) + 1 if rows else 1):
-            yield env.task_log(dag_id, run_id, scenario.name, n, map_index)
+            yield map_index, n, env.task_log(dag_id, run_id, scenario.name, n, map_index)
 
 
 def triggers_started_again(env: AirflowEnv, dag_id: str, run_id: str, scenario: Any) -> int:
     """How many times one of the cell's triggers started again (its ID in a second "starting" line of the
     try's trigger log): Airflow re-ran it on another triggerer."""
     again = 0
-    for log in _try_logs(env, dag_id, run_id, scenario):
+    for _, _, log in try_logs(env, dag_id, run_id, scenario):
         again += sum(count - 1 for count in Counter(_TRIGGER_START_RE.findall(log)).values())
     return again
 
@@ -148,7 +148,7 @@ def checked_past_the_deadline(env: AirflowEnv, dag_id: str, run_id: str, scenari
     poke-mode poke before the deadline ran past it). Not counted when our own minimum reschedule gap delayed
     that check."""
     late = 0
-    for log in _try_logs(env, dag_id, run_id, scenario):
+    for _, _, log in try_logs(env, dag_id, run_id, scenario):
         announced = list(_ANNOUNCED_RE.finditer(log))
         if _SENSOR_TIMEOUT not in log or not announced or announced[-1]["final"]:
             continue

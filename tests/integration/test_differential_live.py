@@ -275,15 +275,9 @@ def _evidence(env: AirflowEnv, runs: dict[str, str], scenario: Any, mode: str) -
     for name in env.component_names:
         lines = [line for line in env.component_log(name).splitlines() if dag_id in line]
         out += [f"--- {name} ({len(lines)} lines naming {dag_id}; the last 40)", *lines[-40:]]
-    for map_index in scenario.cells:
-        tries = env.query(
-            "SELECT try_number FROM task_instance WHERE dag_id = %s AND run_id = %s AND task_id = %s "
-            "AND map_index = %s",
-            (dag_id, run_id, scenario.name, map_index),
-        )
-        for n in range(1, int(tries[0][0] or 0) + 1 if tries else 1):
-            log = env.task_log(dag_id, run_id, scenario.name, n, map_index).splitlines()
-            out += [f"--- task log, map index {map_index}, try {n} (the last 40 lines)", *log[-40:]]
+    for map_index, n, log in df.try_logs(env, dag_id, run_id, scenario):
+        lines = log.splitlines()
+        out += [f"--- task log, map index {map_index}, try {n} (the last 40 lines)", *lines[-40:]]
     return "\n".join(out)
 
 
