@@ -61,6 +61,7 @@ class Failover:
     survivor: str = ""
     deferred_at: float = 0.0
     killed_at: float = 0.0
+    last_heartbeat: float = 0.0  # the killed triggerer's last heartbeat (job table), read after the kill
     reassigned_at: float = 0.0
     true_at: float = 0.0
 
@@ -131,6 +132,11 @@ def failover(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
         fo.killed_at = time.time()
         env.stop_component(fo.killed, crash=True)
+        job = env.query_dicts(
+            "SELECT latest_heartbeat FROM job WHERE id = %s", (env.components[fo.killed].job_id,)
+        )
+        assert job and job[0]["latest_heartbeat"] is not None, (fo.killed, job)
+        fo.last_heartbeat = job[0]["latest_heartbeat"].timestamp()
         moved = set(fo.moved)
 
         def all_moved() -> bool:
@@ -200,11 +206,15 @@ def test_killed_triggerers_waits_moved_to_the_survivor(failover: Failover) -> No
     fo = failover
     assert fo.moved, fo.owners_before
     took = fo.reassigned_at - fo.killed_at
+    stale = fo.reassigned_at - fo.last_heartbeat
     print(
-        f"\n[ha] time to reassignment: {took:.1f} s for {len(fo.moved)} triggers ({fo.killed} -> {fo.survivor})"
+        f"\n[ha] time to reassignment: {took:.1f} s after the kill, {stale:.1f} s after its last heartbeat, "
+        f"for {len(fo.moved)} triggers ({fo.killed} -> {fo.survivor})"
     )
-    # Not before the dead triggerer's heartbeat is stale (Airflow's threshold), and not much after.
-    assert HEALTH_THRESHOLD - 2 * INTERVAL <= took <= HEALTH_THRESHOLD + 60, took
+    # Not before the dead triggerer's heartbeat is stale (Airflow's threshold, counted from that heartbeat: a
+    # triggerer starved under load may have missed some before the kill), and not much after the kill.
+    assert stale >= HEALTH_THRESHOLD - 2 * INTERVAL, (stale, took)
+    assert took <= HEALTH_THRESHOLD + 60, (stale, took)
     # The survivor checked the moved waits' conditions after the move.
     moved_conditions = {int(task_id.split("_c")[1].split("_")[0]) for task_id in fo.moved}
     for condition in moved_conditions:
