@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.errors import resolve_error_types
-from airflow_smart_ext.sensors import to_triggerer
+from airflow_smart_ext.sensors import late, to_triggerer
 from airflow_smart_ext.sensors.own_deferral import own_deferral_reason
 from airflow_smart_ext.wait_model.parameters import (
     DEFAULT_SPLAY,
@@ -76,6 +76,9 @@ def check_static_arguments(
     check_arguments(cls.parameter_table(), known, unknown=unknown)
     static = {name: value for name, value in known.items() if not is_runtime_value(value)}
     cls._check_own_arguments(static)
+    late_problem = late.deferrable_problem(static.get("due"), deferrable_value(static.get("deferrable")))
+    if late_problem is not None:
+        raise ValueError(f"Task {known.get('task_id')!r}: {late_problem}")
     fallback = static.get("deferrable_fallback")
     # A subclass that defers on its own (TimeSensor / *Async) ships nothing to our triggers: no shipping check.
     defers_on_its_own = own_deferral_reason(cls, _backoff_class(cls)) is not None

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
 from airflow_smart_ext.errors import resolve_error_types
-from airflow_smart_ext.sensors import deferral, poke_mode, reschedule, start_plan, to_triggerer
+from airflow_smart_ext.sensors import deferral, late, poke_mode, reschedule, start_plan, to_triggerer
 from airflow_smart_ext.sensors.arguments import (
     CheckedPartial,
     backoff_policy_for,
@@ -28,6 +28,7 @@ from airflow_smart_ext.sensors.arguments import (
     rule_parameters,
 )
 from airflow_smart_ext.sensors.own_deferral import own_deferral_reason
+from airflow_smart_ext.timetables.due import DueTime, due_time_arg
 from airflow_smart_ext.wait_model.parameters import (
     DEFAULT_SPLAY,
     PARAMETERS,
@@ -89,6 +90,12 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
         bucket shared by every check on the connection; the lowest rate asked wins). Default
         ``[smart_ext] max_checks_per_second_per_connection`` (0: no limit). Checks over budget are delayed,
         never dropped, never past the deadline.
+    :param due: when the wait's data is due (:class:`~airflow_smart_ext.timetables.DueTime`, or its dict form):
+        the first check scheduled at or after it that finds the condition not met says once that the wait is
+        late (a WARNING line, the ``smart_ext.sensor.late`` metric, ``on_late``) and the wait goes on to its
+        timeout. Poke and reschedule mode (docs/late-data.md).
+    :param on_late: a callable or a list of them (functions, Airflow notifiers such as ``SlackNotifier``),
+        called once with the task's context plus ``late`` (the wait, its due time, how late, its last outcome).
     :param start_from_trigger: with ``deferrable=True``, start the task in the triggerer (the zero-worker
         path: no worker runs check #0, a success ends the task in the triggerer). ``None`` (default): wherever
         this Airflow and this task allow it, else worker-first with the reason in the task log (see
@@ -107,6 +114,8 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
         check_timeout: float | datetime.timedelta | None = None,
         rate_limit: float | None = None,
         start_from_trigger: bool | None = None,
+        due: DueTime | Mapping[str, Any] | None = None,
+        on_late: Any = None,
         **kwargs: Any,
     ) -> None:
         # The table first (before Airflow's own checks): the same checks and messages as .partial()/.expand().
@@ -123,6 +132,8 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
                 "check_timeout": check_timeout,
                 "rate_limit": rate_limit,
                 "start_from_trigger": start_from_trigger,
+                "due": due,
+                "on_late": on_late,
             },
         )
         # Airflow's own exponential series never runs: our policy governs every interval, and the attribute
@@ -148,6 +159,8 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
         self.backoff_policy = self._build_policy()
         self.deferrable_fallback_reason: str | None = None
         self.start_from_trigger_requested = start_from_trigger
+        self.due = due_time_arg(due)
+        self.on_late = on_late
         #: Why this deferrable task starts on a worker (None: it starts in the triggerer, or not deferrable).
         self.worker_first_reason: str | None = None
         #: Why the subclass defers on its own (TimeSensor / *Async pattern; None: BackoffSensor defers it).
@@ -160,6 +173,9 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
         shippability of a custom sensor cannot be judged inside ``BackoffSensor.__init__``.
         """
         self._warn_about_airflow_backoff()
+        problem = late.deferrable_problem(self.due, self.deferrable)
+        if problem is not None:
+            raise ValueError(f"Task {self.task_id!r}: {problem}")
         self.own_deferral_reason = own_deferral_reason(type(self), BackoffSensor)
         if self.own_deferral_reason is not None:
             # The TimeSensor / *Async pattern: the subclass's own trigger, start_trigger_args and resume stay

@@ -11,6 +11,7 @@ from airflow_smart_ext import clock, compat, units
 from airflow_smart_ext.backoff import ScheduledCheck, task_seed
 from airflow_smart_ext.conditions import Ending, outcome_from_exception
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY, outcome_ending
+from airflow_smart_ext.sensors import late
 from airflow_smart_ext.wait_model import timeline
 
 if TYPE_CHECKING:
@@ -126,6 +127,25 @@ def poke_once(sensor: BackoffSensor, context: Any, index: int, pokes: int) -> tu
     if isinstance(result, compat.locations.PokeReturnValue):
         return bool(result.is_done), result.xcom_value
     return bool(result), None
+
+
+def say_if_late(
+    sensor: BackoffSensor,
+    context: Any,
+    line: timeline.Timeline,
+    index: int,
+    previous: int | None,
+    try_started_at: float,
+) -> None:
+    """After check ``index`` (``previous``: the try's check before it) found the condition not met: say once
+    that the wait is late when this is the check that says it (``due=``; ``sensors/late.py``)."""
+    if sensor.due is None:
+        return
+    ti = task_instance(context) or StandInTaskInstance(sensor)
+    notice = late.notice(sensor, context, ti, line, index, previous, try_started_at, clock.now())
+    if notice is not None:
+        incr(sensor, "late", context)
+        late.announce(sensor, context, notice)
 
 
 def log_not_yet(sensor: BackoffSensor, pokes: int, index: int, nxt: ScheduledCheck, now: float) -> None:
@@ -252,10 +272,12 @@ def execute_poke(sensor: BackoffSensor, context: Any, seed: str) -> Any:
         # The splay: sensors created together spread their first poke over [0, splay).
         sensor.log.info("First poke splayed by %.3fs to %s", first_at - started_at, units.iso(first_at))
         clock.sleep(first_at - clock.now())
+    previous: int | None = None
     while True:
         done, xcom_value = poke_once(sensor, context, index, pokes)
         if done:
             return succeeded(sensor, context, started_at, pokes, xcom_value, "poke")
+        say_if_late(sensor, context, line, index, previous, started_at)
         nxt = line.next_check(clock.now(), index)
         if execution_ends_at is not None and (nxt is None or nxt.at >= execution_ends_at):
             sensor.log.info(
@@ -272,4 +294,4 @@ def execute_poke(sensor: BackoffSensor, context: Any, seed: str) -> Any:
         log_not_yet(sensor, pokes, index, nxt, now)
         if nxt.at > now:
             clock.sleep(nxt.at - now)
-        index, pokes = nxt.index, pokes + 1
+        previous, index, pokes = index, nxt.index, pokes + 1

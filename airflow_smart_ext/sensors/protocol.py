@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from airflow_smart_ext.backoff import BackoffPolicy
+    from airflow_smart_ext.timetables.due import DueTime
 
 
 class BackoffSensorLike(Protocol):
@@ -23,6 +24,10 @@ class BackoffSensorLike(Protocol):
     start_from_trigger: bool
     start_trigger_args: Any
 
+    @property
+    def due(self) -> DueTime | None: ...
+    @property
+    def on_late(self) -> Any: ...
     @property
     def log(self) -> Any: ...
     @property

@@ -71,6 +71,7 @@ def execute_reschedule(sensor: BackoffSensor, context: Any, seed: str) -> Any:
         # first poke does not shift the schedule (and the deadline) between this run and the next.
         started_at = compat.rescheduling.first_reschedule_anchor(context, clock.now())
         line = poke_mode.sensor_try(sensor, seed, started_at).line
+    poke_mode.say_if_late(sensor, context, line, index, index - 1 if index > 0 else None, started_at)
     # execution_timeout ends the try as in poke mode (one process there, one per check here): the timeline
     # stops at the earlier deadline, and reaching the execution deadline is a retryable AirflowTaskTimeout.
     nxt = line.next_check(clock.now(), index)

@@ -202,6 +202,20 @@ def _error_types(value: Any) -> bool:
     return True
 
 
+def _due_time(value: Any) -> bool:
+    from airflow_smart_ext.timetables.due import due_time_arg  # the timetables' engine: only when given
+
+    due_time_arg(value)  # InvalidDueTime (a ValueError) names what is wrong
+    return True
+
+
+def late_callbacks(on_late: Any) -> list[Callable[[Mapping[str, Any]], Any]]:
+    """``on_late`` as a list: None, one callable (a function or a ``BaseNotifier``) or a list of them."""
+    if on_late is None:
+        return []
+    return list(on_late) if isinstance(on_late, (list, tuple)) else [on_late]
+
+
 _MODES = tuple(compat.locations.BaseSensorOperator.valid_modes)
 
 #: Every parameter of ``BackoffSensor`` and of Airflow's ``BaseSensorOperator`` (one row each).
@@ -263,6 +277,16 @@ PARAMETERS: tuple[Parameter, ...] = (
     ),
     Parameter("rate_limit", "a number of checks per second > 0, or None", _rate),
     Parameter("start_from_trigger", "None, True or False", _one_of(None, True, False)),
+    Parameter(
+        "due",
+        "an airflow_smart_ext.timetables.DueTime, its dict form (DueTime.to_dict()), or None",
+        _due_time,
+    ),
+    Parameter(
+        "on_late",
+        "a callable taking the task's context (a function or an Airflow notifier), a list of them, or None",
+        lambda value: all(callable(callback) for callback in late_callbacks(value)),
+    ),
 )
 
 

@@ -1,5 +1,6 @@
 """When a wait's checks happen: its deadline, its anchor, the time of check *k*, the first and the next check,
-the interval before check *k*, the checks made at any instant and how a wait that ran out of checks ends — one
+the interval before check *k*, the checks made at any instant, which check says the wait is late (its due time)
+and how a wait that ran out of checks ends — one
 :class:`Timeline` per try, asked by every driver: the sensor's modes, both triggers, the watcher (a timeline
 without a deadline) and the view. Only this module asks ``BackoffPolicy`` for a check.
 
@@ -173,6 +174,22 @@ class Timeline:
     def at(self, index: int, offset_of: OffsetOf | None = None) -> float:
         """The grid time of check ``index``."""
         return self.anchor + (offset_of(index) if offset_of else self.policy.offset(self.seed, index))
+
+    def scheduled_at(self, index: int) -> float:
+        """When check ``index`` is due: its grid time, or the deadline for the final check placed there."""
+        at = self.at(index)
+        return at if self.deadline is None else min(at, self.deadline)
+
+    def tells_late(self, index: int, previous: int | None, due_at: float, now: float, *, retry: bool) -> bool:
+        """Whether check ``index``, made at ``now`` and not met, is the one that says the wait is late (one per
+        try and due time): the first check of the try scheduled at or after ``due_at``, whenever it ran.
+        ``previous``: the check this try made before it (None: it is the try's first). A try that starts after
+        the due time says so at its first check on the first try only (a retry's earlier try was late too)."""
+        if now < due_at or self.scheduled_at(index) < due_at:
+            return False
+        if previous is None:
+            return not retry or self.anchor <= due_at
+        return self.scheduled_at(previous) < due_at
 
     def splay(self) -> float:
         """How far after the anchor check #0 is due (sensors created together spread over ``[0, splay)``)."""

@@ -8,6 +8,7 @@ for the task's seed (parsed from the task log).
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Sequence
@@ -137,6 +138,48 @@ def test_custom_sensor_succeeds_when_file_arrives_on_schedule(
     assert len(announced) >= 2, announced
     if mode == "reschedule":
         assert "up_for_reschedule" in env.state_history(dag_id, run_id, "wait")
+
+
+LATE_RE = re.compile(
+    r"Late: (?P<wait>\S+) was due at (?P<due>\S+) \((?P<rule>[^)]*)\) and is \S+ late; check #(?P<index>\d+)"
+)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_late_wait_says_so_once_then_waits_on_and_succeeds(
+    airflow_env: AirflowEnv, tmp_path: Path, mode: str
+) -> None:
+    env = airflow_env
+    dag_id = f"sn_file_{mode}_late"  # due 8 s after the run's reference instant (sn_file_dags.py)
+    target, told_path = tmp_path / "late.csv", tmp_path / "late.jsonl"
+    run_id = start_run(env, dag_id, {"path": str(target), "late_path": str(told_path)})
+    wait_log(env, dag_id, run_id, "wait", "Late: ")
+    time.sleep(10)  # more checks after the one that said it: none says it again
+    target.write_text("id\n1\n")
+    assert env.wait_run(dag_id, run_id, timeout=120) == "success"
+
+    row = ti_row(env, dag_id, run_id, "wait")
+    assert row is not None and row["state"] == "success" and row["try_number"] == 1, row
+    told = [json.loads(line) for line in told_path.read_text().splitlines()]
+    log = sensor_log(env, dag_id, run_id, "wait")
+    said = list(LATE_RE.finditer(log))
+    assert len(told) == 1 and len(said) == 1, (told, [m.group(0) for m in said])
+    (late,) = told
+    assert late["wait"] == f"{dag_id}.wait" and late["try_number"] == 1
+    assert said[0]["due"] == late["due"] and said[0]["rule"] == "8s after data_interval_end"
+    due = epoch(late["due"])
+    run_started = env.dag_run(dag_id, run_id)["start_date"].timestamp()
+    assert 0 <= run_started - (due - 8) <= 60, (late, run_started)  # counted from when the run was made
+    assert late["at"] >= due and late["late_by_seconds"] >= 0
+    announced = {int(m["next"]): epoch(m["at"]) for m in NOT_MET_RE.finditer(log)}
+    index = int(late["check"])
+    assert index == int(said[0]["index"]) and any(i > index for i in announced), announced  # it waited on
+    if mode == "poke":
+        # The check that said it is the first one scheduled at or after the due time (as the log announced
+        # them). Reschedule mode numbers a try's runs, which a reschedule Airflow brings back late may skip
+        # ahead of: it says it once, at or after the due time (above).
+        assert index == 0 or announced[index] >= due, (index, announced, due)
+        assert all(at < due for i, at in announced.items() if i < index), (index, announced, due)
 
 
 def test_mapped_sensor_runs_each_expanded_instance(airflow_env: AirflowEnv, tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import datetime as dt
 
 from airflow import DAG
-from sn_sensors import FileArrivedSensor
+from sn_sensors import FileArrivedSensor, record_late
+
+from airflow_smart_ext.timetables import DueTime
 
 START = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 PATH = "{{ dag_run.conf['path'] }}"
@@ -53,6 +55,27 @@ for mode, schedule in MODES.items():
             mode=mode,
             timeout=TIMEOUTS[mode],
             soft_fail=True,
+            **schedule,
+            **NO_RETRY_PROOF,
+        )
+
+# Late data: due 8 s after the run's reference instant (a manual run: when it was triggered), so the wait is
+# late while it still waits for the file; it says so once (record_late) and goes on to succeed.
+for mode, schedule in MODES.items():
+    with DAG(
+        dag_id=f"sn_file_{mode}_late",
+        schedule=None,
+        start_date=START,
+        catchup=False,
+        tags=["airflow-smart-ext", "integration"],
+    ):
+        FileArrivedSensor(
+            task_id="wait",
+            path=PATH,
+            mode=mode,
+            timeout=120,
+            due=DueTime(after=dt.timedelta(seconds=8)),
+            on_late=record_late,
             **schedule,
             **NO_RETRY_PROOF,
         )

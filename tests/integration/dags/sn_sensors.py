@@ -57,3 +57,16 @@ def is_done(value: Any) -> bool:
 def is_error(value: Any) -> bool:
     """SQL failure criterion: the status ``error``."""
     return value == "error"
+
+
+def record_late(context: Any) -> None:
+    """An ``on_late`` callback: one JSON line (what the sensor said, the try, the time) appended to the file
+    ``dag_run.conf["late_path"]`` names, so a test counts the alerts a wait sent."""
+    late_path = context["dag_run"].conf.get("late_path")
+    if late_path:
+        line = {**context["late"], "try_number": context["ti"].try_number, "at": time.time()}
+        fd = os.open(late_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (json.dumps(line) + "\n").encode())
+        finally:
+            os.close(fd)

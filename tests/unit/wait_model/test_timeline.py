@@ -84,3 +84,59 @@ def test_offsets_are_the_policys_and_a_bounded_memo_forgets() -> None:
     for k in range(50):
         unbounded(k)
     assert len(unbounded._memo) == 50
+
+
+# ------------------------------------------------------------------ which check says the wait is late
+def made_checks(line: timeline.Timeline, lateness: float = 0.0) -> list[tuple[int, float]]:
+    """(index, time made) of every check a try makes when each runs ``lateness`` s after it is due (a late
+    check skips those due meanwhile, as every mode does)."""
+    made, scheduled = [], line.next_check(line.anchor, -1)
+    while scheduled is not None:
+        now = scheduled.at + lateness
+        made.append((scheduled.index, now))
+        scheduled = line.next_check(now, scheduled.index)
+    return made
+
+
+def tellers(
+    line: timeline.Timeline, due_at: float, lateness: float = 0.0, *, retry: bool = False
+) -> list[int]:
+    made = made_checks(line, lateness)
+    return [
+        index
+        for position, (index, now) in enumerate(made)
+        if line.tells_late(index, made[position - 1][0] if position else None, due_at, now, retry=retry)
+    ]
+
+
+@pytest.mark.parametrize("lateness", [0.0, 3.0, 25.0, 100.0])
+@pytest.mark.parametrize("due_offset", [-5.0, 0.0, 0.1, 9.9, 10.0, 29.0, 69.0, 70.0, 333.0, 999.0, 1000.0])
+def test_one_check_of_a_try_says_it_is_late_the_first_one_due_at_or_after_the_due_time(
+    lateness: float, due_offset: float
+) -> None:
+    line = timeline.Timeline(POLICY, "seed", START, START + 1000)
+    due_at = START + due_offset
+    told = tellers(line, due_at, lateness)
+    made = dict(made_checks(line, lateness))
+    if not any(line.scheduled_at(i) >= due_at for i in made):  # checks so late the try ran out before it
+        assert told == [] and lateness > 0
+        return
+    assert len(told) == 1, told
+    index = told[0]
+    assert made[index] >= due_at and line.scheduled_at(index) >= min(due_at, START + 1000) - 1e-9
+    earlier = [i for i in made if i < index]
+    assert all(line.scheduled_at(i) < due_at for i in earlier)  # none due at or after it came before
+
+
+def test_a_wait_that_ends_before_its_due_time_never_says_it_is_late() -> None:
+    line = timeline.Timeline(POLICY, "seed", START, START + 1000)
+    assert tellers(line, START + 1000.5) == []
+
+
+def test_a_retry_that_starts_after_the_due_time_does_not_say_it_again() -> None:
+    line = timeline.Timeline(POLICY, "seed", START, START + 1000)
+    assert tellers(line, START - 60, retry=False) == [
+        0
+    ]  # the first try started late: its first check says it
+    assert tellers(line, START - 60, retry=True) == []  # a retry: the try before it was late already
+    assert tellers(line, START + 15, retry=True) == [2]  # a retry the due time falls in says it, once

@@ -1,0 +1,96 @@
+"""Late data: a sensor with ``due=`` says once, at the first check scheduled at or after its due time that
+finds the condition not met, that its wait is late — a WARNING line, the ``smart_ext.sensor.late`` metric and
+its ``on_late`` callbacks (functions or Airflow notifiers, given the task's context plus ``late``) — and goes
+on waiting to its own timeout. The due time is computed from the run (``DueTime``); which check says it is the
+wait model's rule (``Timeline.tells_late``), so nothing is stored between reschedules."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_smart_ext import units
+from airflow_smart_ext.timetables.due import DueTime
+from airflow_smart_ext.wait_model.parameters import late_callbacks
+
+if TYPE_CHECKING:
+    from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
+    from airflow_smart_ext.wait_model.timeline import Timeline
+
+
+def deferrable_problem(due: Any, deferrable: bool) -> str | None:
+    """Why a sensor with these arguments cannot have a due time (None: it can)."""
+    if due is None or not deferrable:
+        return None
+    return (
+        "due= is supported in poke and reschedule mode in this release, not with deferrable=True: use "
+        "mode='reschedule' (or 'poke') for a wait with a due time, or drop due="
+    )
+
+
+def reference_instant(due: DueTime, context: Any, try_started_at: float) -> datetime.datetime:
+    """The run instant the due time counts from: the context's ``due.reference``; for a run without one (a
+    3.x manual run has no logical date), the DAG run's ``run_after``, else the try's start."""
+    if isinstance(context, Mapping):
+        for value in (context.get(due.reference), getattr(context.get("dag_run"), "run_after", None)):
+            if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+                return value
+    return units.utc(try_started_at)
+
+
+def notice(
+    sensor: BackoffSensor,
+    context: Any,
+    ti: Any,
+    line: Timeline,
+    index: int,
+    previous: int | None,
+    try_started_at: float,
+    now: float,
+) -> dict[str, Any] | None:
+    """After check ``index`` of task instance ``ti`` found the condition not met: what to say if this is the
+    check that says the wait is late (the wait, its due time and rule, how late, the check, its last outcome),
+    else None."""
+    due: DueTime | None = getattr(sensor, "due", None)
+    if due is None:
+        return None
+    due_at = units.epoch(due.due_at(reference_instant(due, context, try_started_at)))
+    retry = int(getattr(ti, "try_number", 1) or 1) > 1
+    if not line.tells_late(index, previous, due_at, now, retry=retry):
+        return None
+    map_index = getattr(ti, "map_index", -1)
+    mapped = f"[{map_index}]" if map_index is not None and map_index >= 0 else ""
+    return {
+        "wait": f"{ti.dag_id}.{ti.task_id}{mapped}",
+        "run_id": getattr(ti, "run_id", ""),
+        "due": units.iso(due_at),
+        "due_rule": due.describe(),
+        "late_by_seconds": round(now - due_at, 3),
+        "late_by": units.duration_text(now - due_at),
+        "check": index,
+        "last_outcome": (
+            f"failed ({sensor.consecutive_errors} error(s) in a row, ridden out)"
+            if sensor.consecutive_errors
+            else "condition not met"
+        ),
+    }
+
+
+def announce(sensor: BackoffSensor, context: Any, late: Mapping[str, Any]) -> None:
+    """Say it: the WARNING line, then each ``on_late`` callback with the task's context plus ``late``."""
+    sensor.log.warning(
+        "Late: %s was due at %s (%s) and is %s late; check #%d: %s. Waiting on to the timeout.",
+        late["wait"],
+        late["due"],
+        late["due_rule"],
+        late["late_by"],
+        late["check"],
+        late["last_outcome"],
+    )
+    alert_context = {**(context if isinstance(context, Mapping) else {}), "late": dict(late)}
+    for callback in late_callbacks(getattr(sensor, "on_late", None)):
+        try:
+            callback(alert_context)
+        except Exception:  # an alert that fails must not fail the wait (as Airflow's own callbacks)
+            sensor.log.exception("on_late callback %r failed", callback)

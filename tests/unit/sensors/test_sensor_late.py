@@ -1,0 +1,222 @@
+"""A sensor with ``due=`` says once that its wait is late — the first check scheduled at or after the due time
+that finds the condition not met — in poke and reschedule mode, and waits on; bad due-time arguments fail at
+DAG parse (mapped tasks too), naming the parameter."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+import pytest
+
+from airflow_smart_ext import compat, units
+from airflow_smart_ext.timetables import DueTime
+from tests.unit.clock import START, FakeClock
+from tests.unit.sensors.helpers import FakeTI, PathSensor, ScriptedSensor, make_context
+
+REFERENCE = datetime.datetime.fromtimestamp(START, tz=datetime.timezone.utc)
+LOGGER = logging.getLogger("test_sensor_late")
+
+
+def late_context(ti: FakeTI | None = None) -> dict[str, Any]:
+    return {**make_context(ti), "data_interval_end": REFERENCE}
+
+
+class Alerts:
+    """An on_late callback that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.told: list[dict[str, Any]] = []
+
+    def __call__(self, context: Any) -> None:
+        self.told.append(dict(context["late"]))
+
+
+def run_rescheduled(sensor: ScriptedSensor, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Reschedule mode as Airflow drives it: each run sees its try's reschedule count and first date."""
+    started: list[float] = []
+    for _ in range(50):
+        first = datetime.datetime.fromtimestamp(started[0], tz=datetime.timezone.utc) if started else None
+        count = len(started)
+        monkeypatch.setattr(
+            compat.rescheduling, "sensor_reschedule_state", lambda c, n=count, f=first: (n, f)
+        )
+        now = clock.now
+        monkeypatch.setattr(compat.rescheduling, "first_reschedule_anchor", lambda c, _now, s=now: s)
+        try:
+            return sensor.execute(late_context())
+        except compat.locations.AirflowRescheduleException as reschedule:
+            started.append(now)
+            clock.now = reschedule.reschedule_date.timestamp()
+    raise AssertionError("the sensor never ended")
+
+
+def sensor(clock: FakeClock, alerts: Alerts, due_seconds: float, results: list[Any], **kwargs: Any) -> Any:
+    return ScriptedSensor(
+        task_id="task",
+        results=results,
+        clock=clock,
+        poke_interval=10,
+        max_wait=80,
+        jitter="none",
+        splay=0,
+        timeout=1000,
+        due=DueTime(after=datetime.timedelta(seconds=due_seconds)),
+        on_late=[alerts],
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize("mode", ["poke", "reschedule"])
+def test_a_late_wait_says_so_once_at_the_first_check_due_after_its_due_time_then_waits_on(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(compat.rescheduling, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)
+    alerts = Alerts()
+    waiting = sensor(clock, alerts, 45, [False] * 6 + [True], mode=mode)  # checks at 0 10 30 70 150 230 310
+    monkeypatch.setattr(ScriptedSensor, "log", property(lambda _self: LOGGER))  # as caplog sees it
+    with caplog.at_level(logging.WARNING):
+        result = (
+            waiting.execute(late_context())
+            if mode == "poke"
+            else run_rescheduled(waiting, clock, monkeypatch)
+        )
+    assert result is None  # it went on and succeeded at its 7th check
+    assert [t - START for t in waiting.poke_times] == [0, 10, 30, 70, 150, 230, 310]
+    (late,) = alerts.told
+    assert late["check"] == 3 and late["late_by_seconds"] == 25.0 and late["late_by"] == "25s"
+    assert late["wait"] == "dag.task" and late["last_outcome"] == "condition not met"
+    assert late["due"] == units.iso(START + 45)
+    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("Late:")] == [
+        f"Late: dag.task was due at {late['due']} (45s after data_interval_end) and is 25s late; check #3: "
+        "condition not met. Waiting on to the timeout."
+    ]
+
+
+def test_a_wait_met_before_its_due_time_never_says_it_is_late(clock: FakeClock) -> None:
+    alerts = Alerts()
+    assert sensor(clock, alerts, 45, [False, False, True]).execute(late_context()) is None
+    assert alerts.told == []
+
+
+def test_a_late_wait_times_out_at_its_own_timeout(clock: FakeClock) -> None:
+    alerts = Alerts()
+    with pytest.raises(compat.locations.AirflowSensorTimeout):
+        sensor(clock, alerts, 0, [False]).execute(late_context())
+    assert [a["check"] for a in alerts.told] == [0]
+
+
+def test_a_retry_that_starts_after_the_due_time_says_nothing_again(clock: FakeClock) -> None:
+    alerts = Alerts()
+    clock.now = START + 100
+    sensor(clock, alerts, 45, [False, True]).execute(late_context(FakeTI(try_number=2)))
+    assert alerts.told == []
+    sensor(clock, alerts, 45, [False, True]).execute(late_context(FakeTI(try_number=1)))
+    assert [a["check"] for a in alerts.told] == [0]
+
+
+def test_the_due_time_counts_from_the_business_calendar_of_the_run(clock: FakeClock) -> None:
+    alerts = Alerts()
+    # the run's data interval ends at START's local day; due 1 s after START's UTC midnight would be long past
+    day = datetime.datetime.fromtimestamp(START, tz=datetime.timezone.utc).date()
+    due = DueTime(datetime.time(0, 0, 1), timezone="UTC")  # every day counts
+    waiting = ScriptedSensor(
+        task_id="task", results=[False, True], clock=clock, poke_interval=10, splay=0, due=due, on_late=alerts
+    )
+    waiting.execute(late_context())
+    assert [a["due"][:10] for a in alerts.told] == [day.isoformat()]
+
+
+def test_a_failing_alert_does_not_fail_the_wait(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(context: Any) -> None:
+        raise RuntimeError("slack is down")
+
+    alerts = Alerts()
+    waiting = sensor(clock, alerts, 0, [False, True])
+    waiting.on_late = [broken, alerts]
+    monkeypatch.setattr(ScriptedSensor, "log", property(lambda _self: LOGGER))
+    with caplog.at_level(logging.ERROR):
+        assert waiting.execute(late_context()) is None
+    assert len(alerts.told) == 1 and "on_late callback" in caplog.text and "slack is down" in caplog.text
+
+
+def test_an_airflow_notifier_is_an_on_late_callback(clock: FakeClock) -> None:
+    try:
+        from airflow.sdk import BaseNotifier as notifier_base
+    except ImportError:  # 2.11
+        from airflow.notifications.basenotifier import BaseNotifier as notifier_base
+    sent: list[str] = []
+
+    class Notifier(notifier_base):  # type: ignore[misc,valid-type]
+        template_fields = ("text",)
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+        def notify(self, context: Any) -> None:
+            sent.append(self.text)
+
+    waiting = ScriptedSensor(
+        task_id="task",
+        results=[False, True],
+        clock=clock,
+        poke_interval=10,
+        splay=0,
+        due=DueTime(after=0),
+        on_late=Notifier("{{ late.wait }} is {{ late.late_by }} late"),
+    )
+    from airflow import DAG
+
+    waiting.execute({**late_context(), "dag": DAG("late_notifier", schedule=None)})  # as Airflow's context
+    assert sent == ["dag.task is 0s late"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"due": "09:30"}, "due must be an airflow_smart_ext.timetables.DueTime, its dict form"),
+        ({"due": {"at": "9:30"}}, "due.at: expected a time of day"),
+        (
+            {"due": {"at": "09:30", "calendar": {"type": "business", "market": "NOPE"}}},
+            "due.market: unknown financial market 'NOPE'",
+        ),
+        ({"on_late": "slack"}, "on_late must be a callable taking the task's context"),
+        ({"on_late": [print, 3]}, "on_late must be a callable"),
+        (
+            {"due": DueTime(after=60), "deferrable": True},
+            "due= is supported in poke and reschedule mode in this release, not with deferrable=True",
+        ),
+    ],
+)
+def test_bad_due_time_arguments_fail_at_parse_naming_the_parameter_mapped_too(
+    kwargs: dict, message: str
+) -> None:
+    from airflow import DAG
+
+    with pytest.raises(ValueError, match=None) as unmapped:
+        PathSensor(task_id="s", path="/p", **kwargs)
+    assert message in str(unmapped.value)
+    with DAG("late_mapped", schedule=None, start_date=datetime.datetime(2026, 1, 1)):
+        with pytest.raises(ValueError) as partial:
+            PathSensor.partial(task_id="s", **kwargs)
+        assert message in str(partial.value)
+        name, value = next(iter(kwargs.items()))
+        if name == "due" and "deferrable" not in kwargs:
+            with pytest.raises(ValueError) as mapped:
+                PathSensor.partial(task_id="m").expand(path=["/a"], due=[None, value])
+            assert message in str(mapped.value) and "item 1" in str(mapped.value)
+
+
+def test_a_mapped_sensor_takes_due_times_in_their_dict_form() -> None:
+    from airflow import DAG
+
+    due = DueTime("09:30", market="NYSE", timezone="America/New_York")
+    with DAG("late_mapped_ok", schedule=None, start_date=datetime.datetime(2026, 1, 1)):
+        PathSensor.partial(task_id="m", mode="reschedule").expand(
+            path=["/a", "/b"], due=[due.to_dict(), None]
+        )
+    assert PathSensor(task_id="s", path="/p", due=due.to_dict()).due == due
