@@ -350,9 +350,7 @@ class PrivateCluster:
 DISTRIBUTED_TESTS = [
     "tests/integration/test_distributed_upgrade_live.py",
     "tests/integration/test_distributed_live.py",
-    "tests/integration/test_differential_live.py",
 ]
-DISTRIBUTED_DIFFERENTIAL_ROWS = "true_after_3,timeout_soft_fail,transient_3_then_true,permanent_error,mapped"
 REPORTS_DIR = ROOT / ".test-logs" / "reports"
 # The live smoke of the minors the real-Airflow tier does not run (3.0-3.2): a wait, a watcher, the view.
 MINOR_SMOKE = "tests/integration/test_minor_smoke_live.py"
@@ -387,7 +385,6 @@ def run_distributed_pass(
         **env,
         "SMART_EXT_TEST_PG_DSN": cluster.dsn,
         "SMART_EXT_TOPOLOGY": "celery",  # tests/integration/conftest.py
-        "SMART_EXT_DF_SCENARIOS": DISTRIBUTED_DIFFERENTIAL_ROWS,
         "SMART_EXT_TEST_PG_RESTART": cluster.restart_command,
     }
     argv = [*leg.pytest(python, "distributed"), "--durations=25", *DISTRIBUTED_TESTS]

@@ -57,10 +57,10 @@ SQLITE_PASS_ONLY = {"test_harness.py::test_a_killed_scheduler_fails_its_test"}
 
 
 # The distributed pass (`scripts/dev.py test` on Airflow 3) sets this to ``celery``: the session's Airflow is
-# then the topology users run (docs/deployment.md) and the pass runs DISTRIBUTED_SLICE.
+# then the topology users run (docs/deployment.md) and the pass runs DISTRIBUTED_ONLY. (The differential
+# matrix ran five of its rows there too; CI's minutes: it runs whole in both PostgreSQL passes.)
 TOPOLOGY_ENV = "SMART_EXT_TOPOLOGY"
 DISTRIBUTED_ONLY = {"test_distributed_live.py", "test_distributed_upgrade_live.py"}
-DISTRIBUTED_SLICE = {*DISTRIBUTED_ONLY, "test_differential_live.py"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -80,7 +80,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if name in DISTRIBUTED_ONLY and not compat.versions.AIRFLOW_V_3_0_PLUS:
             elsewhere = postgres_pass  # skipped once, in the SQLite pass (distributed.NO_DISTRIBUTED_PASS)
         elif distributed:
-            elsewhere = name not in DISTRIBUTED_SLICE
+            elsewhere = name not in DISTRIBUTED_ONLY
         else:
             elsewhere = (
                 name in DISTRIBUTED_ONLY

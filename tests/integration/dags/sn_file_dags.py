@@ -29,23 +29,23 @@ MODES = {
 # a task process that started late under CI's load (2.11.2, PostgreSQL pass) reached the deadline first.
 TIMEOUTS = {"poke": 15, "reschedule": 12}
 
-for mode, schedule in MODES.items():
-    with DAG(
-        dag_id=f"sn_file_{mode}",
+
+def sensor_dag(dag_id: str) -> DAG:
+    """A manually triggered test DAG."""
+    return DAG(
+        dag_id=dag_id,
         schedule=None,
         start_date=START,
         catchup=False,
         tags=["airflow-smart-ext", "integration"],
-    ):
+    )
+
+
+for mode, schedule in MODES.items():
+    with sensor_dag(f"sn_file_{mode}"):
         FileArrivedSensor(task_id="wait", path=PATH, mode=mode, timeout=90, **schedule, **NO_RETRY_PROOF)
 
-    with DAG(
-        dag_id=f"sn_file_{mode}_timeout",
-        schedule=None,
-        start_date=START,
-        catchup=False,
-        tags=["airflow-smart-ext", "integration"],
-    ):
+    with sensor_dag(f"sn_file_{mode}_timeout"):
         FileArrivedSensor(
             task_id="wait", path=PATH, mode=mode, timeout=TIMEOUTS[mode], **schedule, **NO_RETRY_PROOF
         )
@@ -59,16 +59,9 @@ for mode, schedule in MODES.items():
             **NO_RETRY_PROOF,
         )
 
-# Late data: due 8 s after the run's reference instant (a manual run: when it was triggered), so the wait is
-# late while it still waits for the file; it says so once (record_late) and goes on to succeed.
-for mode, schedule in MODES.items():
-    with DAG(
-        dag_id=f"sn_file_{mode}_late",
-        schedule=None,
-        start_date=START,
-        catchup=False,
-        tags=["airflow-smart-ext", "integration"],
-    ):
+    # Late data: due 8 s after the run's reference instant (a manual run: when it was triggered), so the wait
+    # is late while it still waits for the file; it says so once (record_late) and goes on to succeed.
+    with sensor_dag(f"sn_file_{mode}_late"):
         FileArrivedSensor(
             task_id="wait",
             path=PATH,
@@ -81,13 +74,7 @@ for mode, schedule in MODES.items():
         )
 
 # Deferrable: the sensor class lives in sn_sensors (importable by name in the triggerer).
-with DAG(
-    dag_id="sn_def_file",
-    schedule=None,
-    start_date=START,
-    catchup=False,
-    tags=["airflow-smart-ext", "integration"],
-):
+with sensor_dag("sn_def_file"):
     FileArrivedSensor(
         task_id="wait",
         path=PATH,
@@ -100,13 +87,7 @@ with DAG(
         **NO_RETRY_PROOF,
     )
 
-with DAG(
-    dag_id="sn_def_file_timeout",
-    schedule=None,
-    start_date=START,
-    catchup=False,
-    tags=["airflow-smart-ext", "integration"],
-):
+with sensor_dag("sn_def_file_timeout"):
     FileArrivedSensor(
         task_id="wait",
         path=PATH,
@@ -153,13 +134,7 @@ with DAG(
         )
 
 # Mapped: ``.partial()`` backoff arguments are checked at parse; each mapped instance is a BackoffSensor.
-with DAG(
-    dag_id="sn_file_mapped",
-    schedule=None,
-    start_date=START,
-    catchup=False,
-    tags=["airflow-smart-ext", "integration"],
-):
+with sensor_dag("sn_file_mapped"):
     FileArrivedSensor.partial(
         task_id="wait", mode="poke", poke_interval=1, max_wait=2, jitter="equal", timeout=60, **NO_RETRY_PROOF
     ).expand(path=[PATH + ".a", PATH + ".b"])

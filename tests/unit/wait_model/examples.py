@@ -8,6 +8,7 @@ import datetime
 from typing import Any
 
 from airflow_smart_ext import compat
+from airflow_smart_ext.timetables import DueTime
 
 SECONDS = datetime.timedelta(seconds=5)
 REQUIRED = {"conn_id": "my_db", "sql": "select 1"}
@@ -42,6 +43,11 @@ EXAMPLES: dict[str, tuple[list[Any], list[Any]]] = {
     "check_timeout": ([None, 5, SECONDS], [0, -1, "5"]),
     "rate_limit": ([None, 0.5, 2], [0, -1, "fast", True]),
     "start_from_trigger": ([None, True, False], ["yes", 1]),
+    "due": (
+        [None, DueTime("09:30", market="NYSE", timezone="America/New_York"), DueTime(after=60).to_dict()],
+        ["09:30", {"at": "25:00"}, {"when": "09:30"}, 5],
+    ),
+    "on_late": ([None, print, [print, len]], ["slack", [print, 3], 5]),
     "conn_id": (["my_db", "{{ var.value.conn }}"], [None, 5, "", "  "]),
     "sql": (["select 1", "query.sql"], [None, "", 5]),
     "parameters": ([None, {"a": 1}, [1, 2], "{{ dag_run.conf['params'] }}"], ["a=1", 5]),
