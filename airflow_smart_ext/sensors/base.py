@@ -28,7 +28,6 @@ from airflow_smart_ext.sensors.arguments import (
     rule_parameters,
 )
 from airflow_smart_ext.sensors.own_deferral import own_deferral_reason
-from airflow_smart_ext.timetables.due import DueTime, due_time_arg
 from airflow_smart_ext.wait_model.parameters import (
     DEFAULT_SPLAY,
     PARAMETERS,
@@ -38,6 +37,9 @@ from airflow_smart_ext.wait_model.parameters import (
     growth,
     rate_limit_value,
 )
+
+if TYPE_CHECKING:
+    from airflow_smart_ext.timetables.due import DueTime
 
 
 class _BackoffSensorMeta(type(compat.locations.BaseSensorOperator)):  # type: ignore[misc]
@@ -159,7 +161,7 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
         self.backoff_policy = self._build_policy()
         self.deferrable_fallback_reason: str | None = None
         self.start_from_trigger_requested = start_from_trigger
-        self.due = due_time_arg(due)
+        self.due = late.due_time(due)
         self.on_late = on_late
         #: Why this deferrable task starts on a worker (None: it starts in the triggerer, or not deferrable).
         self.worker_first_reason: str | None = None

@@ -11,12 +11,22 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import units
-from airflow_smart_ext.timetables.due import DueTime
 from airflow_smart_ext.wait_model.parameters import late_callbacks
 
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
+    from airflow_smart_ext.timetables.due import DueTime
     from airflow_smart_ext.wait_model.timeline import Timeline
+
+
+def due_time(due: Any) -> DueTime | None:
+    """``due=`` as the sensor keeps it (a ``DueTime`` or None). The timetables' engine is imported only for a
+    sensor that has a due time: every task process imports the sensors."""
+    if due is None:
+        return None
+    from airflow_smart_ext.timetables.due import due_time_arg
+
+    return due_time_arg(due)
 
 
 def deferrable_problem(due: Any, deferrable: bool) -> str | None:
