@@ -116,9 +116,10 @@ def test_a_retry_that_starts_after_the_due_time_says_nothing_again(clock: FakeCl
     assert [a["check"] for a in alerts.told] == [0]
 
 
-def test_the_due_time_counts_from_the_business_calendar_of_the_run(clock: FakeClock) -> None:
+def test_an_at_due_time_counts_from_the_local_date_of_the_runs_data_interval_end(clock: FakeClock) -> None:
     alerts = Alerts()
-    # the run's data interval ends at START's local day; due 1 s after START's UTC midnight would be long past
+    # the run's data interval ends on START's UTC date: due at 00:00:01 that day, long past, so check #0 tells
+    # (the business calendars themselves: tests/unit/timetables/test_due_time.py)
     day = datetime.datetime.fromtimestamp(START, tz=datetime.timezone.utc).date()
     due = DueTime(datetime.time(0, 0, 1), timezone="UTC")  # every day counts
     waiting = ScriptedSensor(
