@@ -45,7 +45,12 @@ def lost_by_executor(
     if map_index is not None:
         index = "" if map_index == -1 else f" map_index={map_index}"
         pattern = pattern.replace(r"(?: map_index=\d+)?", index, 1)
-    return len(re.findall(pattern, env.component_log("scheduler")))
+    return len(re.findall(pattern, scheduler_logs(env)))
+
+
+def scheduler_logs(env: AirflowEnv) -> str:
+    """Every scheduler's log: with two, the one that queued a task instance reads its executor events."""
+    return "\n".join(env.component_log(name) for name in env.scheduler_names)
 
 
 # The scheduler's line when it reset task instances a scheduler that no longer heartbeats had queued (its own
@@ -65,8 +70,7 @@ def reset_by_scheduler(env: AirflowEnv, dag_id: str, run_id: str, task_id: str) 
         rf"<TaskInstance: {re.escape(dag_id)}\.{re.escape(task_id)} {re.escape(run_id)}(?: map_index=\d+)? \["
     )
     return sum(
-        len(instance.findall(block["tis"]))
-        for block in RESET_ORPHANS_RE.finditer(env.component_log("scheduler"))
+        len(instance.findall(block["tis"])) for block in RESET_ORPHANS_RE.finditer(scheduler_logs(env))
     )
 
 

@@ -45,7 +45,7 @@ from tests.integration.distributed import (
     owners,
     start_ds_run,
 )
-from tests.integration.live import lost_by_executor, wait_for
+from tests.integration.live import lost_by_executor, scheduler_logs, wait_for
 
 # The Celery provider's log line when a message could not be sent to the broker (celery_executor.py).
 CELERY_SEND_ERROR = "Error sending Celery"
@@ -251,7 +251,7 @@ def test_broker_restart(airflow_env: AirflowEnv, tmp_path: Path) -> None:
         if lost_by_executor(env, DAG_ID, run.run_id, r["task_id"], r["map_index"])
     }
     if unsent:
-        assert CELERY_SEND_ERROR in env.component_log("scheduler"), unsent
+        assert CELERY_SEND_ERROR in scheduler_logs(env), unsent
         print(f"sent while the broker was down (the executor failed them; Airflow spent a try): {unsent}")
     by_task = {(r["task_id"], r["map_index"]): r for r in rows}
     assert all(by_task[key]["try_number"] == 2 for key in unsent), by_task
