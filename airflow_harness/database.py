@@ -37,6 +37,7 @@ _DATETIME_COLUMNS = frozenset(
         "latest_heartbeat",
         "timestamp",
         "partition_date",
+        "deadline_time",
     }
 )
 

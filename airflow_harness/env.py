@@ -38,6 +38,7 @@ from airflow_harness.state import (
     EXAMPLE_DAGS_DIR,
     PG_DSN_ENV,
     TEST_DAGS_DIR,
+    TEST_PLUGINS_DIR,
     AirflowEnvError,
     Component,
 )
@@ -140,6 +141,7 @@ class AirflowEnv(Settings, Database, Processes, Supervision, ApiClient, Runs, St
             shutil.rmtree(self.home)
         self.home.mkdir(parents=True, exist_ok=True)
         self.dags_folder = self.home / "dags"
+        self.plugins_folder = self.home / "plugins"
         self.log_folder = self.home / "logs"
         self.component_log_folder = self.home / "component-logs"
         self.dag_sources = [Path(p) for p in (dag_sources or [EXAMPLE_DAGS_DIR, TEST_DAGS_DIR])]
@@ -257,6 +259,9 @@ class AirflowEnv(Settings, Database, Processes, Supervision, ApiClient, Runs, St
             for file in files:
                 if file.name != "__init__.py":
                     shutil.copy2(file, self.dags_folder / file.name)
+        self.plugins_folder.mkdir(parents=True, exist_ok=True)
+        for file in sorted(TEST_PLUGINS_DIR.glob("*.py")):
+            shutil.copy2(file, self.plugins_folder / file.name)
 
 
 def iter_dag_files(folders: Iterable[Path]) -> Iterator[Path]:

@@ -40,6 +40,7 @@ class Settings(EnvState):
         env["PYTHONUNBUFFERED"] = "1"
         settings = {
             "CORE__DAGS_FOLDER": str(self.dags_folder),
+            "CORE__PLUGINS_FOLDER": str(self.plugins_folder),
             "CORE__LOAD_EXAMPLES": "False",
             "CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
             "CORE__EXECUTOR": self.executor,

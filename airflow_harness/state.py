@@ -21,6 +21,9 @@ from airflow_harness.redis_broker import RedisBroker
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_DAGS_DIR = REPO_ROOT / "example_dags"
 TEST_DAGS_DIR = REPO_ROOT / "tests" / "integration" / "dags"
+# Modules Airflow imports by name where the DAG folder is not on sys.path (a deadline callback in the
+# triggerer): copied into the plugins folder, which every component puts on sys.path.
+TEST_PLUGINS_DIR = REPO_ROOT / "tests" / "integration" / "plugins"
 PG_DSN_ENV = "SMART_EXT_TEST_PG_DSN"
 
 TERMINAL_RUN_STATES = frozenset({"success", "failed"})
@@ -66,6 +69,7 @@ class EnvState:
     is_airflow3: bool
     home: Path
     dags_folder: Path
+    plugins_folder: Path
     log_folder: Path
     component_log_folder: Path
     dag_sources: list[Path]

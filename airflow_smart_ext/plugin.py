@@ -1,4 +1,5 @@
-"""The Airflow plugin: this package's timetables, and the Waits and Calendars views.
+"""The Airflow plugin: this package's timetables, its deadline reference (3.3+), and the Waits and Calendars
+views.
 
 Every component that deserializes DAGs (scheduler, dag-processor, api-server/webserver, triggerer and
 workers) must see this plugin through the ``airflow.plugins`` entry point; without it a DAG that uses one of
@@ -15,6 +16,7 @@ from typing import Any
 from airflow.plugins_manager import AirflowPlugin
 
 from airflow_smart_ext import compat
+from airflow_smart_ext.deadlines import DueTimeDeadline
 from airflow_smart_ext.timetables import TIMETABLE_CLASSES
 from airflow_smart_ext.ui.pages import PAGES, URL_PREFIX
 
@@ -70,6 +72,8 @@ _UI_PARTS = ui_parts()
 class SmartExtPlugin(AirflowPlugin):
     name = "airflow_smart_ext"
     timetables = list(TIMETABLE_CLASSES)
+    # 3.3+: the scheduler finds a DAG's DeadlineAlert reference class here by its import path.
+    deadline_references = [DueTimeDeadline] if compat.deadlines.CUSTOM_DEADLINE_REFERENCES else []
     fastapi_apps = _UI_PARTS.get("fastapi_apps", [])
     external_views = _UI_PARTS.get("external_views", [])
     flask_blueprints = _UI_PARTS.get("flask_blueprints", [])

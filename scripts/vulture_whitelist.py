@@ -9,6 +9,11 @@ delete it rather than adding it here.
 # Airflow entry points and hooks called by name
 SmartExtPlugin  # plugin entry point
 timetables  # AirflowPlugin.timetables
+deadline_references  # AirflowPlugin.deadline_references (3.3+)
+# BaseDeadlineReference hooks (deadlines.py): Airflow's scheduler calls them by name
+required_kwargs
+_.deserialize_reference
+_._evaluate_with
 get_provider_info  # provider entry point
 _.execute  # BaseOperator.execute
 template_ext  # BaseOperator templating

@@ -43,9 +43,10 @@ def reference_instant(due: DueTime, context: Any, try_started_at: float) -> date
     """The run instant the due time counts from: the context's ``due.reference``; for a run without one (a
     3.x manual run has no logical date), the DAG run's ``run_after``, else the try's start."""
     if isinstance(context, Mapping):
-        for value in (context.get(due.reference), getattr(context.get("dag_run"), "run_after", None)):
-            if isinstance(value, datetime.datetime) and value.tzinfo is not None:
-                return value
+        run_after = getattr(context.get("dag_run"), "run_after", None)
+        found = due.reference_in({due.reference: context.get(due.reference), "run_after": run_after})
+        if found is not None:
+            return found
     return units.utc(try_started_at)
 
 

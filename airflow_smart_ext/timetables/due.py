@@ -144,6 +144,15 @@ class DueTime:
         """The context key of the run instant the due time counts from."""
         return self._reference
 
+    def reference_in(self, instants: Mapping[str, Any]) -> datetime.datetime | None:
+        """The run instant the due time counts from, out of a run's ``instants`` (a task's context, a DAG run's
+        columns): the one :attr:`reference` names; for a run without it (a 3.x manual run has no logical date),
+        its ``run_after``; None if neither is an aware datetime."""
+        for value in (instants.get(self._reference), instants.get("run_after")):
+            if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+                return value
+        return None
+
     def due_at(self, reference: datetime.datetime) -> datetime.datetime:
         """The due time (aware UTC) of a wait whose reference instant is ``reference`` (aware)."""
         if self._engine is None:
