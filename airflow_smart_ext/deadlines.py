@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +36,8 @@ from airflow_smart_ext.compat.deadlines import (
 from airflow_smart_ext.timetables.due import DueTime, InvalidDueTime, due_time_arg
 
 __all__ = ["DueTimeDeadline"]
+
+log = logging.getLogger(__name__)
 
 
 class DueTimeDeadline(BaseDeadlineReference):
@@ -67,9 +70,15 @@ class DueTimeDeadline(BaseDeadlineReference):
 
     def _evaluate_with(self, *, session: Any, dag_id: str, run_id: str, **_: Any) -> datetime.datetime | None:
         """The run's due time (the scheduler adds the alert's interval); None, and no deadline, for a run
-        the scheduler cannot find."""
-        reference = self.due.reference_in(dag_run_instants(session=session, dag_id=dag_id, run_id=run_id))
-        return self.due.due_at(reference) if reference is not None else None
+        the scheduler cannot find or a due time that cannot be computed (logged as an error: the scheduler
+        creates the run inside this call, and an exception here would stop it creating runs)."""
+        try:
+            instants = dag_run_instants(session=session, dag_id=dag_id, run_id=run_id)
+            reference = self.due.reference_in(instants)
+            return self.due.due_at(reference) if reference is not None else None
+        except Exception:
+            log.exception("No deadline for DAG run %s of %s: its due time (%r) failed", run_id, dag_id, self)
+            return None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, DueTimeDeadline) and self.due == other.due

@@ -152,3 +152,21 @@ def test_a_run_the_scheduler_cannot_find_gets_no_deadline(monkeypatch: pytest.Mo
     monkeypatch.setattr(deadlines, "dag_run_instants", lambda **_: {})
     decoded = _through_airflow(deadlines.DueTimeDeadline(NYSE_0930))
     assert decoded.evaluate_with(session=None, interval=dt.timedelta(0), dag_id="d", run_id="r") is None
+
+
+@NEEDS_3_3
+def test_a_due_time_that_fails_gives_no_deadline_and_says_why(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The scheduler evaluates the reference while it creates the run: an error must not escape into it."""
+    end = dt.datetime(2026, 1, 2, tzinfo=UTC)
+    monkeypatch.setattr(deadlines, "dag_run_instants", lambda **_: {"data_interval_end": end})
+
+    def no_data(self: DueTime, reference: dt.datetime) -> dt.datetime:
+        raise LookupError("no holiday data for 2026")
+
+    monkeypatch.setattr(DueTime, "due_at", no_data)
+    decoded = _through_airflow(deadlines.DueTimeDeadline(NYSE_0930))
+    with caplog.at_level("ERROR", logger=deadlines.__name__):
+        assert decoded.evaluate_with(session=None, interval=dt.timedelta(0), dag_id="d", run_id="r") is None
+    assert "No deadline for DAG run r of d" in caplog.text and "no holiday data for 2026" in caplog.text
