@@ -2,9 +2,10 @@
 
 Airflow's ``DeadlineAlert`` (3.1+) sets a DAG run's deadline at a reference instant plus a fixed interval; its
 references know no business day. On Airflow >= 3.3 a plugin may provide its own reference: this one is a
-:class:`~airflow_smart_ext.timetables.DueTime`, so "09:30 New York on the first NYSE session on or after the
-data interval ends" is a DAG run's deadline. The scheduler computes it when it creates the run (from the run's
-row, never remembered) and Airflow runs the alert's callback once if the run is not done by then::
+:class:`~airflow_smart_ext.timetables.DueTime`, so "the first NYSE session's 09:30 New York at or after the
+data interval ends" is a DAG run's deadline. Whatever creates the run computes it, from the run's row, never
+remembered: the scheduler for scheduled and asset-triggered runs, the api-server for a manual trigger. Airflow
+runs the alert's callback once if the run has not succeeded by then::
 
     DAG(
         ...,
@@ -16,8 +17,8 @@ row, never remembered) and Airflow runs the alert's callback once if the run is 
     )
 
 Before 3.3 building one fails the DAG file at parse, naming the version and the task-level alternative
-(``BackoffSensor(due=..., on_late=...)``). The plugin registers the class (``deadline_references``): every
-component that evaluates deadlines imports it from there.
+(``BackoffSensor(due=..., on_late=...)``). The plugin registers the class (``deadline_references``): the
+scheduler and the api-server find it there.
 """
 
 from __future__ import annotations
@@ -59,32 +60,49 @@ class DueTimeDeadline(BaseDeadlineReference):
                 "due: DueTimeDeadline needs a due time: airflow_smart_ext.timetables.DueTime or its dict form "
                 "(DueTime.to_dict()), got None."
             )
-        self.due = checked
+        self._stored: Any = checked.to_dict()
+        self._due: DueTime | None = checked
+
+    @property
+    def due(self) -> DueTime:
+        """The due time (built from the stored form on first use after deserialization; may raise there)."""
+        if self._due is None:
+            self._due = DueTime.from_dict(self._stored)
+        return self._due
 
     def serialize_reference(self) -> dict[str, Any]:
-        return {"reference_type": self.reference_name, "due": self.due.to_dict()}
+        return {"reference_type": self.reference_name, "due": self._stored}
 
     @classmethod
     def deserialize_reference(cls, reference_data: dict[str, Any]) -> DueTimeDeadline:
-        return cls(reference_data["due"])
+        """The stored form as it is, checked only when evaluated: Airflow decodes the reference inside run
+        creation, where an error (a form written by a newer release, a zone this host lacks) would stop the
+        scheduler creating runs; :meth:`_evaluate_with` turns it into "no deadline" and an ERROR line."""
+        reference = cls.__new__(cls)
+        reference._stored = reference_data.get("due")
+        reference._due = None
+        return reference
 
     def _evaluate_with(self, *, session: Any, dag_id: str, run_id: str, **_: Any) -> datetime.datetime | None:
-        """The run's due time (the scheduler adds the alert's interval); None, and no deadline, for a run
-        the scheduler cannot find or a due time that cannot be computed (logged as an error: the scheduler
-        creates the run inside this call, and an exception here would stop it creating runs)."""
+        """The run's due time (Airflow adds the alert's interval); None, and no deadline, for a run it cannot
+        find or a due time that cannot be computed (logged as an error: Airflow creates the run inside this
+        call, and an exception here would stop it creating runs)."""
         try:
-            instants = dag_run_instants(session=session, dag_id=dag_id, run_id=run_id)
-            reference = self.due.reference_in(instants)
-            return self.due.due_at(reference) if reference is not None else None
+            due = self.due
+            reference = due.reference_in(dag_run_instants(session=session, dag_id=dag_id, run_id=run_id))
+            return due.due_at(reference) if reference is not None else None
         except Exception:
             log.exception("No deadline for DAG run %s of %s: its due time (%r) failed", run_id, dag_id, self)
             return None
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, DueTimeDeadline) and self.due == other.due
+        return isinstance(other, DueTimeDeadline) and self._stored == other._stored
 
     def __hash__(self) -> int:
-        return hash(json.dumps(self.serialize_reference(), sort_keys=True))
+        return hash(json.dumps(self._stored, sort_keys=True, default=str))
 
     def __repr__(self) -> str:
-        return f"DueTimeDeadline({self.due.describe()})"
+        try:
+            return f"DueTimeDeadline({self.due.describe()})"
+        except Exception:  # a stored form this release cannot read: show it as stored
+            return f"DueTimeDeadline({self._stored!r})"

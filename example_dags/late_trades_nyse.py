@@ -1,7 +1,7 @@
 """### Late data: the NYSE trades file is due at 09:30 New York, told once, then waited for
 
 One run per NYSE trading day D (``BusinessDaysTimetable``). The run waits for D's trades file, which is due at
-09:30 New York on the first NYSE session on or after the end of D's data interval (T+0, ``DueTime``): Tuesday
+the first NYSE session's 09:30 New York at or after the end of D's data interval (T+0, ``DueTime``): Tuesday
 2024-11-26's file is due Wednesday at 09:30; Wednesday 27th's on Friday 29th, since the exchange is closed
 for Thanksgiving.
 

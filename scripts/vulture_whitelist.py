@@ -13,6 +13,7 @@ deadline_references  # AirflowPlugin.deadline_references (3.3+)
 # BaseDeadlineReference hooks (deadlines.py): Airflow's scheduler calls them by name
 required_kwargs
 _.deserialize_reference
+_.serialize_reference
 _._evaluate_with
 get_provider_info  # provider entry point
 _.execute  # BaseOperator.execute

@@ -1,9 +1,10 @@
 """``DueTime``: when a wait's data is due, on the timetables' calendars and with their names.
 
-A due time is a wall-clock time of day (``at``) on the ``lag``-th business day of ``calendar`` counted from
-the wait's *reference day*: the local date, in ``timezone``, of its DAG run's ``reference`` instant
-(``data_interval_end`` by default). ``lag=0`` is the first business day on or after the reference day, ``lag=1``
-the next business day after that (T+1), and so on. Without a calendar every day counts. The engine is the
+A due time is a wall-clock time of day (``at``, in ``timezone``) on a business day of ``calendar``: with
+``lag=0`` the first such time at or after the DAG run's ``reference`` instant (``data_interval_end`` by
+default), with ``lag=k`` the same time k business days later (T+k). An interval that ends at local midnight is
+due at ``at`` on that day if it is a business day; one that ends after ``at`` (a UTC-midnight interval seen
+from New York ends at 19:00) is due the next business day. Without a calendar every day counts. The engine is the
 timetables' own (:class:`~airflow_smart_ext.timetables.engine.ScheduleEngine`), so holidays, make-up working
 days, a day the zone skips and the DST gap/fold rules are the ones the timetables follow: 09:30 local stays
 09:30 local across a clock change.
@@ -22,7 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import units
-from airflow_smart_ext.calendars import BusinessDayCalendar, EveryDay, ordinal
+from airflow_smart_ext.calendars import BusinessDayCalendar, EveryDay
 from airflow_smart_ext.timetables.engine import ScheduleEngine
 from airflow_smart_ext.timetables.local_day import (
     InvalidTimetableParameter,
@@ -73,19 +74,20 @@ def _offset(after: Any) -> datetime.timedelta:
 
 
 class DueTime:
-    """When a wait's data is due: ``at`` (local time of day) on the ``lag``-th business day of ``calendar`` on
-    or after the reference day, in ``timezone``; or ``after`` (a duration) from the reference instant.
+    """When a wait's data is due: the first ``at`` (local time of day in ``timezone``) on a business day of
+    ``calendar`` at or after the reference instant, ``lag`` business days later; or ``after`` (a duration)
+    from the reference instant.
 
     :param at: ``"HH:MM"``, ``"HH:MM:SS"`` or a naive ``datetime.time``: wall clock in ``timezone``.
     :param after: instead of ``at``: a ``timedelta`` (or seconds) after the reference instant.
     :param calendar: a :class:`~airflow_smart_ext.calendars.BusinessCalendar`, a combination, or their dict
         form; or the calendar keywords directly (``market="NYSE"``, ``country="GB"``, ...). None: every day.
-    :param lag: business days after the first business day on or after the reference day (T+k), >= 0.
-    :param timezone: IANA time zone name of ``at`` and of the reference day (default ``"UTC"``).
-    :param reference: the run instant whose local date is the reference day: one of :data:`REFERENCES`.
+    :param lag: business days after the first ``at`` on a business day at or after the reference (T+k), >= 0.
+    :param timezone: IANA time zone name of ``at`` and of the business days (default ``"UTC"``).
+    :param reference: the run instant the due time counts from: one of :data:`REFERENCES`.
     """
 
-    __slots__ = ("_after", "_at", "_business", "_engine", "_reference", "_zone", "lag")
+    __slots__ = ("_after", "_at", "_business", "_engine", "_first", "_reference", "_zone", "lag")
 
     def __init__(
         self,
@@ -126,17 +128,19 @@ class DueTime:
             self._business = business_calendar_arg(calendar, calendar_keywords, required=False)
         except InvalidTimetableParameter as err:
             raise InvalidDueTime(f"due.{err}") from None
-        self._engine = (
-            ScheduleEngine(
-                tz=self._zone,
-                calendar=EveryDay(),
-                window_days=1,
-                delay=self._at,
-                lag=lag + 1,  # the first business day after the day before the reference day: on or after it
-                lag_calendar=self._business or EveryDay(),
-            )
-            if self._at is not None
-            else None
+        self._engine = self._engine_with_lag(self._at, lag) if self._at is not None else None
+        # T+0: which day the first ``at`` at or after the reference is on (the lag counts from that day)
+        self._first = self._engine_with_lag(self._at, 0) if self._at is not None and lag else self._engine
+
+    def _engine_with_lag(self, at: datetime.timedelta, lag: int) -> ScheduleEngine:
+        """``run_after(day)``: ``at`` on the ``lag``-th business day after the first one after ``day``."""
+        return ScheduleEngine(
+            tz=self._zone,
+            calendar=EveryDay(),
+            window_days=1,
+            delay=at,
+            lag=lag + 1,  # from the day before a day: the first business day on or after that day, then T+lag
+            lag_calendar=self._business or EveryDay(),
         )
 
     @property
@@ -158,19 +162,24 @@ class DueTime:
         if self._engine is None:
             assert self._after is not None
             return reference.astimezone(datetime.timezone.utc) + self._after
+        assert self._first is not None
         day = self._engine.local_date(reference)
+        if self._first.run_after(day - _ONE_DAY) < reference:  # ``at`` on the reference's own day has passed
+            day += _ONE_DAY
         return self._engine.run_after(day - _ONE_DAY)
 
     def describe(self) -> str:
-        """In words, e.g. "09:30 America/New_York on the first NYSE business day on or after the local date of
+        """In words, e.g. "the first 09:30 America/New_York on a NYSE business day at or after
         data_interval_end"."""
         if self._after is not None:
             return f"{units.duration_text(units.seconds(self._after))} after {self._reference}"
         assert self._at is not None
-        day = self._business.label().replace("days", "day") if self._business is not None else "day"
-        first = f"the first {day} on or after the local date of {self._reference}"
-        which = first if self.lag == 0 else f"the {ordinal(self.lag)} {day} after {first} (T+{self.lag})"
-        return f"{format_time_of_day(self._at)} {zone_name(self._zone)} on {which}"
+        days = self._business.label() if self._business is not None else "days"
+        day = days.replace("days", "day")
+        at = f"{format_time_of_day(self._at)} {zone_name(self._zone)}"
+        first = f"the first {at} on a {day} at or after {self._reference}"
+        later = day if self.lag == 1 else days
+        return first if self.lag == 0 else f"{first}, then {self.lag} {later} later (T+{self.lag})"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (the timetables' own calendar form inside), rebuilt by :meth:`from_dict`."""

@@ -117,12 +117,15 @@ def test_the_plugin_registers_it_where_the_scheduler_looks_it_up() -> None:
             {"data_interval_end": None, "run_after": dt.datetime(2026, 7, 3, 12, tzinfo=UTC)},
             "2026-07-06T13:30",
         ),
-        # T+1 London from the logical date: Christmas Eve (Thu) + 1 skips Christmas, the weekend and Monday (Boxing Day's substitute).
+        # T+1 London from the logical date: 10:00 on Christmas Eve is after 07:00, so T+0 skips Christmas, the
+        # weekend and Monday (Boxing Day's substitute) to Tuesday the 29th; T+1 is the 30th.
         (
             DueTime("07:00", country="GB", timezone="Europe/London", lag=1, reference="logical_date"),
             {"logical_date": dt.datetime(2026, 12, 24, 10, tzinfo=UTC)},
-            "2026-12-29T07:00",
+            "2026-12-30T07:00",
         ),
+        # A UTC-midnight interval end is 19:00 the day before in New York: due the next session, not before.
+        (NYSE_0930, {"data_interval_end": dt.datetime(2026, 12, 1, tzinfo=UTC)}, "2026-12-01T14:30"),
         (
             DueTime(after=dt.timedelta(hours=2)),
             {"data_interval_end": dt.datetime(2026, 1, 1, tzinfo=UTC)},
@@ -170,3 +173,34 @@ def test_a_due_time_that_fails_gives_no_deadline_and_says_why(
     with caplog.at_level("ERROR", logger=deadlines.__name__):
         assert decoded.evaluate_with(session=None, interval=dt.timedelta(0), dag_id="d", run_id="r") is None
     assert "No deadline for DAG run r of d" in caplog.text and "no holiday data for 2026" in caplog.text
+
+
+@NEEDS_3_3
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {**NYSE_0930.to_dict(), "grace": 60},  # a key a newer release may write
+        {**NYSE_0930.to_dict(), "calendar": {"type": "business", "market": "NO-SUCH-MARKET"}},
+        {**NYSE_0930.to_dict(), "timezone": "Mars/Olympus_Mons"},  # a zone this host lacks
+        None,
+    ],
+    ids=["unknown key", "unknown market", "unknown zone", "no due time"],
+)
+def test_a_stored_form_this_release_cannot_read_decodes_and_gives_no_deadline(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, stored: Any
+) -> None:
+    """Airflow decodes the reference inside run creation: decoding never fails; evaluating says why, once."""
+    from airflow.serialization.decoders import decode_deadline_reference
+
+    end = dt.datetime(2026, 1, 2, tzinfo=UTC)
+    monkeypatch.setattr(deadlines, "dag_run_instants", lambda **_: {"data_interval_end": end})
+    data = {
+        "reference_type": "DueTimeDeadline",
+        "due": stored,
+        "__class_path": "airflow_smart_ext.deadlines.DueTimeDeadline",
+    }
+    decoded = decode_deadline_reference(data)
+    assert decoded.serialize_reference()["due"] == stored  # kept as stored (re-encoding loses nothing)
+    with caplog.at_level("ERROR", logger=deadlines.__name__):
+        assert decoded.evaluate_with(session=None, interval=dt.timedelta(0), dag_id="d", run_id="r") is None
+    assert caplog.text.count("No deadline for DAG run r of d") == 1, caplog.text

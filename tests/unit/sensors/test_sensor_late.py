@@ -116,17 +116,23 @@ def test_a_retry_that_starts_after_the_due_time_says_nothing_again(clock: FakeCl
     assert [a["check"] for a in alerts.told] == [0]
 
 
-def test_an_at_due_time_counts_from_the_local_date_of_the_runs_data_interval_end(clock: FakeClock) -> None:
+@pytest.mark.parametrize("seconds_after_the_end", [-1, 0, 1])
+def test_an_at_due_time_is_the_first_at_at_or_after_the_runs_data_interval_end(
+    clock: FakeClock, seconds_after_the_end: int
+) -> None:
+    # ``at`` is the time of day (UTC) the run's data interval ends: due then, when check #0 runs and tells. A
+    # second later: due after check #0, and check #1 finds the condition met. A second earlier: that time has
+    # passed on the interval's last day, so it is due the next day (the business calendars themselves:
+    # tests/unit/timetables/test_due_time.py)
     alerts = Alerts()
-    # the run's data interval ends on START's UTC date: due at 00:00:01 that day, long past, so check #0 tells
-    # (the business calendars themselves: tests/unit/timetables/test_due_time.py)
-    day = datetime.datetime.fromtimestamp(START, tz=datetime.timezone.utc).date()
-    due = DueTime(datetime.time(0, 0, 1), timezone="UTC")  # every day counts
+    due_at = REFERENCE + datetime.timedelta(seconds=seconds_after_the_end)
+    due = DueTime(due_at.time(), timezone="UTC")  # every day counts
     waiting = ScriptedSensor(
         task_id="task", results=[False, True], clock=clock, poke_interval=10, splay=0, due=due, on_late=alerts
     )
     waiting.execute(late_context())
-    assert [a["due"][:10] for a in alerts.told] == [day.isoformat()]
+    told = [REFERENCE.isoformat(timespec="milliseconds")] if seconds_after_the_end == 0 else []
+    assert [a["due"].replace("Z", "+00:00") for a in alerts.told] == told, alerts.told
 
 
 def test_a_failing_alert_does_not_fail_the_wait(

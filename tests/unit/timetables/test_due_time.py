@@ -38,6 +38,22 @@ def test_a_due_time_is_at_on_the_first_session_on_or_after_the_reference_day(
     assert NYSE_0930.due_at(local(reference)) == local(due).astimezone(UTC)
 
 
+def test_a_reference_after_at_is_due_at_the_next_business_days_at() -> None:
+    """The first ``at`` at or after the reference instant: an interval that ends after 09:30 (a UTC-midnight
+    interval seen from New York ends at 19:00 the day before) is due the next session, never before it ends."""
+    assert NYSE_0930.due_at(local("2026-11-30 00:00", UTC)) == local("2026-11-30 09:30")  # Sunday 19:00 EST
+    assert NYSE_0930.due_at(local("2026-11-27 10:00")) == local("2026-11-30 09:30")  # Friday, after 09:30
+    assert NYSE_0930.due_at(local("2026-11-30 09:30")) == local("2026-11-30 09:30")  # at it: due then
+    assert NYSE_0930.due_at(local("2026-11-30 09:30:01")) == local("2026-12-01 09:30")
+    t1 = DueTime("07:00", country="GB", lag=1, timezone="Europe/London")
+    assert t1.due_at(local("2026-12-22 10:00", LONDON)) == local("2026-12-24 07:00", LONDON)  # 23rd, then T+1
+    for reference in (
+        local(f"2026-11-{day:02d} {hour:02d}:17") for day in range(23, 31) for hour in range(24)
+    ):
+        due = NYSE_0930.due_at(reference)
+        assert due >= reference and due - reference < datetime.timedelta(days=5), (reference, due)
+
+
 def test_09_30_stays_09_30_local_across_both_clock_changes() -> None:
     # US clocks went forward on 2026-03-08 and back on 2026-11-01 (Sundays): the Fridays and Mondays around them
     for day in ("2026-03-06", "2026-03-09", "2026-10-30", "2026-11-02"):
@@ -87,10 +103,9 @@ def test_the_dict_form_is_json_and_rebuilds_the_same_due_time() -> None:
 
 def test_describe_says_the_rule() -> None:
     assert str(NYSE_0930) == (
-        "DueTime(09:30 America/New_York on the first NYSE business day on or after the local date of "
-        "data_interval_end)"
+        "DueTime(the first 09:30 America/New_York on a NYSE business day at or after data_interval_end)"
     )
-    assert "(T+1)" in DueTime("07:00", country="GB", lag=1).describe()
+    assert DueTime("07:00", country="GB", lag=1).describe().endswith(", then 1 GB business day later (T+1)")
 
 
 @pytest.mark.parametrize(
