@@ -107,7 +107,7 @@ def test_the_plugin_registers_it_where_the_scheduler_looks_it_up() -> None:
 @pytest.mark.parametrize(
     ("due", "instants", "expected"),
     [
-        # The local date of the interval's end is Thanksgiving: NYSE is closed, due Friday 09:30 EST.
+        # The interval ends on Thanksgiving, after 09:30: NYSE is closed that day anyway, due Friday 09:30 EST.
         (NYSE_0930, {"data_interval_end": dt.datetime(2025, 11, 27, 15, tzinfo=UTC)}, "2025-11-28T14:30"),
         # The day after the US clocks went forward: 09:30 EDT is 13:30 UTC.
         (NYSE_0930, {"data_interval_end": dt.datetime(2026, 3, 9, 5, tzinfo=UTC)}, "2026-03-09T13:30"),

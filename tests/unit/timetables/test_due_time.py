@@ -32,7 +32,7 @@ def local(day: str, zone: ZoneInfo = NY) -> datetime.datetime:
         ("2026-04-03", "2026-04-06 09:30"),  # Good Friday (closed) and the weekend: Monday
     ],
 )
-def test_a_due_time_is_at_on_the_first_session_on_or_after_the_reference_day(
+def test_a_local_midnight_reference_is_due_at_on_the_first_session_from_that_day(
     reference: str, due: str
 ) -> None:
     assert NYSE_0930.due_at(local(reference)) == local(due).astimezone(UTC)
@@ -52,6 +52,21 @@ def test_a_reference_after_at_is_due_at_the_next_business_days_at() -> None:
     ):
         due = NYSE_0930.due_at(reference)
         assert due >= reference and due - reference < datetime.timedelta(days=5), (reference, due)
+
+
+def test_a_gap_moves_at_forward_a_fold_takes_its_first_occurrence_a_skipped_day_does_not_count() -> None:
+    gap = DueTime("02:30", timezone="America/New_York")  # 2026-03-08 02:00-03:00 does not exist
+    assert gap.due_at(local("2026-03-08 03:15")) == local("2026-03-08 03:30")  # 02:30 moved forward by 1 h
+    assert gap.due_at(local("2026-03-08 03:45")) == local("2026-03-09 02:30")
+    fold = DueTime("01:30", timezone="America/New_York")  # 2026-11-01 01:00-02:00 happens twice
+    # (in UTC: Python's == across zones is False for a time in a fold, PEP 495)
+    first_0130 = datetime.datetime(2026, 11, 1, 5, 30, tzinfo=UTC)  # 01:30 EDT
+    assert fold.due_at(local("2026-11-01 01:15")) == first_0130
+    after_first = datetime.datetime(2026, 11, 1, 5, 45, tzinfo=UTC)  # 01:45 EDT: the first 01:30 has passed
+    assert fold.due_at(after_first) == local("2026-11-02 01:30")
+    apia = ZoneInfo("Pacific/Apia")  # Samoa skipped 2011-12-30
+    t1 = DueTime("09:00", timezone="Pacific/Apia", lag=1)
+    assert t1.due_at(local("2011-12-29 10:00", apia)) == local("2012-01-01 09:00", apia)
 
 
 def test_09_30_stays_09_30_local_across_both_clock_changes() -> None:
