@@ -50,6 +50,8 @@ class _Log:
     """The scheduler's log, the task instances an ended DAG run left ``up_for_reschedule`` (per DAG id), and
     the cell's task's state history."""
 
+    scheduler_names = ("scheduler",)  # one scheduler: its log is ``text``
+
     def __init__(
         self,
         text: str,
