@@ -59,6 +59,16 @@ def _task(wait: Mapping[str, Any]) -> str:
     return wait["task_id"] + (f"[{wait['map_index']}]" if wait["map_index"] >= 0 else "")
 
 
+def _due(wait: Mapping[str, Any]) -> str:
+    """When its data is due (``due=``) and, still waiting after it, how late (and whether it alerted)."""
+    if wait.get("due") is None:
+        return "-"
+    if wait.get("late_by") is None:
+        return f"{_cell(wait['due'])} ({_when(wait['due_in'])})"
+    alerted = "alerted" if wait.get("late_alerted") else "alert due"
+    return f"{_cell(wait['due'])} LATE by {units.duration_text(wait['late_by'])} ({alerted})"
+
+
 def render_text(report: Mapping[str, Any]) -> str:
     """The report as terminal tables: waits, then groups, then connections and the summary."""
     waits = [
@@ -81,6 +91,7 @@ def render_text(report: Mapping[str, Any]) -> str:
                 else ("when a triggerer picks it up", "-")
             ),
             _when(wait["deadline_in"]),
+            _due(wait),
             wait["last_outcome"],
         ]
         for wait in report["waits"]
@@ -97,6 +108,7 @@ def render_text(report: Mapping[str, Any]) -> str:
         "NEXT CHECK",
         "IN",
         "DEADLINE IN",
+        "DUE",
     ]
     parts = [_table([*headers, "LAST OUTCOME"], waits)]
     shown = len(report["waits"])
@@ -208,9 +220,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--sort", help=f"one of {', '.join(SORTS)} (default next_check)")
     parser.add_argument("--limit", help="at most this many waits (1-100000, default 1000)")
+    parser.add_argument("--late", action="store_true", help="only waits past their due time (due=)")
     args = parser.parse_args(argv)
     names = ("dag_id", "conn_id", "sensor_class", "due_within", "sort", "limit")
     params = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    if args.late:
+        params["late"] = "true"
     try:
         query = WaitsQuery.from_params(params)
     except InvalidQuery as err:

@@ -12,7 +12,7 @@ from typing import Any
 from airflow_smart_ext.compat import partitions
 from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_2_PLUS
 
-__all__ = ["dag_run_columns", "dag_run_logical_date", "latest_serialized_dags", "stored_dag"]
+__all__ = ["dag_run_after", "dag_run_columns", "dag_run_logical_date", "latest_serialized_dags", "stored_dag"]
 
 
 def dag_run_logical_date() -> Any:
@@ -20,6 +20,17 @@ def dag_run_logical_date() -> Any:
     from airflow.models.dagrun import DagRun
 
     return DagRun.logical_date if AIRFLOW_V_3_0_PLUS else DagRun.execution_date
+
+
+def dag_run_after() -> Any:
+    """The DagRun column of a run's ``run_after`` (3.x); 2.11 has none (a NULL of the same type)."""
+    from airflow.models.dagrun import DagRun
+
+    if AIRFLOW_V_3_0_PLUS:
+        return DagRun.run_after
+    from sqlalchemy import null
+
+    return null()
 
 
 def latest_serialized_dags(

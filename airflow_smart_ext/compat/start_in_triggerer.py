@@ -128,26 +128,25 @@ def trigger_template_env(native: bool) -> Any:
     return create_template_env(native=native)
 
 
-async def trigger_run_dates(trigger: Any, render_context: Any) -> tuple[Any, Any, Any]:
-    """(logical date, data interval start, data interval end) of a start-from-trigger task's run.
+async def trigger_run_dates(trigger: Any, render_context: Any) -> dict[str, Any]:
+    """A start-from-trigger task's run instants: ``logical_date``, ``data_interval_start``,
+    ``data_interval_end`` and ``run_after`` (None where the run has none).
 
     3.3+: from the template context the triggerer rendered with (``dag_run``). 2.11: nothing is rendered;
-    the run's dates come from the metadata DB (2.x triggers may use the ORM), read off the event loop.
+    the run's dates come from the metadata DB (2.x triggers may use the ORM), read off the event loop; a 2.x
+    run always has a logical date, and no ``run_after``.
     """
+    names = ("logical_date", "data_interval_start", "data_interval_end", "run_after")
     if render_context is not None:
         dag_run = render_context.get("dag_run")
-        logical, start, end = (
-            getattr(dag_run, name, None)
-            for name in ("logical_date", "data_interval_start", "data_interval_end")
-        )
-        return logical, start, end
+        return {name: getattr(dag_run, name, None) for name in names}
     if AIRFLOW_V_3_0_PLUS:
-        return None, None, None
+        return dict.fromkeys(names)
     import asyncio
 
     ti = trigger.task_instance
 
-    def read() -> tuple[Any, Any, Any]:
+    def read() -> dict[str, Any]:
         from airflow.models.dagrun import DagRun
         from airflow.utils.session import create_session
         from sqlalchemy import select
@@ -158,7 +157,7 @@ async def trigger_run_dates(trigger: Any, render_context: Any) -> tuple[Any, Any
                     DagRun.dag_id == ti.dag_id, DagRun.run_id == ti.run_id
                 )
             ).first()
-        return (row[0], row[1], row[2]) if row else (None, None, None)
+        return dict(zip(names, (*row, None), strict=True)) if row else dict.fromkeys(names)
 
     return await asyncio.to_thread(read)
 

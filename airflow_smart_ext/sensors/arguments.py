@@ -76,12 +76,15 @@ def check_static_arguments(
     check_arguments(cls.parameter_table(), known, unknown=unknown)
     static = {name: value for name, value in known.items() if not is_runtime_value(value)}
     cls._check_own_arguments(static)
-    late_problem = late.deferrable_problem(static.get("due"), deferrable_value(static.get("deferrable")))
-    if late_problem is not None:
-        raise ValueError(f"Task {known.get('task_id')!r}: {late_problem}")
     fallback = static.get("deferrable_fallback")
     # A subclass that defers on its own (TimeSensor / *Async) ships nothing to our triggers: no shipping check.
-    defers_on_its_own = own_deferral_reason(cls, _backoff_class(cls)) is not None
+    own_deferral = own_deferral_reason(cls, _backoff_class(cls))
+    defers_on_its_own = own_deferral is not None
+    late_problem = late.deferrable_problem(
+        static.get("due"), deferrable_value(static.get("deferrable")), own_deferral
+    )
+    if late_problem is not None:
+        raise ValueError(f"Task {known.get('task_id')!r}: {late_problem}")
     if deferrable_value(static.get("deferrable")) and fallback != "reschedule" and not defers_on_its_own:
         framework = to_triggerer.framework_parameters(cls)
         own = {name: value for name, value in static.items() if name not in framework}

@@ -95,7 +95,8 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
     :param due: when the wait's data is due (:class:`~airflow_smart_ext.timetables.DueTime`, or its dict form):
         the first check scheduled at or after it that finds the condition not met says once that the wait is
         late (a WARNING line, the ``smart_ext.sensor.late`` metric, ``on_late``) and the wait goes on to its
-        timeout. Poke and reschedule mode (docs/late-data.md).
+        timeout. Every mode; a deferred wait's trigger hands the alert to a short worker run, which re-defers
+        (docs/late-data.md).
     :param on_late: a callable or a list of them (functions, Airflow notifiers such as ``SlackNotifier``),
         called once with the task's context plus ``late`` (the wait, its due time, how late, its last outcome).
     :param start_from_trigger: with ``deferrable=True``, start the task in the triggerer (the zero-worker
@@ -175,10 +176,10 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
         shippability of a custom sensor cannot be judged inside ``BackoffSensor.__init__``.
         """
         self._warn_about_airflow_backoff()
-        problem = late.deferrable_problem(self.due, self.deferrable)
+        self.own_deferral_reason = own_deferral_reason(type(self), BackoffSensor)
+        problem = late.deferrable_problem(self.due, self.deferrable, self.own_deferral_reason)
         if problem is not None:
             raise ValueError(f"Task {self.task_id!r}: {problem}")
-        self.own_deferral_reason = own_deferral_reason(type(self), BackoffSensor)
         if self.own_deferral_reason is not None:
             # The TimeSensor / *Async pattern: the subclass's own trigger, start_trigger_args and resume stay
             # as they are; our schedule governs the waits BackoffSensor.execute runs (poke, reschedule).
@@ -298,9 +299,12 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
         seed: str | None = None,
         worker_pokes: int = 1,
         after: int | None = None,
+        late_told: bool = False,
     ) -> Any:
         """Resume after ``BackoffTrigger`` fired; outcomes map exactly as in poke mode."""
-        return deferral.resume(self, context, event, started_at, deadline, seed, worker_pokes, after)
+        return deferral.resume(
+            self, context, event, started_at, deadline, seed, worker_pokes, after, late_told=late_told
+        )
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Any) -> Any:
         if self.own_deferral_reason is not None:

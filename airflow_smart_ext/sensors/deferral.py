@@ -12,7 +12,7 @@ from airflow_smart_ext.conditions import Ending, task_ending
 from airflow_smart_ext.conditions.outcomes import rebuild_error
 from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import error_type_paths
-from airflow_smart_ext.sensors import poke_mode
+from airflow_smart_ext.sensors import late, poke_mode
 from airflow_smart_ext.wait_model import timeline
 from airflow_smart_ext.wait_model.sharing import wait_seed
 
@@ -33,7 +33,7 @@ def execute_deferrable(sensor: BackoffSensor, context: Any) -> Any:
     done, xcom_value = poke_mode.poke_once(sensor, context, 0, 1)
     if done:
         return poke_mode.succeeded(sensor, context, started_at, 1, xcom_value, "deferrable")
-    return defer(sensor, context, seed, started_at, after=0, worker_pokes=1)
+    return defer(sensor, context, seed, started_at, after=0, worker_pokes=1, checked_here=True)
 
 
 def _rate_limited(sensor: BackoffSensor) -> bool:
@@ -41,17 +41,33 @@ def _rate_limited(sensor: BackoffSensor) -> bool:
 
 
 def defer(
-    sensor: BackoffSensor, context: Any, seed: str, started_at: float, *, after: int, worker_pokes: int
+    sensor: BackoffSensor,
+    context: Any,
+    seed: str,
+    started_at: float,
+    *,
+    after: int,
+    worker_pokes: int,
+    late_told: bool = False,
+    checked_here: bool = False,
 ) -> Any:
+    """Defer to ``BackoffTrigger`` with check ``after`` made. ``late_told``: this try already said it is late
+    (``due=``); ``checked_here``: check ``after`` (#0) ran on this worker just now and was not met."""
     # The try's timeline, on the ``poke_interval`` grid (waits started seconds apart align). It stops at the
     # earlier deadline: a "timeout" at the execution deadline resumes into AirflowTaskTimeout (see resume).
     wait = poke_mode.sensor_try(sensor, seed, started_at, on_grid=True)
     line, ends = wait.line, wait.deadlines
+    due_at = None if sensor.due is None else late.due_epoch(sensor.due, context, started_at)
+    if due_at is not None and not late_told:
+        retry = int(getattr(poke_mode.task_instance(context), "try_number", 1) or 1) > 1
+        late_told = late.told_before_the_trigger(started_at, due_at, retry=retry) or (
+            checked_here and poke_mode.say_if_late(sensor, context, line, after, None, started_at)
+        )
     now = clock.now()
     nxt = line.next_check(now, after)
     if nxt is None:
         poke_mode.schedule_ran_out(sensor, context, started_at, worker_pokes, line)
-    if worker_pokes:
+    if worker_pokes and after >= 0:
         poke_mode.log_not_yet(sensor, worker_pokes, after, nxt, now)
     # Slots of the schedule that passed before this deferral were no checks: the trigger starts after them.
     after = max(after, nxt.index - 1)
@@ -70,6 +86,8 @@ def defer(
         silent_fail=bool(getattr(sensor, "silent_fail", False)),
         check_timeout=sensor.check_timeout,
         rate_limit=sensor.rate_limit,
+        due_at=due_at,
+        late_told=late_told,
     )
     # The deadline never moves: every (re)defer gets only the time left (Deadlines.backstop).
     sensor.defer(
@@ -81,6 +99,8 @@ def defer(
             "seed": seed,
             "worker_pokes": worker_pokes,
             "after": after,
+            # only with a due time: a worker of an earlier release resumes every other deferral unchanged
+            **({"late_told": late_told} if due_at is not None else {}),
         },
         timeout=datetime.timedelta(seconds=ends.backstop(now)),
     )
@@ -95,8 +115,12 @@ def resume(
     seed: str | None,
     worker_pokes: int,
     after: int | None,
+    *,
+    late_told: bool = False,
 ) -> Any:
-    """Resume after ``BackoffTrigger`` (or the zero-worker start trigger) fired; outcomes map as in poke mode."""
+    """Resume after ``BackoffTrigger`` (or the zero-worker start trigger) fired; outcomes map as in poke mode.
+    A ``late`` event: say the wait is late, then defer again on the same schedule and deadline (a timeout
+    after a last check that found it late says it first, then times out)."""
     event = dict(event or {})
     status = event.get("status")
     # Resumed from the zero-worker path: the try's start, deadline and seed travel in the event.
@@ -124,6 +148,13 @@ def resume(
         event.get("check_index"),
         message,
     )
+    if event.get("due_at") is not None and status in (timeline.LATE_EVENT, "timeout"):
+        ti = poke_mode.task_instance(context) or poke_mode.StandInTaskInstance(sensor)
+        if sensor.due is not None:
+            poke_mode.say_late(sensor, context, late.resumed_notice(sensor, ti, event))
+    if status == timeline.LATE_EVENT and seed is not None:
+        # The event's check number may be its sharing group's: the wait's own schedule goes on from now.
+        return defer(sensor, context, seed, started, after=-1, worker_pokes=pokes, late_told=True)
     execution_end = event.get("execution_deadline")
     if execution_end is None and started_at is not None:
         execution_end = poke_mode.deadlines(sensor, float(started_at)).execution
@@ -155,7 +186,7 @@ def resume(
         # silent_fail: a failing check is "not yet"; continue the same schedule and deadline.
         sensor.log.error("Check failed in the triggerer; silent_fail=True: continuing. %s", message)
         after = int(event.get("check_index", 0) or 0)
-        return defer(sensor, context, seed, started, after=after, worker_pokes=pokes)
+        return defer(sensor, context, seed, started, after=after, worker_pokes=pokes, late_told=late_told)
     if status == "skip":  # the poke raised AirflowSkipException in the triggerer, as in poke mode
         raise compat.locations.AirflowSkipException(message)
     if status == "failure":

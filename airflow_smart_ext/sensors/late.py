@@ -29,16 +29,6 @@ def due_time(due: Any) -> DueTime | None:
     return due_time_arg(due)
 
 
-def deferrable_problem(due: Any, deferrable: bool) -> str | None:
-    """Why a sensor with these arguments cannot have a due time (None: it can)."""
-    if due is None or not deferrable:
-        return None
-    return (
-        "due= is supported in poke and reschedule mode in this release, not with deferrable=True: use "
-        "mode='reschedule' (or 'poke') for a wait with a due time, or drop due="
-    )
-
-
 def reference_instant(due: DueTime, context: Any, try_started_at: float) -> datetime.datetime:
     """The run instant the due time counts from: the context's ``due.reference``; for a run without one (a
     3.x manual run has no logical date), the DAG run's ``run_after``, else the try's start."""
@@ -48,6 +38,22 @@ def reference_instant(due: DueTime, context: Any, try_started_at: float) -> date
         if found is not None:
             return found
     return units.utc(try_started_at)
+
+
+def deferrable_problem(due: Any, deferrable: bool, own_deferral: str | None) -> str | None:
+    """Why a sensor with these arguments cannot have a due time (None: it can): a deferral of the subclass's
+    own (its trigger is not ours, so nothing would say the wait is late)."""
+    if due is None or not deferrable or own_deferral is None:
+        return None
+    return (
+        f"due= needs BackoffSensor's own deferral, and this sensor defers on its own ({own_deferral}): use "
+        "mode='reschedule' (or 'poke') with deferrable=False for a wait with a due time, or drop due="
+    )
+
+
+def due_epoch(due: DueTime, context: Any, try_started_at: float) -> float:
+    """The wait's due time (epoch seconds) in this run."""
+    return units.epoch(due.due_at(reference_instant(due, context, try_started_at)))
 
 
 def notice(
@@ -66,25 +72,46 @@ def notice(
     due: DueTime | None = getattr(sensor, "due", None)
     if due is None:
         return None
-    due_at = units.epoch(due.due_at(reference_instant(due, context, try_started_at)))
+    due_at = due_epoch(due, context, try_started_at)
     retry = int(getattr(ti, "try_number", 1) or 1) > 1
     if not line.tells_late(index, previous, due_at, now, retry=retry):
         return None
+    last_outcome = (
+        f"failed ({sensor.consecutive_errors} error(s) in a row, ridden out)"
+        if sensor.consecutive_errors
+        else "condition not met"
+    )
+    return _facts(ti, due, due_at, now, index, last_outcome)
+
+
+def told_before_the_trigger(try_started_at: float, due_at: float, *, retry: bool) -> bool:
+    """Whether a deferral's trigger has nothing to say: a retry that started after the due time (its earlier
+    try was late too; ``Timeline.tells_late``). The try's own start, not its schedule's grid-aligned anchor."""
+    return retry and try_started_at > due_at
+
+
+def resumed_notice(sensor: BackoffSensor, ti: Any, event: Mapping[str, Any]) -> dict[str, Any]:
+    """What to say for a trigger's ``late`` event, or its timeout after a last check that was late (the
+    trigger's check ``check_index`` at ``checked_at`` was the first at or after ``due_at`` and found the
+    condition not met)."""
+    due_at = float(event["due_at"])
+    checked_at = float(event.get("checked_at") or due_at)
+    message = "condition not met" if event.get("status") == "timeout" else str(event.get("message") or "")
+    return _facts(ti, sensor.due, due_at, checked_at, int(event.get("check_index", 0) or 0), message)
+
+
+def _facts(ti: Any, due: Any, due_at: float, now: float, index: int, last_outcome: str) -> dict[str, Any]:
     map_index = getattr(ti, "map_index", -1)
     mapped = f"[{map_index}]" if map_index is not None and map_index >= 0 else ""
     return {
         "wait": f"{ti.dag_id}.{ti.task_id}{mapped}",
         "run_id": getattr(ti, "run_id", ""),
         "due": units.iso(due_at),
-        "due_rule": due.describe(),
+        "due_rule": due.describe() if due is not None else "",
         "late_by_seconds": round(now - due_at, 3),
         "late_by": units.duration_text(now - due_at),
         "check": index,
-        "last_outcome": (
-            f"failed ({sensor.consecutive_errors} error(s) in a row, ridden out)"
-            if sensor.consecutive_errors
-            else "condition not met"
-        ),
+        "last_outcome": last_outcome,
     }
 
 

@@ -136,16 +136,23 @@ def say_if_late(
     index: int,
     previous: int | None,
     try_started_at: float,
-) -> None:
+) -> bool:
     """After check ``index`` (``previous``: the try's check before it) found the condition not met: say once
-    that the wait is late when this is the check that says it (``due=``; ``sensors/late.py``)."""
+    that the wait is late when this is the check that says it (``due=``; ``sensors/late.py``). Whether it
+    said so."""
     if sensor.due is None:
-        return
+        return False
     ti = task_instance(context) or StandInTaskInstance(sensor)
     notice = late.notice(sensor, context, ti, line, index, previous, try_started_at, clock.now())
-    if notice is not None:
-        incr(sensor, "late", context)
-        late.announce(sensor, context, notice)
+    if notice is None:
+        return False
+    say_late(sensor, context, notice)
+    return True
+
+
+def say_late(sensor: BackoffSensor, context: Any, notice: dict[str, Any]) -> None:
+    incr(sensor, "late", context)
+    late.announce(sensor, context, notice)
 
 
 def log_not_yet(sensor: BackoffSensor, pokes: int, index: int, nxt: ScheduledCheck, now: float) -> None:

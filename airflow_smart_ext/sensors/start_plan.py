@@ -59,6 +59,8 @@ def plan_start(sensor: BackoffSensor) -> None:
         "do_xcom_push": bool(sensor.do_xcom_push),
         "multiple_outputs": bool(getattr(sensor, "multiple_outputs", False)),
         "success_callbacks": bool(sensor.on_success_callback),
+        # the due time (``due=``) is computed in the triggerer from the run's instants, as a worker would
+        **({"due": sensor.due.to_dict()} if sensor.due is not None else {}),
         "sensor": type(sensor).__name__,
     }
     sensor.start_from_trigger = True

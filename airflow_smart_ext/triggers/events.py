@@ -15,6 +15,7 @@ from airflow_smart_ext.conditions import EVENT_STATUS, Outcome
 from airflow_smart_ext.conditions.check_threads import PreviousCheckStillRunning
 from airflow_smart_ext.conditions.outcomes import error_class_path
 from airflow_smart_ext.triggers import log_lines
+from airflow_smart_ext.wait_model.timeline import LATE_EVENT
 
 
 def iso(epoch: float | None) -> str:
@@ -76,6 +77,21 @@ class WaitEvents:
         # This trigger's own deadline, not a check that raised a timeout: only this one can be the try's
         # execution deadline (AirflowTaskTimeout, as poke mode raises there).
         event.payload["deadline_reached"] = True
+        return event
+
+    def late(
+        self, index: int, outcome: Outcome, checked_at: float, due_at: float, timeout: Any = None
+    ) -> Any:
+        """Check ``index`` was the first at or after ``due_at`` and found the condition not met: the wait is
+        late (``wait_model.timeline.LATE_EVENT``); a worker says so and defers again. After the last check
+        (``timeout``: its event), the timeout says it too: the worker says it, then times out."""
+        if timeout is not None:
+            event = timeout
+        else:
+            message = outcome.message if outcome.error is not None else "condition not met"
+            event = self.event(LATE_EVENT, index, outcome, message or "condition not met", checked_at)
+        event.payload["due_at"] = due_at
+        event.payload["checked_at"] = round(checked_at, 3)
         return event
 
     def after_check(self, scheduled: ScheduledCheck, outcome: Outcome, checked_at: float, last: bool) -> Any:

@@ -56,6 +56,10 @@ class BackoffTrigger(compat.locations.BaseTrigger):
         the schedule); a check over it is a failed check (transient).
     :param rate_limit: checks per second on the check's connection (None: ``[smart_ext]
         max_checks_per_second_per_connection``; 0 there: no limit).
+    :param due_at: epoch seconds the wait is due by (the sensor's ``due=``), or None.
+    :param late_told: this try already said it is late. If not, the first check scheduled at or after
+        ``due_at`` that finds the condition not met ends the trigger with a ``late`` event (a worker says it
+        and defers again): the rule is the wait model's (``Timeline.tells_late``), nothing is remembered.
     """
 
     #: the start of a zero-worker wait's try (check #0 is still the trigger's to make); None: worker-first
@@ -74,6 +78,8 @@ class BackoffTrigger(compat.locations.BaseTrigger):
         silent_fail: bool = False,
         check_timeout: float | None = None,
         rate_limit: float | None = None,
+        due_at: float | None = None,
+        late_told: bool = False,
     ) -> None:
         super().__init__()
         # Built in the triggerer from sealed kwargs: open them (in memory only) and ship the sealed form on.
@@ -106,6 +112,8 @@ class BackoffTrigger(compat.locations.BaseTrigger):
         self.silent_fail = bool(silent_fail)
         self.check_timeout = check_timeout
         self.rate_limit = rate_limit
+        self.due_at = None if due_at is None else float(due_at)
+        self.late_told = bool(late_told)
         # Imported here, in the triggerer (validated at parse; a trigger may also be built by hand).
         self._transient_types = resolve_error_types(
             self.transient_errors,
@@ -144,6 +152,8 @@ class BackoffTrigger(compat.locations.BaseTrigger):
                 "silent_fail": self.silent_fail,
                 "check_timeout": self.check_timeout,
                 "rate_limit": self.rate_limit,
+                # only a wait with a due time: every other trigger row stays as earlier releases wrote it
+                **({"due_at": self.due_at, "late_told": self.late_told} if self.due_at is not None else {}),
             },
         )
 
@@ -265,6 +275,11 @@ class BackoffTrigger(compat.locations.BaseTrigger):
                 event = events.after_check(
                     scheduled, outcome, result.checked_at, last=scheduled.final or following is None
                 )
+                if not outcome.is_terminal and self._tells_late(scheduled, result.checked_at):
+                    # a late event, or the timeout after the last check saying it too (then timed out)
+                    event = events.late(
+                        scheduled.index, outcome, result.checked_at, float(self.due_at or 0), event
+                    )
                 if event is not None:
                     await before_yield(run_started)
                     yield event
@@ -272,6 +287,13 @@ class BackoffTrigger(compat.locations.BaseTrigger):
                 scheduled = following
         finally:
             self._leave()
+
+    def _tells_late(self, scheduled: ScheduledCheck, checked_at: float) -> bool:
+        """Whether this check, not met, says the wait is late: the try has not said it, and the check is
+        scheduled at or after the due time (so it is the first such check: an earlier one would have said it)."""
+        if self.due_at is None or self.late_told:
+            return False
+        return scheduled.at >= self.due_at and checked_at >= self.due_at
 
     async def _first_on_group_schedule(self) -> ScheduledCheck | None:
         """Our first check once we follow the group's schedule (``wait.timeline.Timeline.began``). A worker-first

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from airflow_smart_ext import clock, compat
+from airflow_smart_ext import clock, compat, units
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions import sensor_poke as sensor_check
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
@@ -120,6 +120,7 @@ class BackoffStartTrigger(compat.locations.BaseTrigger):
         self._try_number = 1
         self._maps_over_output = False
         self._metric_tags: dict[str, str] = {}
+        self._run_instants: dict[str, Any] = {}
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return CLASSPATH, {"start": self.start, **{name: getattr(self, name) for name in self.field_names}}
@@ -152,10 +153,14 @@ class BackoffStartTrigger(compat.locations.BaseTrigger):
             "run_id": ti.run_id,
             "map_index": -1 if getattr(ti, "map_index", None) is None else int(ti.map_index),
             "try_number": int(getattr(ti, "try_number", 1) or 1),
-            **sensor_check.run_dates(
-                *await compat.start_in_triggerer.trigger_run_dates(self, self._render_context)
-            ),
         }
+        instants = await compat.start_in_triggerer.trigger_run_dates(self, self._render_context)
+        self._run_instants = instants
+        facts.update(
+            sensor_check.run_dates(
+                instants["logical_date"], instants["data_interval_start"], instants["data_interval_end"]
+            )
+        )
         self._try_number = int(facts["try_number"])
         self._metric_tags = {
             "dag_id": facts["dag_id"],
@@ -193,11 +198,13 @@ class BackoffStartTrigger(compat.locations.BaseTrigger):
         # event says which one it was (the worker raises AirflowTaskTimeout for the execution deadline).
         ends = timeline.deadlines(started_at, float(start["timeout"]), start.get("execution_timeout"))
         deadline, execution_deadline = ends.timeout, ends.execution
+        anchor = timeline.anchor(started_at, BackoffPolicy.from_dict(start["policy"]))
+        due_at = self._due_at(started_at)
         schedule = _ScheduleFromStart(
             check=check,
             policy=start["policy"],
             seed=seed,
-            started_at=timeline.anchor(started_at, BackoffPolicy.from_dict(start["policy"])),
+            started_at=anchor,
             deadline=ends.schedule,
             after=-1,
             share=bool(start.get("share", True)),
@@ -205,6 +212,9 @@ class BackoffStartTrigger(compat.locations.BaseTrigger):
             silent_fail=bool(start.get("silent_fail", False)),
             check_timeout=start.get("check_timeout"),
             rate_limit=start.get("rate_limit"),
+            due_at=due_at,
+            # a retry that started after the due time says nothing again (``Timeline.tells_late``)
+            late_told=due_at is not None and self._try_number > 1 and started_at > due_at,
         )
         schedule.try_started_at = started_at
         schedule.task_instance = self.task_instance  # its last-check record is this task's XCom
@@ -249,6 +259,22 @@ class BackoffStartTrigger(compat.locations.BaseTrigger):
                 return
         finally:
             await schedule.cleanup()
+
+    def _due_at(self, started_at: float) -> float | None:
+        """The wait's due time in this run (``due=``; as the worker computes it, ``sensors/late.py``), or None.
+        A due time that cannot be computed here (e.g. a time zone this host lacks) is logged, not fatal."""
+        due = self.start.get("due")
+        if not due:
+            return None
+        from airflow_smart_ext.timetables.due import DueTime  # only for a wait with a due time
+
+        try:
+            rule = DueTime.from_dict(due)
+            reference = rule.reference_in(self._run_instants) or units.utc(started_at)
+            return units.epoch(rule.due_at(reference))
+        except Exception as exc:
+            log_lines.emit(self.log, "error", "No due time for this wait (%s): %r", due, exc)
+            return None
 
     def _needs_worker_for_success(self, payload: dict[str, Any]) -> bool:
         """A success only a worker can end correctly: success callbacks Airflow would not run after a

@@ -8,6 +8,7 @@ seed and the offsets, so the cost grows with the number of distinct conditions, 
 
 from __future__ import annotations
 
+import datetime
 import functools
 import hashlib
 import secrets
@@ -84,6 +85,8 @@ class LiveWait:
     trigger_team: str | None = None
     #: its last-check record (``wait.last_check.read_record``: an XCom the triggerer writes; None: none)
     last_check: Mapping[str, Any] | None = None
+    #: the run's ``run_after`` (epoch seconds; 3.x), which a due time counts from when the run has no logical date
+    run_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,9 @@ class WaitFacts:
     #: what sets ``deadline``: "timeout", "execution_timeout", or (a worker-first row stores only the earlier)
     #: "timeout or execution_timeout"
     deadline_by: str = "timeout"
+    #: when its data is due (``due=``; None: no due time) and whether the try already said it is late
+    due_at: float | None = None
+    late_told: bool = False
 
 
 _POLICIES: dict[tuple[Any, ...], BackoffPolicy] = {}
@@ -140,6 +146,8 @@ def read_wait(wait: LiveWait, path: str) -> WaitFacts:
             bool(kwargs.get("share", True)),
             kwargs.get("rate_limit"),
             "timeout or execution_timeout",
+            None if kwargs.get("due_at") is None else float(kwargs["due_at"]),
+            bool(kwargs.get("late_told", False)),
         )
     start = kwargs["start"]
     # The try's start as Airflow recorded it (the trigger anchors on it too); without one: the row's creation.
@@ -160,7 +168,31 @@ def read_wait(wait: LiveWait, path: str) -> WaitFacts:
         bool(start.get("share", True)),
         start.get("rate_limit"),
         "execution_timeout" if ends.execution_first else "timeout",
+        due_at := _zero_worker_due_at(start.get("due"), wait, started),
+        # as its trigger: a retry that started after the due time has nothing to say (its first try said it)
+        due_at is not None and wait.try_number > 1 and started > due_at,
     )
+
+
+def _zero_worker_due_at(due: Any, wait: LiveWait, started: float) -> float | None:
+    """A zero-worker wait's due time, as its trigger computes it (``triggers/zero_worker.py``): the rule
+    in the start plan, on the run's instants; None: no due time (or one that cannot be computed)."""
+    if not due:
+        return None
+    from airflow_smart_ext.timetables.due import DueTime  # only for a wait with a due time
+
+    instants: dict[str, Any] = {
+        name: datetime.datetime.fromisoformat(value)
+        for name, value in (wait.run_dates or {}).items()
+        if name in ("logical_date", "data_interval_start", "data_interval_end") and value
+    }
+    if wait.run_after is not None:
+        instants["run_after"] = units.utc(wait.run_after)
+    try:
+        rule = DueTime.from_dict(due)
+        return units.epoch(rule.due_at(rule.reference_in(instants) or units.utc(started)))
+    except Exception:  # the trigger logs it and runs without one: so does the view
+        return None
 
 
 def server_variable(key: str) -> str | None:

@@ -65,6 +65,7 @@ WAIT_HEADERS = (
     "Served by",
     "Next check",
     "Deadline",
+    "Due",
     "Last outcome",
 )
 
@@ -119,6 +120,20 @@ def _last_outcome(row: Mapping[str, Any]) -> str:
     )
 
 
+def _due(row: Mapping[str, Any]) -> str:
+    """When its data is due (``due=``), and how late it is while it still waits (alert sent or not yet)."""
+    if row.get("due") is None:
+        return '<span class="muted">-</span>'
+    if row.get("late_by") is None:
+        return _when(row["due"], row["due_in"])
+    alerted = "alert sent" if row.get("late_alerted") else "alert at its next check"
+    return (
+        f'{airflow_style.ui_time(row["due"])}<br><span class="over late">late by '
+        f"{_text(units.duration_text(row['late_by']))}</span>"
+        f'<br><span class="muted">({alerted})</span>'
+    )
+
+
 def _wait_row(row: Mapping[str, Any], links: TaskLink) -> str:
     attributes = {
         "data-dag-id": row["dag_id"],
@@ -134,6 +149,8 @@ def _wait_row(row: Mapping[str, Any], links: TaskLink) -> str:
         "data-served-by": (row["served_by"] or {}).get("job_id", ""),
         "data-unserved-reason": row["unserved_reason"] or "",
         "data-last-outcome": (row["last_check"] or {}).get("outcome", ""),
+        "data-due": row.get("due") or "",
+        "data-late-by": "" if row.get("late_by") is None else row["late_by"],
     }
     attrs = " ".join(f'{name}="{_text(value)}"' for name, value in attributes.items())
     attrs += ' class="unserved"' if row["unserved_reason"] is not None else ""
@@ -153,6 +170,7 @@ def _wait_row(row: Mapping[str, Any], links: TaskLink) -> str:
         _next_check(row),
         _when(row["deadline"], row["deadline_in"])
         + (f'<br><span class="muted">({_text(row["deadline_by"])})</span>' if row.get("deadline_by") else ""),
+        _due(row),
         _last_outcome(row),
     )
     tds = "".join(cell if cell.startswith("<td") else f"<td>{cell}" for cell in cells)
@@ -244,7 +262,7 @@ def _connection_row(connection: Mapping[str, Any]) -> str:
     )
 
 
-FORM_FIELDS = ("dag_id", "conn_id", "sensor_class", "due_within", "sort", "limit")
+FORM_FIELDS = ("dag_id", "conn_id", "sensor_class", "due_within", "sort", "limit", "late")
 
 
 def _filter_form(asked: Mapping[str, Any]) -> str:
@@ -266,6 +284,13 @@ def _filter_form(asked: Mapping[str, Any]) -> str:
         + field("sensor_class", "Sensor class")
         + field("due_within", "Due within (s)")
         + f'<label>Sort by <select name="sort">{options}</select></label>'
+        + '<label>Late <select name="late">'
+        + "".join(
+            f'<option value="{value}"{" selected" if str(asked.get("late")).lower() == value else ""}>{label}'
+            "</option>"
+            for value, label in (("false", "any"), ("true", "late only"))
+        )
+        + "</select></label>"
         + (f'<input type="hidden" name="limit" value="{_text(limit)}">' if limit is not None else "")
         + '<button type="submit">Filter</button> <a href="?">clear</a></form>'
     )
@@ -274,7 +299,11 @@ def _filter_form(asked: Mapping[str, Any]) -> str:
 def json_link(query: WaitsQuery) -> str:
     """The JSON of what the page shows (its filters, sort and limit), opened in a new tab: inside Airflow 3's
     frame, raw JSON would replace the page (``FRAME_LINKS_SCRIPT`` opens it from the top page)."""
-    asked = {name: value for name, value in dataclasses.asdict(query).items() if value is not None}
+    asked = {
+        name: str(value).lower() if isinstance(value, bool) else value
+        for name, value in dataclasses.asdict(query).items()
+        if value is not None and value is not False
+    }
     return f"api/waits?{urlencode(asked)}"
 
 
@@ -324,6 +353,13 @@ def render_waits(
         if counted
         else ""
     )
+    late = summary.get("late", 0)
+    if late:
+        alert += (
+            f'<p id="late-alert" class="alert" role="alert">{_text(late)} '
+            f"{'wait is' if late == 1 else 'waits are'} past the due time and still waiting (see Due; filter: "
+            "Late).</p>"
+        )
     watchers = [_watcher_row(row) for row in report.get("watchers", ())]
     asked = dataclasses.asdict(query)
     if asked["limit"] == DEFAULT_LIMIT:

@@ -14,7 +14,7 @@ the real saving can be smaller.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ from airflow_smart_ext.wait_model import last_check, timeline
 
 __all__ = ["SORTS", "WaitsQuery", "build_report"]
 
-SORTS = ("next_check", "deadline")
+SORTS = ("next_check", "deadline", "due")
 MAX_LIMIT = 100_000
 DEFAULT_LIMIT = 1000
 
@@ -48,11 +48,12 @@ class WaitsQuery:
     due_within: float | None = None  # seconds: only waits whose next check is due within them
     sort: str = "next_check"
     limit: int = DEFAULT_LIMIT
+    late: bool = False  # only waits past their due time (``due=``), still waiting
 
     @classmethod
     def from_params(cls, params: Mapping[str, str]) -> WaitsQuery:
         """From URL/CLI parameters; an empty value means "not given" (an HTML form sends empty fields)."""
-        known = ("dag_id", "conn_id", "sensor_class", "due_within", "sort", "limit")
+        known = ("dag_id", "conn_id", "sensor_class", "due_within", "sort", "limit", "late")
         unknown = sorted(set(params) - set(known))
         if unknown:
             raise InvalidQuery(f"unknown parameter(s) {unknown}; accepted parameters: {', '.join(known)}")
@@ -75,8 +76,17 @@ class WaitsQuery:
             if not whole_number(raw) or not 1 <= int(raw) <= MAX_LIMIT:
                 raise InvalidQuery(f"limit must be a whole number from 1 to {MAX_LIMIT}; got {raw!r}")
             limit = int(raw)
+        late = given.get("late", "false").lower()
+        if late not in ("true", "false"):
+            raise InvalidQuery(f"late must be true or false; got {given['late']!r}")
         return cls(
-            given.get("dag_id"), given.get("conn_id"), given.get("sensor_class"), due_within, sort, limit
+            given.get("dag_id"),
+            given.get("conn_id"),
+            given.get("sensor_class"),
+            due_within,
+            sort,
+            limit,
+            late == "true",
         )
 
 
@@ -125,6 +135,7 @@ def _unreadable(wait: LiveWait, base: dict[str, Any], err: BaseException) -> tup
         **base,
         **dict.fromkeys(("check_type", "sensor_class", "conn_id", "next_check", "next_check_in")),
         **dict.fromkeys(("deadline", "deadline_in", "deadline_by", "sharing_key_hash", "started_at")),
+        **dict.fromkeys(("due", "due_in", "late_by", "late_alerted")),
         "next_check_exact": False,
         "condition": f"unreadable trigger kwargs ({type(err).__name__})",
         "shared_with": 1,
@@ -179,6 +190,7 @@ def _row(one: _Read, schedules: Schedules, group: tuple[str, float] | None) -> t
         deadline_in=None if ends is None else round(ends - now, 3),
         deadline_by=ends_by,
         started_at=schedules.iso(facts.started_at),
+        **due_columns(facts.due_at, facts.late_told, now, schedules.iso),
     )
     rate_limit = None if facts.rate_limit is None else float(facts.rate_limit)
     return condition.key, _Member(
@@ -186,7 +198,23 @@ def _row(one: _Read, schedules: Schedules, group: tuple[str, float] | None) -> t
     )
 
 
+def due_columns(
+    due_at: float | None, late_told: bool, now: float, iso: Callable[[float | None], str | None]
+) -> dict[str, Any]:
+    """A wait's due time (``due=``): when, in how long, and — still waiting after it — how late, and whether
+    its alert was sent (the try said it is late)."""
+    late_by = None if due_at is None or now < due_at else round(now - due_at, 3)
+    return {
+        "due": iso(due_at),
+        "due_in": None if due_at is None else round(due_at - now, 3),
+        "late_by": late_by,
+        "late_alerted": bool(late_told) if due_at is not None else None,
+    }
+
+
 def _matches(row: Mapping[str, Any], query: WaitsQuery) -> bool:
+    if query.late and row.get("late_by") is None:
+        return False
     if query.dag_id is not None and row["dag_id"] != query.dag_id:
         return False
     if query.conn_id is not None and row["conn_id"] != query.conn_id:
@@ -303,6 +331,8 @@ def build_report(
             "checks_saved_per_hour": round(unshared_total - shared_total, 3),
             # the shown waits no live triggerer serves, and the triggerers alive (None: not known)
             "unserved": sum(row["unserved_reason"] is not None for row in rows),
+            # the shown waits past their due time (``due=``) and still waiting
+            "late": sum(row["late_by"] is not None for row in rows),
             "live_triggerers": None if triggerers is None else len(triggerers.live),
         },
     }

@@ -194,6 +194,7 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
             compat.metadata_db.dag_run_logical_date().label("logical_date"),
             DagRun.data_interval_start,
             DagRun.data_interval_end,
+            compat.metadata_db.dag_run_after().label("run_after"),
             DagRun.start_date.label("run_start"),
             Job.id.label("holder_job"),
             Job.hostname.label("triggerer_host"),
@@ -255,6 +256,7 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
                 trigger_team=getattr(row, "trigger_team", None),
                 run_deadline=timeline.run_deadline(_epoch(row.run_start), timeouts.get(row.dag_id)),
                 last_check=last_check.read_record(row.last_check),
+                run_after=_epoch(row.run_after),
             )
         )
     kwargs_store.default_store().save()  # what this request decrypted, for the next start

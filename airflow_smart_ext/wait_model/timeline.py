@@ -37,6 +37,8 @@ EXECUTION_TIMEOUT = "execution_timeout"  # the task's execution_timeout ends it 
 #: Seconds added to a deferral's Airflow timeout so the trigger's own final check and "timeout" event
 #: always win over Airflow's trigger timeout (2.11 would turn that into a retryable TaskDeferralError).
 DEFERRAL_GRACE_SECONDS = 60.0
+#: The status of a trigger's event that says the wait is late (``due=``): a worker says it and defers again.
+LATE_EVENT = "late"
 
 
 class Offsets:

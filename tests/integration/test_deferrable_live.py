@@ -9,9 +9,12 @@ DAGs: tests/integration/dags/sn_file_dags.py and sn_sql_dags.py (classes and cri
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
+
+import pytest
 
 from airflow_harness.env import AirflowEnv
 from tests.integration.live import (
@@ -19,6 +22,7 @@ from tests.integration.live import (
     TRIGGER_CHECK_RE,
     counter_lines,
     day_conf,
+    epoch,
     policy_for,
     seed_of,
     sensor_log,
@@ -169,6 +173,46 @@ def test_triggerer_killed_mid_wait_continues_original_schedule(
     for at in before + triggerer_pokes(counter, restarted_at - 5):
         nearest = min(scheduled.values(), key=lambda s: abs(s - at))
         assert nearest - 0.05 <= at <= nearest + 3, (at, nearest)
+
+
+# ---------------------------------------------------------------------------- late data
+@pytest.mark.parametrize("start", ["worker_first", "zero_worker"])
+def test_a_deferred_late_wait_says_so_once_through_a_triggerer_kill_and_succeeds(
+    airflow_env: AirflowEnv, tmp_path: Path, start: str
+) -> None:
+    env = airflow_env
+    dag_id = f"sn_def_file_late_{start}"  # due 8 s after the run's reference instant (sn_file_dags.py)
+    target, told_path, counter = tmp_path / "late.csv", tmp_path / "late.jsonl", tmp_path / "pokes.jsonl"
+    conf = {"path": str(target), "late_path": str(told_path), "counter_path": str(counter)}
+    run_id = start_run(env, dag_id, conf)
+    wait_for(lambda: told_path.exists() and told_path.read_text().strip() != "", 120, "the late alert", env)
+    wait_ti_state(env, dag_id, run_id, "wait", {"deferred"})  # deferred again after saying it
+    # After the due time, kill -9 the triggerer: the rebuilt trigger must not say it again.
+    env.stop_component("triggerer", crash=True)
+    time.sleep(3)
+    env.start_component("triggerer")
+    restarted_at = time.time()
+    wait_for(lambda: len(triggerer_pokes(counter, restarted_at)) >= 2, 90, "2 checks after the restart", env)
+    target.write_text("id\n1\n")
+    assert env.wait_run(dag_id, run_id, timeout=120) == "success"
+
+    row = ti_row(env, dag_id, run_id, "wait")
+    assert row is not None and (row["state"], row["try_number"]) == ("success", 1), row
+    told = [json.loads(line) for line in told_path.read_text().splitlines()]
+    log = sensor_log(env, dag_id, run_id, "wait")
+    said = re.findall(r"Late: \S+ was due at (\S+) \(8s after data_interval_end\)", log)
+    assert len(told) == 1 and len(said) == 1, (told, said)
+    (late,) = told
+    assert late["wait"] == f"{dag_id}.wait" and late["try_number"] == 1 and said[0] == late["due"]
+    run = env.dag_run(dag_id, run_id)  # a 3.x manual run may have no data interval: its run_after then
+    reference = (run["data_interval_end"] or run["run_after"]).timestamp()
+    due = epoch(late["due"])
+    assert abs(due - 8 - reference) < 0.002, (late, run)
+    assert late["at"] >= due and late["late_by_seconds"] >= 0
+    # The trigger found it late (a check in the triggerer), unless check #0 on a worker already did.
+    assert late["check"] == 0 or "Trigger finished: status=late" in log, log[-3000:]
+    history = env.state_history(dag_id, run_id, "wait")
+    assert history.count("deferred") >= 2 and history[-1] == "success", history
 
 
 # ---------------------------------------------------------------------------- sharing

@@ -54,6 +54,7 @@ from tests.integration.ui_pages import (
 SECRET = f"ui-pw-{uuid.uuid4().hex}"
 USERS = {"admin": None, "viewer": "ui_open_"}
 OPEN, HIDDEN, CALENDAR = "ui_open_waits", "ui_hidden_waits", "ui_open_calendar"
+LATE = "ui_open_late"  # one wait past its due time (``due=``), alerted, still waiting
 CONSUMER, WATCHED_ASSET, WATCHER = "ui_open_consumer", "ui_orders", "ui_orders_loaded"  # 3.x: a watcher
 SHARED = {"shared_1", "shared_2", "shared_3"}
 VAR_PAIR = {
@@ -91,6 +92,25 @@ def wait_deferred(env: AirflowEnv, count: int, timeout: float = 300) -> None:
             return
         time.sleep(0.5)
     raise AssertionError(f"fewer than {count} deferred tasks within {timeout}s: {rows}")
+
+
+def wait_alerted_late(env: AirflowEnv, timeout: float = 180) -> None:
+    """Until the late wait said it is late (its trigger's late event, a worker's resume) and deferred again.
+    A first try lost on a loaded machine (retries=1, as wait_deferred tells): its retry starts after the due
+    time and has nothing to say (docs/late-data.md); its row says the alert was sent all the same."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        (state, try_number) = env.query(
+            "SELECT state, try_number FROM task_instance WHERE dag_id = %s", (LATE,)
+        )[0]
+        assert state not in TERMINAL_TI_STATES, settled_log(env, LATE, "late")
+        log = env.task_log(LATE, _run_id(env, LATE), "late", try_number)
+        if state == "deferred" and ("Late: " in log or try_number > 1):
+            if try_number > 1:
+                warnings.warn(f"{LATE}: try 1 was lost:\n{settled_log(env, LATE, 'late')}", stacklevel=2)
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{LATE} did not say it is late within {timeout}s: {settled_log(env, LATE, 'late')}")
 
 
 def settled_log(env: AirflowEnv, dag_id: str, task_id: str, try_number: int = 1) -> str:
@@ -140,10 +160,11 @@ def ui_env() -> Iterator[AirflowEnv]:
         if env.is_airflow3:  # Airflow runs a watcher only for an asset of an unpaused DAG
             env.wait_for_dag(CONSUMER)
             env.unpause(CONSUMER)
-        for dag_id in (OPEN, HIDDEN):
+        for dag_id in (OPEN, HIDDEN, LATE):
             start_run(env, dag_id)
         env.grant_ui_dag_access()
         wait_deferred(env, len(OPEN_TASKS) + len(HIDDEN_TASKS))
+        wait_alerted_late(env)
         wait_held(env)
         yield env
     finally:
@@ -328,6 +349,39 @@ def test_waits_page_from_airflow_navigation(ui_env: AirflowEnv, admin: WebDriver
     open_from_nav(admin, ui_env, "Waits")  # the screenshot left the frame
     body = json_in_new_tab(admin)
     assert json.loads(body)["total"] == report["total"], body[:500]
+
+
+def test_a_late_wait_shows_its_due_time_how_late_and_the_late_count(
+    ui_env: AirflowEnv, admin: WebDriver, tmp_path: Path
+) -> None:
+    status, body = fetch(admin, base_url(ui_env) + "/smart-ext/api/waits?late=true")
+    assert status == 200, body[:500]
+    report = json.loads(body)
+    (late,) = report["waits"]  # only the wait past its due time
+    assert (late["dag_id"], late["task_id"]) == (LATE, "late"), report["waits"]
+    assert late["late_alerted"] is True and late["late_by"] > 0 and report["summary"]["late"] == 1, late
+    run = ui_env.dag_run(LATE, _run_id(ui_env, LATE))  # a 3.x manual run may have no data interval
+    reference = (run["data_interval_end"] or run["run_after"]).timestamp()
+    assert abs(_epoch(late["due"]) - 1 - reference) < 0.002, (late, run)
+    everything = json.loads(fetch(admin, base_url(ui_env) + "/smart-ext/api/waits")[1])
+    assert {w["task_id"] for w in everything["waits"] if w["due"] is not None} == {"late"}
+    # On the page, as a user filters it: "Late: late only" in the form.
+    open_from_nav(admin, ui_env, "Waits")
+    assert "1 wait is past the due time and still waiting" in admin.find_element(By.ID, "late-alert").text
+    admin.find_element(By.CSS_SELECTOR, "select[name=late] option[value=true]").click()
+    admin.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
+    filtered = wait_for(
+        "the page filtered to late waits",
+        lambda: "late=true" in admin.execute_script("return location.search"),
+        driver=admin,
+    )
+    rows = wait_rows(admin) if filtered else []
+    assert [(r["dagId"], r["taskId"]) for r in rows] == [(LATE, "late")], rows
+    cell = admin.execute_script(
+        "return document.querySelector('table#waits tr[data-task-id=\"late\"] .late').parentElement.innerText"
+    )
+    assert "late by" in cell and "(alert sent)" in cell, cell
+    screenshot(admin, ui_env, "waits-late", tmp_path)
 
 
 def watcher_trigger(env: AirflowEnv) -> dict[str, Any]:

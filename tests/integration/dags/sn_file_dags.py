@@ -110,6 +110,25 @@ with sensor_dag("sn_def_file_timeout"):
         **NO_RETRY_PROOF,
     )
 
+# Late data, deferred: due 8 s after the run's reference instant; the trigger finds it late, a worker says so
+# once and defers again; the wait goes on to succeed. Worker-first, and zero-worker (on 2.11 a templated
+# argument starts it on a worker: the same path as worker-first).
+for start, from_trigger in (("worker_first", False), ("zero_worker", True)):
+    with sensor_dag(f"sn_def_file_late_{start}"):
+        FileArrivedSensor(
+            task_id="wait",
+            path=PATH,
+            counter_path=COUNTER,
+            deferrable=True,
+            start_from_trigger=from_trigger,
+            poke_interval=2,
+            max_wait=4,
+            timeout=300,
+            due=DueTime(after=dt.timedelta(seconds=8)),
+            on_late=record_late,
+            **NO_RETRY_PROOF,
+        )
+
 # 20 deferred waits on one condition: identical check specs -> one shared check per cycle in the triggerer.
 FANIN_TASKS = 20
 with DAG(

@@ -13,7 +13,7 @@ from airflow import DAG
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.sensors import BackoffSqlSensor
-from airflow_smart_ext.timetables import BusinessDaysTimetable
+from airflow_smart_ext.timetables import BusinessDaysTimetable, DueTime
 
 START = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 CONN_ID = "ui_sqlite"
@@ -73,6 +73,18 @@ with _dag("ui_open_waits", schedule=None, dagrun_timeout=RUN_TIMEOUT):
         parameters={"token": "{{ conn.ui_secret_conn.password }}"},
         start_from_trigger=False,
         **WAIT,
+    )
+
+# Late data: due 1 s after the run's reference instant, so its trigger's first check finds it late; the alert
+# (a worker's short resume) is sent and it waits on: the page shows its due time, how late, and the count.
+with _dag("ui_open_late", schedule=None):
+    BackoffSqlSensor(
+        task_id="late",
+        conn_id=CONN_ID,
+        sql="SELECT 0 AS late",
+        start_from_trigger=False,
+        due=DueTime(after=dt.timedelta(seconds=1)),
+        **{**WAIT, "poke_interval": 5, "max_wait": 10},
     )
 
 with _dag("ui_hidden_waits", schedule=None):

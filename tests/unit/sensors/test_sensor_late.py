@@ -13,7 +13,14 @@ import pytest
 from airflow_smart_ext import compat, units
 from airflow_smart_ext.timetables import DueTime
 from tests.unit.clock import START, FakeClock
-from tests.unit.sensors.helpers import FakeTI, PathSensor, ScriptedSensor, make_context
+from tests.unit.sensors.helpers import (
+    Deferred,
+    FakeTI,
+    PathSensor,
+    ScriptedSensor,
+    capture_defer,
+    make_context,
+)
 
 REFERENCE = datetime.datetime.fromtimestamp(START, tz=datetime.timezone.utc)
 LOGGER = logging.getLogger("test_sensor_late")
@@ -193,10 +200,6 @@ def test_an_airflow_notifier_is_an_on_late_callback(clock: FakeClock) -> None:
         ),
         ({"on_late": "slack"}, "on_late must be a callable taking the task's context"),
         ({"on_late": [print, 3]}, "on_late must be a callable"),
-        (
-            {"due": DueTime(after=60), "deferrable": True},
-            "due= is supported in poke and reschedule mode in this release, not with deferrable=True",
-        ),
     ],
 )
 def test_bad_due_time_arguments_fail_at_parse_naming_the_parameter_mapped_too(
@@ -212,7 +215,7 @@ def test_bad_due_time_arguments_fail_at_parse_naming_the_parameter_mapped_too(
             PathSensor.partial(task_id="s", **kwargs)
         assert message in str(partial.value)
         name, value = next(iter(kwargs.items()))
-        if name == "due" and "deferrable" not in kwargs:
+        if name == "due":
             with pytest.raises(ValueError) as mapped:
                 PathSensor.partial(task_id="m").expand(path=["/a"], due=[None, value])
             assert message in str(mapped.value) and "item 1" in str(mapped.value)
@@ -227,3 +230,209 @@ def test_a_mapped_sensor_takes_due_times_in_their_dict_form() -> None:
             path=["/a", "/b"], due=[due.to_dict(), None]
         )
     assert PathSensor(task_id="s", path="/p", due=due.to_dict()).due == due
+
+
+# ------------------------------------------------------------------ deferrable: the trigger finds it, a worker says it
+def deferred_wait(alerts: Alerts, due_seconds: float, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> Any:
+    waiting = PathSensor(
+        task_id="task",
+        path="/p",
+        deferrable=True,
+        start_from_trigger=False,
+        poke_interval=10,
+        max_wait=80,
+        jitter="none",
+        splay=0,
+        due=DueTime(after=datetime.timedelta(seconds=due_seconds)),
+        on_late=alerts,
+        **{"timeout": 1000, **kwargs},
+    )
+    capture_defer(waiting, monkeypatch)
+    return waiting
+
+
+def deferral_of(call: Any) -> dict[str, Any]:
+    """What a call deferred with: the trigger's kwargs and the resume kwargs."""
+    with pytest.raises(Deferred) as err:
+        call()
+    trigger_kwargs = dict(err.value.kwargs["trigger"].serialize()[1])
+    return {"trigger": trigger_kwargs, "resume": dict(err.value.kwargs["kwargs"])}
+
+
+def late_event(index: int, checked_at: float, due_at: float, checks: int) -> dict[str, Any]:
+    """A ``late`` event as ``BackoffTrigger`` yields it (tests/unit/triggers/test_trigger_late.py)."""
+    return {
+        "status": "late",
+        "checks": checks,
+        "checks_complete": True,
+        "waited_seconds": checked_at - START,
+        "xcom_value": None,
+        "message": "condition not met",
+        "check_index": index,
+        "error_class": None,
+        "due_at": due_at,
+        "checked_at": checked_at,
+    }
+
+
+def test_a_deferred_wait_is_told_late_once_by_its_triggers_late_event_then_defers_on(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alerts = Alerts()
+    waiting = deferred_wait(alerts, 45, monkeypatch)
+    context = late_context()
+    first = deferral_of(lambda: waiting.execute(context))  # check #0 on the worker, at START: not late
+    assert first["trigger"]["due_at"] == START + 45 and first["trigger"]["late_told"] is False
+    assert first["resume"]["late_told"] is False and alerts.told == []
+    # The trigger's check #3 (+70 s) is the first at or after the due time: its late event resumes the task.
+    clock.now = START + 76
+    again = deferral_of(
+        lambda: waiting.execute_complete(context, late_event(3, START + 70, START + 45, 3), **first["resume"])
+    )
+    (late,) = alerts.told
+    assert late["check"] == 3 and late["late_by"] == "25s" and late["due"] == units.iso(START + 45)
+    assert late["wait"] == "dag.task" and late["last_outcome"] == "condition not met"
+    assert again["trigger"]["late_told"] is True and again["resume"]["late_told"] is True
+    # Same schedule, same deadline: the trigger continues after check #3.
+    assert again["trigger"]["after"] == 3 and again["trigger"]["deadline"] == first["trigger"]["deadline"]
+    assert again["trigger"]["started_at"] == first["trigger"]["started_at"]
+    assert again["resume"]["worker_pokes"] == 4
+    clock.now = START + 160
+    success = {**late_event(5, START + 150, START + 45, 2), "status": "success", "message": "condition met"}
+    assert waiting.execute_complete(context, success, **again["resume"]) is None
+    assert len(alerts.told) == 1
+
+
+def test_a_deferred_wait_late_at_check_zero_is_told_on_the_worker_and_its_trigger_says_nothing(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alerts = Alerts()
+    waiting = deferred_wait(alerts, 0, monkeypatch)
+    deferral = deferral_of(lambda: waiting.execute(late_context()))
+    assert [a["check"] for a in alerts.told] == [0]
+    assert deferral["trigger"]["late_told"] is True and deferral["resume"]["late_told"] is True
+
+
+def test_a_deferred_retry_that_starts_after_the_due_time_says_nothing_again(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alerts = Alerts()
+    clock.now = START + 100
+    retry = deferral_of(
+        lambda: deferred_wait(alerts, 45, monkeypatch).execute(late_context(FakeTI(try_number=2)))
+    )
+    assert alerts.told == [] and retry["trigger"]["late_told"] is True
+    first = deferral_of(
+        lambda: deferred_wait(alerts, 45, monkeypatch).execute(late_context(FakeTI(try_number=1)))
+    )
+    assert [a["check"] for a in alerts.told] == [0] and first["trigger"]["late_told"] is True
+    # A retry that starts 1 s after the due time: its schedule's grid-aligned anchor (+40 s) is before it,
+    # but the try itself started after it: nothing to say.
+    clock.now = START + 46
+    later = deferred_wait(alerts, 45, monkeypatch)
+    retry = deferral_of(lambda: later.execute(late_context(FakeTI(try_number=2))))
+    assert len(alerts.told) == 1 and retry["trigger"]["late_told"] is True
+    assert retry["trigger"]["started_at"] == START + 40
+
+
+@pytest.mark.parametrize("never_fail", [False, True])
+def test_a_timeout_after_a_last_check_that_was_late_says_late_then_times_out_as_a_resumed_timeout(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch, never_fail: bool
+) -> None:
+    alerts = Alerts()
+    waiting = deferred_wait(alerts, 45, monkeypatch, timeout=60, never_fail=never_fail)
+    first = deferral_of(lambda: waiting.execute(late_context()))
+    clock.now = START + 61
+    timeout = {**late_event(3, START + 60, START + 45, 3), "status": "timeout", "deadline_reached": True}
+    expected = (
+        compat.locations.AirflowSkipException
+        if never_fail and compat.sensor_timeouts.NEVER_FAIL_SKIPS_A_RESUMED_TIMEOUT
+        else compat.locations.AirflowSensorTimeout
+    )
+    with pytest.raises(expected):
+        waiting.execute_complete(late_context(), timeout, **first["resume"])
+    assert [(a["check"], a["last_outcome"]) for a in alerts.told] == [(3, "condition not met")]
+
+
+def test_after_a_late_event_the_wait_goes_on_on_its_own_schedule_whatever_its_groups_numbering(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A wait that joined an older wait's schedule reports the group's check numbers (here #57): its own
+    # schedule (checks at +0 +10 +30 +70 +150 ...) goes on from now, to its own deadline.
+    alerts = Alerts()
+    waiting = deferred_wait(alerts, 45, monkeypatch)
+    first = deferral_of(lambda: waiting.execute(late_context()))
+    clock.now = START + 76
+    event = late_event(57, START + 72, START + 45, 3)
+    again = deferral_of(lambda: waiting.execute_complete(late_context(), event, **first["resume"]))
+    assert again["trigger"]["after"] == 3 and again["trigger"]["deadline"] == first["trigger"]["deadline"]
+    assert len(alerts.told) == 1
+
+
+def test_a_wait_without_a_due_time_defers_with_the_resume_kwargs_of_earlier_releases(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waiting = PathSensor(task_id="task", path="/p", deferrable=True, start_from_trigger=False)
+    capture_defer(waiting, monkeypatch)
+    deferral = deferral_of(lambda: waiting.execute(late_context()))
+    assert set(deferral["resume"]) == {"started_at", "deadline", "seed", "worker_pokes", "after"}
+    assert "due_at" not in deferral["trigger"]
+
+
+def test_a_zero_worker_late_event_resumes_says_late_and_defers_worker_first(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_smart_ext.triggers.zero_worker import RESUME_KWARGS
+
+    alerts = Alerts()
+    waiting = deferred_wait(alerts, 45, monkeypatch)
+    clock.now = START + 76
+    event = {
+        **late_event(3, START + 70, START + 45, 4),
+        "started_at": START,
+        "deadline": START + 1000,
+        "seed": "s",
+    }
+    again = deferral_of(lambda: waiting.execute_complete(late_context(), event, **RESUME_KWARGS))
+    assert [a["check"] for a in alerts.told] == [3]
+    assert again["trigger"]["started_at"] == START and again["trigger"]["deadline"] == START + 1000
+    assert again["trigger"]["seed"] == "s" and again["trigger"]["late_told"] is True
+    assert again["resume"]["worker_pokes"] == 4 and again["resume"]["late_told"] is True
+
+
+def test_a_zero_worker_wait_ships_its_due_time_in_the_start_plan() -> None:
+    due = DueTime("09:30", market="NYSE", timezone="America/New_York")
+    waiting = PathSensor(task_id="task", path="/p", deferrable=True, due=due)
+    if not waiting.start_from_trigger:
+        pytest.skip("this Airflow starts every task on a worker")
+    assert waiting.start_trigger_args.trigger_kwargs["start"]["due"] == due.to_dict()
+    assert (
+        "due"
+        not in PathSensor(task_id="t2", path="/p", deferrable=True).start_trigger_args.trigger_kwargs["start"]
+    )
+
+
+def test_a_sensor_that_defers_on_its_own_cannot_have_a_due_time_at_parse() -> None:
+    from airflow import DAG
+
+    from airflow_smart_ext.sensors.base import BackoffSensor
+
+    class OwnDeferralSensor(BackoffSensor):  # the TimeSensor pattern: its own trigger, its own deferrable
+        def __init__(self, *, target_time: datetime.time, deferrable: bool = False, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.target_time = target_time
+            self.deferrable = deferrable
+
+        def execute(self, context: Any) -> Any:
+            if self.deferrable:
+                self.defer(trigger=None, method_name="execute_complete")
+            return super().execute(context)
+
+    own = OwnDeferralSensor
+    message = "due= needs BackoffSensor's own deferral, and this sensor defers on its own"
+    with pytest.raises(ValueError, match=message):
+        own(task_id="t", target_time=datetime.time(10), deferrable=True, due=DueTime(after=60))
+    with DAG("late_own_deferral", schedule=None, start_date=datetime.datetime(2026, 1, 1)):
+        with pytest.raises(ValueError, match=message):
+            own.partial(task_id="m", deferrable=True, due=DueTime(after=60))
+        own(task_id="ok", target_time=datetime.time(10), due=DueTime(after=60))  # poke mode: fine

@@ -49,6 +49,8 @@ def zero_worker(
         "backstop_seconds": 3660.0,
         "share": True,
     }
+    if "kwargs_due" in extra:
+        start["due"] = extra.pop("kwargs_due")
     kwargs = {"start": start, **fields}
     return LiveWait(
         dag_id, "run", extra.pop("task_id", "t"), -1, 1, ZERO_WORKER, kwargs, started, started, **extra
@@ -811,3 +813,73 @@ def test_a_member_shows_the_newest_record_of_those_sharing_its_check(
         waits.append(wait)
     rows = {row["task_id"]: row for row in build_report(waits, WaitsQuery(), NOW)["waits"]}
     assert (rows["a"]["last_check"], rows["b"]["last_check"]) == tuple(records[name] for name in expected)
+
+
+# ---- due times (``due=``): due, late by, the late filter, the page ---------------------------------------
+
+
+def due_waits() -> list[LiveWait]:
+    def due(wait: LiveWait, due_at: float, told: bool) -> LiveWait:
+        wait.kwargs.update(due_at=due_at, late_told=told)  # as a deferral with ``due=`` ships them
+        return wait
+
+    interval_end = datetime.datetime.fromtimestamp(NOW - 600, datetime.timezone.utc).isoformat()
+    rule = {"after": 120.0, "reference": "data_interval_end"}
+    return [
+        due(worker_first(sql_check(), task_id="told"), NOW - 90, True),
+        due(worker_first(sql_check("SELECT 2"), task_id="not_yet_told"), NOW - 5, False),
+        due(worker_first(sql_check("SELECT 3"), task_id="on_time"), NOW + 300, False),
+        worker_first(sql_check("SELECT 4"), task_id="no_due"),
+        zero_worker(
+            sql_check("SELECT 5"),
+            {},
+            task_id="zero_worker",
+            run_dates={"data_interval_end": interval_end},
+            **{"kwargs_due": rule},
+        ),
+    ]
+
+
+def test_a_waits_due_time_and_how_late_it_is_while_it_still_waits() -> None:
+    rows = {row["task_id"]: row for row in build_report(due_waits(), WaitsQuery(), NOW)["waits"]}
+    assert (rows["told"]["due_in"], rows["told"]["late_by"], rows["told"]["late_alerted"]) == (
+        -90.0,
+        90.0,
+        True,
+    )
+    assert (rows["not_yet_told"]["late_by"], rows["not_yet_told"]["late_alerted"]) == (5.0, False)
+    assert (rows["on_time"]["due_in"], rows["on_time"]["late_by"]) == (300.0, None)
+    assert rows["no_due"]["due"] is None and rows["no_due"]["late_alerted"] is None
+    # a zero-worker wait's due time, as its trigger computes it: 120 s after the run's data interval end
+    assert rows["zero_worker"]["due_in"] == -480.0 and rows["zero_worker"]["late_by"] == 480.0
+    assert rows["zero_worker"]["late_alerted"] is False
+
+
+def test_the_late_filter_the_late_count_and_the_due_sort() -> None:
+    late = build_report(due_waits(), WaitsQuery.from_params({"late": "true"}), NOW)
+    assert {row["task_id"] for row in late["waits"]} == {"told", "not_yet_told", "zero_worker"}
+    everything = build_report(due_waits(), WaitsQuery(sort="due"), NOW)
+    assert everything["summary"]["late"] == 3
+    assert [row["task_id"] for row in everything["waits"]][:4] == [
+        "zero_worker",
+        "told",
+        "not_yet_told",
+        "on_time",
+    ]
+    with pytest.raises(InvalidQuery, match="late must be true or false; got 'maybe'"):
+        WaitsQuery.from_params({"late": "maybe"})
+
+
+def test_the_page_shows_the_due_time_how_late_and_the_late_count() -> None:
+    from airflow_smart_ext.ui import airflow_style
+    from airflow_smart_ext.ui.waits_page import json_link, render_waits
+
+    report = build_report(due_waits(), WaitsQuery(), NOW)
+    page = render_waits(report, WaitsQuery(), lambda row: "#")
+    assert '<p id="late-alert" class="alert" role="alert">3 waits are past the due time' in page
+    told = page[page.index('data-task-id="told"') :].split("</tr>")[0]
+    assert 'data-late-by="90.0"' in told and "late by 90s" in told and "(alert sent)" in told
+    on_time = page[page.index('data-task-id="on_time"') :].split("</tr>")[0]
+    due = next(row["due"] for row in report["waits"] if row["task_id"] == "on_time")
+    assert airflow_style.ui_time(due) in on_time and "late by" not in on_time
+    assert json_link(WaitsQuery(late=True)).endswith("late=true") and "late" not in json_link(WaitsQuery())
