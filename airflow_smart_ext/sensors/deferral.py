@@ -183,10 +183,10 @@ def resume(
     if ending is Ending.SUCCEED:
         return poke_mode.succeeded(sensor, context, started, pokes, event.get("xcom_value"), "deferrable")
     if ending is Ending.NOT_YET and deadline is not None and seed is not None:
-        # silent_fail: a failing check is "not yet"; continue the same schedule and deadline.
+        # silent_fail: a failing check is "not yet"; continue the same schedule and deadline, from now (the
+        # event's check number may be its sharing group's, not this wait's).
         sensor.log.error("Check failed in the triggerer; silent_fail=True: continuing. %s", message)
-        after = int(event.get("check_index", 0) or 0)
-        return defer(sensor, context, seed, started, after=after, worker_pokes=pokes, late_told=late_told)
+        return defer(sensor, context, seed, started, after=-1, worker_pokes=pokes, late_told=late_told)
     if status == "skip":  # the poke raised AirflowSkipException in the triggerer, as in poke mode
         raise compat.locations.AirflowSkipException(message)
     if status == "failure":

@@ -157,6 +157,19 @@ def test_redefer_never_resets_the_deadline(clock: FakeClock, monkeypatch: pytest
         following.index - 1,
     )
     assert err.value.kwargs["timeout"] == datetime.timedelta(seconds=350 + DEFERRAL_GRACE_SECONDS)
+    # A wait that joined an older wait's schedule reports the group's check number: its own schedule still
+    # goes on from now to its own deadline (not ended as if that number were its own).
+    with pytest.raises(Deferred) as joined:
+        sensor.execute_complete(
+            make_context(),
+            {**event, "check_index": 57},
+            started_at=START,
+            deadline=START + 600,
+            seed=seed,
+            worker_pokes=1,
+            after=0,
+        )
+    assert joined.value.kwargs["trigger"].serialize()[1]["after"] == following.index - 1
 
 
 def make_event(status: str, **extra: Any) -> dict[str, Any]:
