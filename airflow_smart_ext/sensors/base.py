@@ -95,7 +95,7 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
     :param due: when the wait's data is due (:class:`~airflow_smart_ext.timetables.DueTime`, or its dict form):
         the first check scheduled at or after it that finds the condition not met says once that the wait is
         late (a WARNING line, the ``smart_ext.sensor.late`` metric, ``on_late``) and the wait goes on to its
-        timeout. Every mode; a deferred wait's trigger hands the alert to a short worker run, which re-defers
+        timeout. Poke, reschedule and deferrable mode; a deferred wait's trigger hands the alert to a short worker run, which re-defers
         (docs/late-data.md).
     :param on_late: a callable or a list of them (functions, Airflow notifiers such as ``SlackNotifier``),
         called once with the task's context plus ``late`` (the wait, its due time, how late, its last outcome).

@@ -60,7 +60,7 @@ def defer(
     due_at = None if sensor.due is None else late.due_epoch(sensor.due, context, started_at)
     if due_at is not None and not late_told:
         retry = int(getattr(poke_mode.task_instance(context), "try_number", 1) or 1) > 1
-        late_told = late.told_before_the_trigger(started_at, due_at, retry=retry) or (
+        late_told = timeline.retried_after_due(retry, started_at, due_at) or (
             checked_here and poke_mode.say_if_late(sensor, context, line, after, None, started_at)
         )
     now = clock.now()

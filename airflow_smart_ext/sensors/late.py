@@ -6,7 +6,6 @@ wait model's rule (``Timeline.tells_late``), so nothing is stored between resche
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -29,17 +28,6 @@ def due_time(due: Any) -> DueTime | None:
     return due_time_arg(due)
 
 
-def reference_instant(due: DueTime, context: Any, try_started_at: float) -> datetime.datetime:
-    """The run instant the due time counts from: the context's ``due.reference``; for a run without one (a
-    3.x manual run has no logical date), the DAG run's ``run_after``, else the try's start."""
-    if isinstance(context, Mapping):
-        run_after = getattr(context.get("dag_run"), "run_after", None)
-        found = due.reference_in({due.reference: context.get(due.reference), "run_after": run_after})
-        if found is not None:
-            return found
-    return units.utc(try_started_at)
-
-
 def deferrable_problem(due: Any, deferrable: bool, own_deferral: str | None) -> str | None:
     """Why a sensor with these arguments cannot have a due time (None: it can): a deferral of the subclass's
     own (its trigger is not ours, so nothing would say the wait is late)."""
@@ -52,8 +40,13 @@ def deferrable_problem(due: Any, deferrable: bool, own_deferral: str | None) -> 
 
 
 def due_epoch(due: DueTime, context: Any, try_started_at: float) -> float:
-    """The wait's due time (epoch seconds) in this run."""
-    return units.epoch(due.due_at(reference_instant(due, context, try_started_at)))
+    """The wait's due time (epoch seconds) in this run: the context's instants, and the DAG run's
+    ``run_after`` (a 3.x manual run has no logical date)."""
+    instants: dict[str, Any] = {}
+    if isinstance(context, Mapping):
+        instants = {due.reference: context.get(due.reference)}
+        instants["run_after"] = getattr(context.get("dag_run"), "run_after", None)
+    return due.due_epoch(instants, try_started_at)
 
 
 def notice(
@@ -82,12 +75,6 @@ def notice(
         else "condition not met"
     )
     return _facts(ti, due, due_at, now, index, last_outcome)
-
-
-def told_before_the_trigger(try_started_at: float, due_at: float, *, retry: bool) -> bool:
-    """Whether a deferral's trigger has nothing to say: a retry that started after the due time (its earlier
-    try was late too; ``Timeline.tells_late``). The try's own start, not its schedule's grid-aligned anchor."""
-    return retry and try_started_at > due_at
 
 
 def resumed_notice(sensor: BackoffSensor, ti: Any, event: Mapping[str, Any]) -> dict[str, Any]:

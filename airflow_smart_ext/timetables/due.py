@@ -157,6 +157,12 @@ class DueTime:
                 return value
         return None
 
+    def due_epoch(self, instants: Mapping[str, Any], try_started_at: float) -> float:
+        """The due time (epoch seconds) of a wait in a run with these ``instants``: from :meth:`reference_in`,
+        else (no such instant) from the start of the try. Sensor, zero-worker trigger and Waits view all ask it."""
+        reference = self.reference_in(instants) or units.utc(try_started_at)
+        return units.epoch(self.due_at(reference))
+
     def due_at(self, reference: datetime.datetime) -> datetime.datetime:
         """The due time (aware UTC) of a wait whose reference instant is ``reference`` (aware)."""
         if self._engine is None:

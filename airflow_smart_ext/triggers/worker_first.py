@@ -29,7 +29,7 @@ from airflow_smart_ext.triggers.interpreters import LazyInterpreter
 from airflow_smart_ext.triggers.last_check_writes import Write, last_check
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.wait_schedule import WaitSchedule
-from airflow_smart_ext.wait_model import deferral_paths, parameters
+from airflow_smart_ext.wait_model import deferral_paths, parameters, timeline
 from airflow_smart_ext.wait_model.last_check import XCOM_KEY
 from airflow_smart_ext.wait_model.sharing import coalescing_window, sharing_window_config
 
@@ -293,7 +293,7 @@ class BackoffTrigger(compat.locations.BaseTrigger):
         scheduled at or after the due time (so it is the first such check: an earlier one would have said it)."""
         if self.due_at is None or self.late_told:
             return False
-        return scheduled.at >= self.due_at and checked_at >= self.due_at
+        return timeline.past_due(scheduled.at, checked_at, self.due_at)
 
     async def _first_on_group_schedule(self) -> ScheduledCheck | None:
         """Our first check once we follow the group's schedule (``wait.timeline.Timeline.began``). A worker-first

@@ -21,8 +21,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from airflow_smart_ext import clock, compat, units
+from airflow_smart_ext import clock, compat
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
+from airflow_smart_ext.conditions import runtime
 from airflow_smart_ext.conditions import sensor_poke as sensor_check
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY
 from airflow_smart_ext.triggers import log_lines
@@ -199,7 +200,8 @@ class BackoffStartTrigger(compat.locations.BaseTrigger):
         ends = timeline.deadlines(started_at, float(start["timeout"]), start.get("execution_timeout"))
         deadline, execution_deadline = ends.timeout, ends.execution
         anchor = timeline.anchor(started_at, BackoffPolicy.from_dict(start["policy"]))
-        due_at = self._due_at(started_at)
+        # Off the event loop: building a business calendar may import ``holidays`` and compute its years.
+        due_at = await runtime.run_blocking(self._due_at, started_at) if start.get("due") else None
         schedule = _ScheduleFromStart(
             check=check,
             policy=start["policy"],
@@ -214,7 +216,8 @@ class BackoffStartTrigger(compat.locations.BaseTrigger):
             rate_limit=start.get("rate_limit"),
             due_at=due_at,
             # a retry that started after the due time says nothing again (``Timeline.tells_late``)
-            late_told=due_at is not None and self._try_number > 1 and started_at > due_at,
+            late_told=due_at is not None
+            and timeline.retried_after_due(self._try_number > 1, started_at, due_at),
         )
         schedule.try_started_at = started_at
         schedule.task_instance = self.task_instance  # its last-check record is this task's XCom
@@ -269,9 +272,7 @@ class BackoffStartTrigger(compat.locations.BaseTrigger):
         from airflow_smart_ext.timetables.due import DueTime  # only for a wait with a due time
 
         try:
-            rule = DueTime.from_dict(due)
-            reference = rule.reference_in(self._run_instants) or units.utc(started_at)
-            return units.epoch(rule.due_at(reference))
+            return DueTime.from_dict(due).due_epoch(self._run_instants, started_at)
         except Exception as exc:
             log_lines.emit(self.log, "error", "No due time for this wait (%s): %r", due, exc)
             return None

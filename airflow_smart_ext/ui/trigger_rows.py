@@ -170,7 +170,7 @@ def read_wait(wait: LiveWait, path: str) -> WaitFacts:
         "execution_timeout" if ends.execution_first else "timeout",
         due_at := _zero_worker_due_at(start.get("due"), wait, started),
         # as its trigger: a retry that started after the due time has nothing to say (its first try said it)
-        due_at is not None and wait.try_number > 1 and started > due_at,
+        due_at is not None and timeline.retried_after_due(wait.try_number > 1, started, due_at),
     )
 
 
@@ -189,8 +189,7 @@ def _zero_worker_due_at(due: Any, wait: LiveWait, started: float) -> float | Non
     if wait.run_after is not None:
         instants["run_after"] = units.utc(wait.run_after)
     try:
-        rule = DueTime.from_dict(due)
-        return units.epoch(rule.due_at(rule.reference_in(instants) or units.utc(started)))
+        return DueTime.from_dict(due).due_epoch(instants, started)
     except Exception:  # the trigger logs it and runs without one: so does the view
         return None
 

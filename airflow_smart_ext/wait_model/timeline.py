@@ -132,6 +132,19 @@ def first_check(
     return scheduled
 
 
+def past_due(scheduled_at: float, now: float, due_at: float) -> bool:
+    """Whether a check scheduled at ``scheduled_at``, made at ``now``, is at or after the due time: the first
+    such check of a try that finds the condition not met says the wait is late (:meth:`Timeline.tells_late`;
+    a deferred wait's trigger asks it too)."""
+    return now >= due_at and scheduled_at >= due_at
+
+
+def retried_after_due(retry: bool, try_started_at: float, due_at: float) -> bool:
+    """Whether a try has nothing to say about lateness: a retry that started after the due time (the earlier
+    try was late too). Sensor, triggers and the Waits view ask it."""
+    return retry and try_started_at > due_at
+
+
 @dataclass(frozen=True)
 class Timeline:
     """A wait's checks: ``policy`` from ``(seed, anchor)`` up to ``deadline``. ``try_started_at`` is set for a
@@ -187,10 +200,10 @@ class Timeline:
         try and due time): the first check of the try scheduled at or after ``due_at``, whenever it ran.
         ``previous``: the check this try made before it (None: it is the try's first). A try that starts after
         the due time says so at its first check on the first try only (a retry's earlier try was late too)."""
-        if now < due_at or self.scheduled_at(index) < due_at:
+        if not past_due(self.scheduled_at(index), now, due_at):
             return False
         if previous is None:
-            return not retry or self.anchor <= due_at
+            return not retried_after_due(retry, self.anchor, due_at)
         return self.scheduled_at(previous) < due_at
 
     def splay(self) -> float:
