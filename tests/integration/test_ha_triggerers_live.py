@@ -199,7 +199,10 @@ def test_zero_worker_waits_had_no_worker_phase(failover: Failover) -> None:
             assert not set(WORKER_PHASES) & set(history), (task_id, history)
             assert queued_dttm is None and not hostname, (task_id, queued_dttm, hostname)
         else:  # worker-first: check #0 on a worker, then deferred
-            assert "running" in history, (task_id, history)
+            # Sampled every 0.25 s, a fast check #0 can leave "running" unseen (CI, 2026-12-01); the executor's
+            # "queued" before the first deferral is a worker phase too, which a zero-worker start never has.
+            before_deferral = history[: history.index("deferred")]
+            assert set(WORKER_PHASES) & set(before_deferral), (task_id, history)
 
 
 def test_killed_triggerers_waits_moved_to_the_survivor(failover: Failover) -> None:
