@@ -151,6 +151,7 @@ def render_text(report: Mapping[str, Any]) -> str:
             ),
             _cell(watcher["last_event_at"]),
             watcher["last_outcome"],
+            _due(watcher),
             _served_by(watcher),
         ]
         for watcher in report["watchers"]
@@ -164,6 +165,7 @@ def render_text(report: Mapping[str, Any]) -> str:
             "LAST VALUE",
             "LAST EVENT",
             "LAST OUTCOME",
+            "DUE",
             "SERVED BY",
         ]
         parts.append(_table(headers, watchers))
@@ -177,6 +179,8 @@ def render_text(report: Mapping[str, Any]) -> str:
         parts.append(f"!! {summary['unserved']} waits no live triggerer serves !!")
     if summary["unserved_watchers"]:
         parts.append(f"!! {summary['unserved_watchers']} watchers no live triggerer serves !!")
+    if summary.get("late_watchers"):
+        parts.append(f"!! {summary['late_watchers']} watchers past their due time without a new value !!")
     parts.append(
         f"{summary['waits']} waits in {summary['groups']} groups: "
         f"{summary['checks_per_hour_shared']:g} checks/h "
@@ -244,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             now = clock.now()
             triggerers = load_triggerers(session, now)
     report = build_report(waits, query, now, connection_rate_limit(None), triggerers)
-    add_watchers(report, watchers, triggerers, now, conn_id=query.conn_id, sensor_class=query.sensor_class)
+    add_watchers(report, watchers, triggerers, now, query)
     print(json.dumps(report, indent=2) if args.json else render_text(report), end="\n" if args.json else "")
     return 0
 

@@ -27,6 +27,7 @@ __all__ = [
     "AssetWatchersUnsupported",
     "SHARED_STREAMS_SUPPORTED",
     "asset_state_accessors",
+    "asset_state_store_problem",
     "asset_state_records",
     "asset_watcher_links",
     "decode_watcher_kwarg",
@@ -68,6 +69,17 @@ def _restore_markers(value: Any) -> Any:
     if isinstance(value, list):
         return [_restore_markers(item) for item in value]
     return value
+
+
+def asset_state_store_problem(what: str, alternative: str) -> str | None:
+    """Why ``what`` cannot run on this Airflow (None: it can): it keeps its state in the asset state store
+    (3.3+)."""
+    if ASSET_STATE_STORE_SUPPORTED:
+        return None
+    return (
+        f"{what} needs Airflow >= 3.3 (the asset state store keeps its state across restarts); this is Airflow "
+        f"{AIRFLOW_VERSION_STRING}. {alternative}"
+    )
 
 
 def require_asset_watchers(what: str) -> None:

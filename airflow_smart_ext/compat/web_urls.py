@@ -8,7 +8,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_1_PLUS
 
-__all__ = ["PLUGIN_PAGES", "airflow_base_path", "dag_page_path", "task_page_url"]
+__all__ = ["PLUGIN_PAGES", "airflow_base_path", "airflow_base_url", "dag_page_path", "task_page_url"]
 
 
 #: How this Airflow serves a plugin's pages: ``"in_ui"`` (3.1+: a FastAPI app on the api-server, shown inside the
@@ -23,6 +23,15 @@ def airflow_base_path() -> str:
 
     section = "api" if AIRFLOW_V_3_0_PLUS else "webserver"
     return urlsplit(conf.get(section, "base_url", fallback="") or "/").path.rstrip("/")
+
+
+def airflow_base_url() -> str:
+    """Airflow's full ``base_url`` (``[api]`` on 3.x, ``[webserver]`` on 2.11) without a trailing slash: the
+    start of a link in an alert."""
+    from airflow.configuration import conf
+
+    section = "api" if AIRFLOW_V_3_0_PLUS else "webserver"
+    return (conf.get(section, "base_url", fallback="") or "").rstrip("/")
 
 
 def dag_page_path(dag_id: str, run_id: str | None = None) -> str:

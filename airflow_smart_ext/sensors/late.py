@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_smart_ext import units
+from airflow_smart_ext import compat, units
+from airflow_smart_ext.ui.pages import waits_link
 from airflow_smart_ext.wait_model.parameters import late_callbacks
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def notice(
         if sensor.consecutive_errors
         else "condition not met"
     )
-    return _facts(ti, due, due_at, now, index, last_outcome)
+    return _facts(ti, due, due_at, now, index, last_outcome) | {"link": _link(sensor, ti)}
 
 
 def resumed_notice(sensor: BackoffSensor, ti: Any, event: Mapping[str, Any]) -> dict[str, Any]:
@@ -84,7 +85,26 @@ def resumed_notice(sensor: BackoffSensor, ti: Any, event: Mapping[str, Any]) -> 
     due_at = float(event["due_at"])
     checked_at = float(event.get("checked_at") or due_at)
     message = "condition not met" if event.get("status") == "timeout" else str(event.get("message") or "")
-    return _facts(ti, sensor.due, due_at, checked_at, int(event.get("check_index", 0) or 0), message)
+    facts = _facts(ti, sensor.due, due_at, checked_at, int(event.get("check_index", 0) or 0), message)
+    return facts | {"link": _link(sensor, ti)}
+
+
+def _link(sensor: BackoffSensor, ti: Any) -> str:
+    """Where to see the wait: its DAG's late waits in the Waits view (a deferred wait is a row there), else
+    the task instance's own page in Airflow (a poke or reschedule wait is not in the triggerer's rows)."""
+    try:
+        if getattr(sensor, "deferrable", False):
+            return waits_link(dag_id=ti.dag_id, late="true")
+        map_index = getattr(ti, "map_index", -1)
+        return compat.web_urls.task_page_url(
+            compat.web_urls.airflow_base_url(),
+            ti.dag_id,
+            ti.run_id,
+            ti.task_id,
+            map_index if isinstance(map_index, int) else -1,
+        )
+    except Exception:  # a link is a convenience: never the reason an alert is not said
+        return ""
 
 
 def _facts(ti: Any, due: Any, due_at: float, now: float, index: int, last_outcome: str) -> dict[str, Any]:

@@ -174,15 +174,35 @@ class DueTime:
             day += _ONE_DAY
         return self._engine.run_after(day - _ONE_DAY)
 
-    def describe(self) -> str:
+    def latest_at_or_before(self, instant: datetime.datetime) -> datetime.datetime | None:
+        """The last ``at`` on a business day at or before ``instant`` (aware), searching back up to a year (None:
+        none in that time, or a due time of ``after=`` form, which has no days). A condition watcher's due times
+        are these: one per business day."""
+        if self._engine is None:
+            return None
+        for back in (7, 31, 366):  # a long holiday (Golden Week) needs more than a week
+            due = self.due_at(instant - datetime.timedelta(days=back))
+            if due > instant:
+                continue
+            while True:
+                following = self.due_at(due + datetime.timedelta(seconds=1))
+                if following > instant:
+                    return due
+                due = following
+        return None
+
+    def describe(self, daily: bool = False) -> str:
         """In words, e.g. "the first 09:30 America/New_York on a NYSE business day at or after
-        data_interval_end"."""
+        data_interval_end"; ``daily``: as a watcher's due times, e.g. "09:30 America/New_York on each NYSE
+        business day"."""
         if self._after is not None:
             return f"{units.duration_text(units.seconds(self._after))} after {self._reference}"
         assert self._at is not None
         days = self._business.label() if self._business is not None else "days"
         day = days.replace("days", "day")
         at = f"{format_time_of_day(self._at)} {zone_name(self._zone)}"
+        if daily:
+            return f"{at} on each {day}"
         first = f"the first {at} on a {day} at or after {self._reference}"
         later = day if self.lag == 1 else days
         return first if self.lag == 0 else f"{first}, then {self.lag} {later} later (T+{self.lag})"

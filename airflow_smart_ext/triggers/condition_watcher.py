@@ -36,11 +36,12 @@ from airflow_smart_ext.conditions import (
 from airflow_smart_ext.conditions.spec import check_type
 from airflow_smart_ext.conditions.sql_values import SqlValuesCheck
 from airflow_smart_ext.errors import error_type_paths, resolve_error_types
-from airflow_smart_ext.triggers import check_groups, log_lines
+from airflow_smart_ext.triggers import check_groups, log_lines, watcher_lateness
 from airflow_smart_ext.triggers.interpreters import LazyInterpreter
 from airflow_smart_ext.triggers.last_check_writes import last_check
 from airflow_smart_ext.triggers.transient_errors import ErrorRideOut
 from airflow_smart_ext.triggers.watcher_edge import Observed, WatcherEdge
+from airflow_smart_ext.triggers.watcher_lateness import PARSED_KEY
 from airflow_smart_ext.triggers.watermark import ValueNotReportable, reportable_value
 from airflow_smart_ext.wait_model import deferral_paths
 from airflow_smart_ext.wait_model.parameters import (
@@ -54,6 +55,8 @@ from airflow_smart_ext.wait_model.timeline import PollSchedule
 
 CLASSPATH = deferral_paths.CONDITION_WATCHER
 
+#: The kwargs only a watcher's edge uses: left out of the shared poll's key (identical polls share one stream).
+EDGE_ONLY = ("value_key", "report_first_value", "state_key", "every_value", "start_after", "due", "on_late")
 #: Each shared poll's readers (3.3+: shared stream key -> their labels), named in the poll's log lines.
 _POLL_READERS: dict[Any, tuple[str, ...]] = {}
 
@@ -88,6 +91,8 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
     :param state_key: the watermark's name in the asset state store (default: derived from the check, so a
         changed query starts a new watermark; give one to keep it across such edits).
     :param share: share checks with identical watchers and waits in the triggerer.
+    :param due: a ``DueTime`` with ``at=``: a new value is due by then on each business day, else the watcher
+        says once that it is late (3.3+), calling ``on_late`` (module-level functions): docs/late-data.md.
     """
 
     def __init__(
@@ -108,12 +113,13 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
         share: bool = True,
         every_value: bool = False,
         start_after: Any = None,
+        due: Any = None,
+        on_late: Any = None,
     ) -> None:
         compat.asset_watchers.require_asset_watchers(type(self).__name__)
         super().__init__()
-        check, start_after = (
-            compat.asset_watchers.decode_watcher_kwarg(check),
-            compat.asset_watchers.decode_watcher_kwarg(start_after),
+        check, start_after, due, on_late = (
+            compat.asset_watchers.decode_watcher_kwarg(value) for value in (check, start_after, due, on_late)
         )
         try:
             validate_check_spec(check)
@@ -160,15 +166,18 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
         self._edge = WatcherEdge(self)  # its watermark is what such a poll binds
         self.transient_errors = error_type_paths(self._transient_types)
         self._ride_out = ErrorRideOut(self._transient_types)
+        self.due, self.on_late = watcher_lateness.due_arguments(due, on_late)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         # The constructor's own arguments: Airflow identifies a watcher by (classpath, kwargs), so they are
         # normalised (seconds as floats) and stable.
         every_value = {"every_value": True, "start_after": self.start_after} if self.every_value else {}
+        due = {} if self.due is None else {"due": self.due.to_dict(), "on_late": {PARSED_KEY: self.on_late}}
         return (
             CLASSPATH,
             {
                 **every_value,  # only when set: a latest-value watcher keeps the identity it had
+                **due,  # likewise
                 "check": self.check,
                 **policy_arguments(self.policy),
                 "value_key": self.value_key,
@@ -271,7 +280,8 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
                     f"{outcome.status}{f' ({outcome.message})' if outcome.message else ''}"
                     f"{'; new value, the schedule restarts' if changed else ''}; group of {group.subscribers}",
                 )
-                yield Observed(value, observed_at, last_check(original, outcome, self._ride_out, observed_at))
+                recorded = last_check(original, outcome, self._ride_out, observed_at)
+                yield Observed(value, observed_at, recorded, scheduled.index)
         finally:
             group.leave()
 
@@ -296,8 +306,7 @@ class ConditionWatcher(compat.locations.EventTriggerBase):
         ):
             return None  # every_value on SQL: each poll binds its own watermark
         _, kwargs = self.serialize()
-        edge_only = ("value_key", "report_first_value", "state_key", "every_value", "start_after")
-        poll = {name: kwargs[name] for name in kwargs if name not in edge_only}
+        poll = {name: kwargs[name] for name in kwargs if name not in EDGE_ONLY}
         return (CLASSPATH, json.dumps(poll, sort_keys=True, default=str))
 
     @classmethod

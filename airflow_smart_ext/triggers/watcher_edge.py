@@ -13,6 +13,7 @@ from airflow_smart_ext import clock, compat, units
 from airflow_smart_ext.triggers import log_lines
 from airflow_smart_ext.triggers.last_check_writes import LastCheckRecorder, Write
 from airflow_smart_ext.triggers.redelivery import stored_already
+from airflow_smart_ext.triggers.watcher_lateness import WatcherLateness
 from airflow_smart_ext.triggers.watermark import (
     EdgeTracker,
     Report,
@@ -37,12 +38,13 @@ STATE_STORE_RETRY_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class Observed:
-    """One check of the poll: the value a positive check saw (None: no value), when the check started, and its
-    outcome as the last-check record says it (``wait.last_check``)."""
+    """One check of the poll: the value a positive check saw (None: no value), when the check started, its
+    outcome as the last-check record says it (``wait.last_check``) and its number."""
 
     value: Any
     observed_at: float
     check: LastCheck | None = None
+    index: int = 0
 
 
 class StoredWatermark:
@@ -158,11 +160,28 @@ class WatcherEdge:
 
         return write
 
+    def lateness(self, log: Any) -> WatcherLateness | None:
+        """Its absence alerts (``due=``; None without)."""
+        if self.watcher.due is None:
+            return None
+        return WatcherLateness(
+            self.watcher.due,
+            self.watcher.on_late,
+            self.name(),
+            self.store_key(),
+            compat.asset_watchers.watched_assets(self.watcher),
+            compat.asset_watchers.asset_state_accessors(self.watcher),
+            log,
+        )
+
     async def events(self, observations: AsyncIterator[Observed], log: Any) -> AsyncIterator[Any]:
         store = StoredWatermark(
             compat.asset_watchers.asset_state_accessors(self.watcher), self.store_key(), log
         )
         recorder, write = LastCheckRecorder(), self.last_check_writer()  # per watcher: its own record
+        lateness = self.lateness(log)
+        if lateness is not None:
+            await lateness.start()  # it begins watching before its first check
         stored = await store.load()
         if stored is None and self.every_value:
             stored = Watermark(self.start_after)  # the values after start_after are new
@@ -195,3 +214,7 @@ class WatcherEdge:
                 await clock.asleep(COMMIT_DELAY_SECONDS)
                 tracker.commit()
                 await store.save(tracker)
+                if lateness is not None:
+                    await lateness.landed(observed.observed_at)
+            if lateness is not None:
+                await lateness.checked(observed.index, observed.check, observed.observed_at)

@@ -185,6 +185,7 @@ WATCHER_HEADERS = (
     "Last value",
     "Last event",
     "Last outcome",
+    "Due",
     "Served by",
 )
 
@@ -202,6 +203,7 @@ def _watcher_row(row: Mapping[str, Any]) -> str:
         "data-served-by": (row["served_by"] or {}).get("job_id", ""),
         "data-unserved-reason": row["unserved_reason"] or "",
         "data-last-outcome": (row["last_check"] or {}).get("outcome", ""),
+        "data-late-by": "" if row.get("late_by") is None else row["late_by"],
     }
     attrs = " ".join(f'{name}="{_text(value)}"' for name, value in attributes.items())
     attrs += ' class="unserved"' if row["unserved_reason"] is not None else ""
@@ -238,6 +240,8 @@ def _watcher_row(row: Mapping[str, Any]) -> str:
         last,
         event,
         _last_outcome(row),
+        _due(row)
+        + (f'<br><span class="muted">{_text(row["due_rule"])}</span>' if row.get("due_rule") else ""),
         _served_by(row),
     )
     return f"<tr {attrs}>{''.join(f'<td>{cell}' for cell in cells)}</tr>"
@@ -353,12 +357,17 @@ def render_waits(
         if counted
         else ""
     )
-    late = summary.get("late", 0)
-    if late:
+    late, late_watchers = summary.get("late", 0), summary.get("late_watchers", 0)
+    if late or late_watchers:
+        said = [
+            f"{_text(count)} {noun if count == 1 else noun + 's'}"
+            for count, noun in ((late, "wait"), (late_watchers, "watcher"))
+            if count
+        ]
+        verb = "is" if late + late_watchers == 1 else "are"
         alert += (
-            f'<p id="late-alert" class="alert" role="alert">{_text(late)} '
-            f"{'wait is' if late == 1 else 'waits are'} past the due time and still waiting (see Due; filter: "
-            "Late).</p>"
+            f'<p id="late-alert" class="alert" role="alert">{" and ".join(said)} {verb} past the due time and '
+            "still waiting (see Due; filter: Late).</p>"
         )
     watchers = [_watcher_row(row) for row in report.get("watchers", ())]
     asked = dataclasses.asdict(query)

@@ -24,7 +24,9 @@ from airflow_smart_ext import units
 from airflow_smart_ext.conditions.spec import check_type
 from airflow_smart_ext.ui import serving
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
+from airflow_smart_ext.ui.waits_report import WaitsQuery
 from airflow_smart_ext.wait_model import last_check
+from airflow_smart_ext.wait_model.absence import LATE_KEY_SUFFIX, AbsenceRecord, late_for
 from airflow_smart_ext.wait_model.parameters import stored_policy
 from airflow_smart_ext.wait_model.watcher_state import read_record
 
@@ -124,6 +126,35 @@ def _condition(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         }
 
 
+def due_columns(kwargs: Mapping[str, Any], record: Any, now: float) -> dict[str, Any]:
+    """A watcher's due time (``due=``): its rule, and the due time it is late for (no new value since the one
+    before: how late, and whether it said so) or else its next one."""
+    columns: dict[str, Any] = {
+        "due_rule": None,
+        "due": None,
+        "due_in": None,
+        "late_by": None,
+        "late_alerted": None,
+    }
+    if not kwargs.get("due"):
+        return columns
+    from airflow_smart_ext.timetables.due import DueTime  # only for a watcher with a due time
+
+    try:
+        due = DueTime.from_dict(kwargs["due"])
+    except (TypeError, ValueError):
+        return {**columns, "due_rule": "unreadable due time"}
+    columns["due_rule"] = due.describe(daily=True)
+    stored = AbsenceRecord.from_record(record)
+    late = None if stored is None else late_for(due, now, stored)
+    if late is not None:
+        assert stored is not None
+        told = stored.told is not None and stored.told >= late
+        return {**columns, "due": units.iso(late), "late_by": round(now - late, 3), "late_alerted": told}
+    following = units.epoch(due.due_at(units.utc(now)))
+    return {**columns, "due": units.iso(following), "due_in": round(following - now, 3)}
+
+
 def watcher_row(watcher: LiveWatcher, triggerers: Triggerers | None, now: float) -> dict[str, Any]:
     key = watcher.state_key
     mark = read_record(watcher.state.get(key))
@@ -151,6 +182,7 @@ def watcher_row(watcher: LiveWatcher, triggerers: Triggerers | None, now: float)
         "last_event_redelivered": None if payload is None else bool(payload.get("redelivered")),
         "last_check": check,
         "last_outcome": outcome,
+        **due_columns(watcher.shown_kwargs, watcher.state.get(key + LATE_KEY_SUFFIX) if key else None, now),
         **serving.serving(
             watcher.triggerer_id,
             watcher.holder,
@@ -175,16 +207,18 @@ def add_watchers(
     watchers: Sequence[LiveWatcher],
     triggerers: Triggerers | None,
     now: float,
-    *,
-    conn_id: str | None = None,
-    sensor_class: str | None = None,
+    query: WaitsQuery | None = None,
 ) -> dict[str, Any]:
-    """``report`` with its ``watchers`` (those on ``conn_id`` / of ``sensor_class`` when the view filters by
-    them) and their counts in its summary: how many, and how many no live triggerer serves."""
+    """``report`` with its ``watchers`` (those the ``query`` keeps: its ``conn_id``, ``sensor_class`` and
+    ``late`` filters) and their counts in its summary: how many, how many no live triggerer serves, how many
+    are late."""
+    query = query or WaitsQuery()
+    conn_id, sensor_class, late = query.conn_id, query.sensor_class, query.late
     rows = [
         row
         for row in watcher_rows(watchers, triggerers, now)
         if (conn_id is None or row["conn_id"] == conn_id)
+        and (not late or row["late_by"] is not None)
         and (
             sensor_class is None
             or sensor_class in (row["sensor_class"], (row["sensor_class"] or "").rsplit(".", 1)[-1])
@@ -193,4 +227,5 @@ def add_watchers(
     report["watchers"] = rows
     report["summary"]["watchers"] = len(rows)
     report["summary"]["unserved_watchers"] = sum(row["unserved_reason"] is not None for row in rows)
+    report["summary"]["late_watchers"] = sum(row["late_by"] is not None for row in rows)
     return report

@@ -61,9 +61,7 @@ def _waits_report(
     watchers = watchers_source.load_watchers(session) if assets else []
     triggerers = waits_source.load_triggerers(session, now)
     report = waits_report.build_report(waits, query, now, connection_rate_limit(None), triggerers)
-    watchers_report.add_watchers(
-        report, watchers, triggerers, now, conn_id=query.conn_id, sensor_class=query.sensor_class
-    )
+    watchers_report.add_watchers(report, watchers, triggerers, now, query)
     return report, query
 
 

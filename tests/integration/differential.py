@@ -65,6 +65,7 @@ class Ending:
         int  # checks made over RUN_END_GRACE_SECONDS after the DAG run ended (a wait outliving it)
     )
     negative_duration: bool  # end_date < start_date
+    late_alerts: int  # ``on_late`` calls (a scenario with a due time: df_sensors.count_late)
 
 
 FIELDS: list[str] = [f.name for f in fields(Ending)]
@@ -319,6 +320,7 @@ def forget_cell(env: AirflowEnv, mode: str, scenario: Any) -> None:
     for map_index in scenario.cells:
         key = cell_key(f"{mode}.{scenario.name}", map_index)
         (checks_dir(env) / key).unlink(missing_ok=True)
+        (checks_dir(env) / (key + df_scenarios.LATE_SUFFIX)).unlink(missing_ok=True)
         (cleared_dir(env) / key).unlink(missing_ok=True)
 
 
@@ -378,6 +380,7 @@ def record(env: AirflowEnv, mode: str, scenario: Any, run_id: str, map_index: in
         checks=checks_made(env, key),
         checks_after_run=checks_after(env, key, run[0]["end_date"] if run else None),
         negative_duration=bool(start and end and end < start),
+        late_alerts=checks_made(env, key + df_scenarios.LATE_SUFFIX),
     )
 
 

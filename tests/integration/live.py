@@ -3,18 +3,19 @@ the test modules (no test module imports another)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import re
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from airflow_harness.env import AirflowEnv
-from airflow_harness.state import TERMINAL_TI_STATES
+from airflow_harness.state import TERMINAL_TI_STATES, AirflowEnvError
 from airflow_smart_ext.backoff import BackoffPolicy, task_seed
 
 # One check line of BackoffTrigger, e.g. "check #3 at=1795633335.101 (scheduled 2026-…+00:00): negative; group
@@ -211,3 +212,47 @@ def event_payload(extra: Any) -> dict[str, Any]:
     if isinstance(extra, str):
         extra = json.loads(extra)
     return dict((extra or {}).get("payload") or {})
+
+
+@contextlib.contextmanager
+def pg_cursor(dsn: str) -> Iterator[Any]:
+    """A cursor in autocommit mode (``with psycopg2.connect()`` would open a transaction), closed after."""
+    import psycopg2
+
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            yield cur
+    finally:
+        conn.close()
+
+
+def watchers_running(env: AirflowEnv, names: list[str], timeout: float = 240) -> None:
+    """Until every named asset's watcher trigger is assigned to a running triggerer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = env.query(
+            "SELECT a.name FROM asset a JOIN asset_watcher w ON w.asset_id = a.id "
+            "JOIN trigger t ON t.id = w.trigger_id WHERE t.triggerer_id IS NOT NULL"
+        )
+        running = {name for (name,) in rows}
+        if set(names) <= running:
+            return
+        if time.monotonic() > deadline:
+            raise AirflowEnvError(f"watchers not running within {timeout}s: {sorted(set(names) - running)}")
+        time.sleep(1)
+
+
+def add_postgres_connection(env: AirflowEnv, conn_id: str, dsn: str) -> None:
+    """The Airflow connection ``conn_id`` to the PostgreSQL database of ``dsn`` (a row, not `airflow connections
+    add`: a CLI call costs ~40 s on a loaded machine)."""
+    host_port = dsn.split("@", 1)[1].split("/", 1)[0]
+    host, port = host_port.rsplit(":", 1)
+    login = dsn.split("//", 1)[1].split("@", 1)[0]
+    env.execute("DELETE FROM connection WHERE conn_id = %s", (conn_id,))
+    env.execute(
+        "INSERT INTO connection (conn_id, conn_type, host, port, login, schema, is_encrypted, "
+        "is_extra_encrypted) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+        (conn_id, "postgres", host, int(port), login, dsn.rsplit("/", 1)[1], False, False),
+    )

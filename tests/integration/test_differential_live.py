@@ -310,3 +310,12 @@ def test_every_mode_ends_as_poke_mode(
         + "\n"
         + _evidence(airflow_env, runs, scenario, mode)
     )
+
+
+@pytest.mark.parametrize("scenario", [s for s in df.SCENARIOS if "due" in s.kwargs], ids=lambda s: s.name)
+def test_a_due_time_that_passes_mid_wait_alerts_once_in_poke_mode(matrix: df.Matrix, scenario: Any) -> None:
+    """The oracle of the due-time rows: poke mode says once that the wait is late (every other mode is then
+    held to the same count by test_every_mode_ends_as_poke_mode)."""
+    for map_index in scenario.cells:
+        ending = matrix[(scenario.name, map_index, df.ORACLE)]
+        assert ending.late_alerts == 1 and ending.state == "success", df.render(matrix, [scenario])

@@ -19,11 +19,9 @@ in order. On Airflow 2.11 a watcher fails at parse, naming 3.0 and the alternati
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ import pytest
 from airflow_harness.env import AirflowEnv
 from airflow_harness.state import PG_DSN_ENV, AirflowEnvError
 from airflow_smart_ext.triggers.watcher_edge import COMMIT_DELAY_SECONDS
+from tests.integration.live import add_postgres_connection, pg_cursor, watchers_running
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -57,20 +56,6 @@ with DAG("wt_watcher_refused", schedule=None, start_date=dt.datetime(2026, 1, 1)
 """
 
 
-@contextlib.contextmanager
-def _pg(dsn: str) -> Iterator[Any]:
-    """A cursor in autocommit mode (``with psycopg2.connect()`` would open a transaction), closed after."""
-    import psycopg2
-
-    conn = psycopg2.connect(dsn)
-    conn.autocommit = True
-    try:
-        with conn.cursor() as cur:
-            yield cur
-    finally:
-        conn.close()
-
-
 @pytest.fixture(scope="module")
 def condition_dsn(airflow_env: AirflowEnv) -> str:
     if not airflow_env.is_airflow3:
@@ -80,11 +65,11 @@ def condition_dsn(airflow_env: AirflowEnv) -> str:
         pytest.skip(
             f"the condition database needs a PostgreSQL server: set {PG_DSN_ENV} (scripts/dev.py test does)"
         )
-    with _pg(server) as cur:
+    with pg_cursor(server) as cur:
         cur.execute(f"DROP DATABASE IF EXISTS {CONDITION_DB}")
         cur.execute(f"CREATE DATABASE {CONDITION_DB}")
     dsn = server.rsplit("/", 1)[0] + f"/{CONDITION_DB}"
-    with _pg(dsn) as cur:
+    with pg_cursor(dsn) as cur:
         cur.execute("CREATE TABLE days (day text)")
         cur.execute("CREATE TABLE shared_value (v text)")
         cur.execute("CREATE TABLE burst_days (day text)")
@@ -99,16 +84,7 @@ def condition_dsn(airflow_env: AirflowEnv) -> str:
             "SELECT CASE WHEN c = 'days' THEN (SELECT max(day) FROM days) "
             "ELSE (SELECT max(v) FROM shared_value) END; $$"
         )
-    # A row, not `airflow connections add` (a CLI call costs ~40 s on a loaded machine).
-    host_port = dsn.split("@", 1)[1].split("/", 1)[0]
-    host, port = host_port.rsplit(":", 1)
-    login = dsn.split("//", 1)[1].split("@", 1)[0]
-    airflow_env.execute("DELETE FROM connection WHERE conn_id = %s", (CONN_ID,))
-    airflow_env.execute(
-        "INSERT INTO connection (conn_id, conn_type, host, port, login, schema, is_encrypted, "
-        "is_extra_encrypted) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-        (CONN_ID, "postgres", host, int(port), login, CONDITION_DB, False, False),
-    )
+    add_postgres_connection(airflow_env, CONN_ID, dsn)
     # Every consumer at once: each watcher starts after the next parse of the file (~15-60 s), in parallel.
     for dag_id in ("wt_days_consumer", "wt_shared_consumer", "wt_burst_consumer"):
         airflow_env.wait_for_dag(dag_id)
@@ -123,13 +99,13 @@ def checks(dsn: str, cond: str, since: float = 0.0) -> list[float]:
 
 def check_times(dsn: str, cond: str, since: float = 0.0) -> list[tuple[float, float]]:
     """(when its query reached the server, when it could plan) of each check of ``cond`` planned since ``since``."""
-    with _pg(dsn) as cur:
+    with pg_cursor(dsn) as cur:
         cur.execute("SELECT sent, at FROM checks WHERE cond = %s AND at >= %s ORDER BY at", (cond, since))
         return [(float(sent), float(at)) for sent, at in cur.fetchall()]
 
 
 def db_now(dsn: str) -> float:
-    with _pg(dsn) as cur:
+    with pg_cursor(dsn) as cur:
         cur.execute("SELECT extract(epoch FROM clock_timestamp())")
         return float(cur.fetchone()[0])
 
@@ -165,24 +141,8 @@ def wait_events(env: AirflowEnv, asset: str, count: int, timeout: float) -> list
         time.sleep(1)
 
 
-def watchers_running(env: AirflowEnv, names: list[str], timeout: float = 240) -> None:
-    """Until every named asset's watcher trigger is assigned to a running triggerer."""
-    deadline = time.monotonic() + timeout
-    while True:
-        rows = env.query(
-            "SELECT a.name FROM asset a JOIN asset_watcher w ON w.asset_id = a.id "
-            "JOIN trigger t ON t.id = w.trigger_id WHERE t.triggerer_id IS NOT NULL"
-        )
-        running = {name for (name,) in rows}
-        if set(names) <= running:
-            return
-        if time.monotonic() > deadline:
-            raise AirflowEnvError(f"watchers not running within {timeout}s: {sorted(set(names) - running)}")
-        time.sleep(1)
-
-
 def insert_day(dsn: str, day: str) -> None:
-    with _pg(dsn) as cur:
+    with pg_cursor(dsn) as cur:
         cur.execute("INSERT INTO days VALUES (%s)", (day,))
 
 
@@ -306,7 +266,7 @@ def test_ten_watchers_on_one_condition_poll_it_once_per_cycle(
     assert per_cycle <= 1.2, (len(polls), cycles, polls)
     assert len(polls) >= cycles * 0.7, (len(polls), cycles)  # it does poll
     # One new value: every watcher reports it once, each to its own asset.
-    with _pg(dsn) as cur:
+    with pg_cursor(dsn) as cur:
         cur.execute("INSERT INTO shared_value VALUES ('v1')")
     for name in names:
         seen = wait_events(env, name, 1, timeout=120)
@@ -321,7 +281,7 @@ def test_every_value_reports_a_burst_of_3_in_one_insert_as_3_events_in_order(
     env, dsn = airflow_env, condition_dsn
     watchers_running(env, ["wt_burst"])
     days = ["2026-01-02", "2026-01-03", "2026-01-04"]
-    with _pg(dsn) as cur:
+    with pg_cursor(dsn) as cur:
         cur.execute("INSERT INTO burst_days VALUES (%s), (%s), (%s)", days)
     wait_events(env, "wt_burst", len(days), timeout=120)
     time.sleep(2 * 4 + COMMIT_DELAY_SECONDS)  # a duplicate or a late event would show by now

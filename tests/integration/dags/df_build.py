@@ -12,7 +12,7 @@ import datetime as dt
 from typing import Any
 
 from df_scenarios import COMMON, GROUPS, MODES, SCENARIOS, Scenario  # noqa: F401 (GROUPS: re-exported)
-from df_sensors import CHECKS_DIR, ScriptedSensor
+from df_sensors import CHECKS_DIR, ScriptedSensor, count_late
 
 from airflow_smart_ext.sensors import BackoffSqlSensor
 
@@ -27,6 +27,8 @@ def _timedeltas(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def _sensor(scenario: Scenario, mode: str) -> None:
     kwargs = _timedeltas({**COMMON, **scenario.kwargs, **MODES[mode]})
+    if "due" in kwargs:  # a due time: its alerts are counted (df_sensors.count_late)
+        kwargs["on_late"] = count_late
     key = f"{mode}.{scenario.name}"
     if scenario.sensor == "sql":
         BackoffSqlSensor(

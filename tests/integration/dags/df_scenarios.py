@@ -19,6 +19,8 @@ MODES: dict[str, dict[str, Any]] = {
     "zero_worker": {"deferrable": True},  # start_from_trigger default: in the triggerer where allowed
 }
 ORACLE = "poke"
+#: The suffix of a cell's late-alert counter (``<key>`` + it, beside its checks): one line per ``on_late`` call.
+LATE_SUFFIX = ".late"
 
 #: Defaults of every scenario's sensor (a row's ``kwargs`` override them). Seconds.
 #: ``timeout`` 90: a wait that succeeds must not meet its deadline on a loaded machine. Reschedule mode needs a
@@ -89,6 +91,9 @@ SCENARIOS: list[Scenario] = [
         {"poke_interval": 40, "max_wait": 40, "jitter": "none", "splay": 0, "timeout": 90},
         action="clear",
     ),
+    # A due time 2 s after the run's start instant (run_after; 2.11: its logical date) passes mid-wait or before
+    # the first check: the wait says once that it is late (``on_late`` counted: ``late_alerts``), then succeeds.
+    Scenario("late_then_true", "FFFT", {"due": {"after": 2}}),
     Scenario("kill_triggerer", "FFFFFT", {"timeout": 120}, group="kill", action="kill_triggerer"),
     Scenario("mapped", mapped=("T", "FFX")),
 ]

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from df_scenarios import LATE_SUFFIX
+
 from airflow_smart_ext.compat.locations import AirflowSkipException, PokeReturnValue
 from airflow_smart_ext.sensors import BackoffSensor
 
@@ -70,6 +72,11 @@ class ScriptedSensor(BackoffSensor):
         if step == "W":
             return (CLEARED_DIR / self.key).exists()
         return False
+
+
+def count_late(context: Any) -> None:
+    """``on_late`` of a scenario with a due time: counts the alert under the cell's key."""
+    record_check(context["task"].key + LATE_SUFFIX)
 
 
 def counted_status(row: Any) -> Any:

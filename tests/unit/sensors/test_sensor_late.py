@@ -95,6 +95,8 @@ def test_a_late_wait_says_so_once_at_the_first_check_due_after_its_due_time_then
     assert late["check"] == 3 and late["late_by_seconds"] == 25.0 and late["late_by"] == "25s"
     assert late["wait"] == "dag.task" and late["last_outcome"] == "condition not met"
     assert late["due"] == units.iso(START + 45)
+    # a poke or reschedule wait is not a Waits row: its link is the task instance's own page
+    assert late["link"].endswith(compat.web_urls.task_page_url("", "dag", late["run_id"], "task", -1)), late
     assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("Late:")] == [
         f"Late: dag.task was due at {late['due']} (45s after data_interval_end) and is 25s late; check #3: "
         "condition not met. Waiting on to the timeout."
@@ -292,6 +294,7 @@ def test_a_deferred_wait_is_told_late_once_by_its_triggers_late_event_then_defer
     (late,) = alerts.told
     assert late["check"] == 3 and late["late_by"] == "25s" and late["due"] == units.iso(START + 45)
     assert late["wait"] == "dag.task" and late["last_outcome"] == "condition not met"
+    assert late["link"].endswith("/smart-ext/waits?dag_id=dag&late=true"), late  # its DAG's late Waits rows
     assert again["trigger"]["late_told"] is True and again["resume"]["late_told"] is True
     # Same schedule, same deadline: the trigger continues after check #3.
     assert again["trigger"]["after"] == 3 and again["trigger"]["deadline"] == first["trigger"]["deadline"]

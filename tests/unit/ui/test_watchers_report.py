@@ -161,8 +161,7 @@ def test_the_view_filters_watchers_by_connection_and_sensor_class() -> None:
             [sql, sensor],
             TRIGGERERS,
             NOW,
-            conn_id=conn_id,
-            sensor_class=sensor_class,
+            WaitsQuery(conn_id=conn_id, sensor_class=sensor_class),
         )
         assert {row["watcher"] for row in report["watchers"]} == names, (conn_id, sensor_class)
 
@@ -226,3 +225,72 @@ def test_a_watchers_last_check_is_read_beside_its_watermark() -> None:
     report = add_watchers(build_report([], WaitsQuery(), NOW), [recorded], TRIGGERERS, NOW)
     page = waits_page.render_waits(report, WaitsQuery(), lambda r: "/x")
     assert "transient error (ConnectionRefusedError) x7" in page and "Last outcome" in page
+
+
+# --- a watcher's due time (issue 45): late since which due time, told or not, or its next due time --------
+
+DUE_FORM = {
+    "at": "14:00",
+    "after": None,
+    "lag": 0,
+    "timezone": "UTC",
+    "calendar": None,
+    "reference": "data_interval_end",
+}
+TODAY_DUE = NOW - 800  # Monday 2026-09-21 14:00 UTC
+
+
+def _due_watcher(name: str, record: dict[str, Any] | None, due: Any = DUE_FORM) -> LiveWatcher:
+    from airflow_smart_ext.wait_model.absence import LATE_KEY_SUFFIX
+
+    kwargs = _kwargs(state_key=name, **({} if due is None else {"due": due, "on_late": []}))
+    watcher = _watcher(name, kwargs=kwargs)
+    state = {} if record is None else {watcher.state_key + LATE_KEY_SUFFIX: record}
+    return LiveWatcher(**{**watcher.__dict__, "state": state})
+
+
+def _record(**fields: Any) -> dict[str, Any]:
+    from airflow_smart_ext.wait_model.absence import AbsenceRecord
+
+    return AbsenceRecord(**{"since": NOW - 2 * 86400, **fields}).to_record()
+
+
+def test_a_watchers_due_time_late_told_or_not_met_or_next() -> None:
+    watchers = [
+        _due_watcher("told", _record(told=TODAY_DUE)),
+        _due_watcher("not_yet_told", _record(told=TODAY_DUE - 86400)),
+        _due_watcher("met", _record(landed=TODAY_DUE - 3600)),
+        _due_watcher("begun_after", _record(since=TODAY_DUE + 60)),
+        _due_watcher("no_record", None),
+        _due_watcher("no_due", None, due=None),
+    ]
+    report = add_watchers(build_report([], WaitsQuery(), NOW), watchers, TRIGGERERS, NOW)
+    rows = {row["watcher"]: row for row in report["watchers"]}
+    due = {
+        name: (row["due"], row["due_in"], row["late_by"], row["late_alerted"]) for name, row in rows.items()
+    }
+    today, tomorrow = "2026-09-21T14:00:00.000+00:00", "2026-09-22T14:00:00.000+00:00"
+    assert due == {
+        "told": (today, None, 800.0, True),
+        "not_yet_told": (today, None, 800.0, False),
+        "met": (tomorrow, 86400 - 800.0, None, None),
+        "begun_after": (tomorrow, 86400 - 800.0, None, None),
+        "no_record": (tomorrow, 86400 - 800.0, None, None),
+        "no_due": (None, None, None, None),
+    }
+    assert rows["told"]["due_rule"] == "14:00 UTC on each day" and rows["no_due"]["due_rule"] is None
+    assert report["summary"]["late_watchers"] == 2
+    asked = WaitsQuery(late=True)
+    late = add_watchers(build_report([], asked, NOW), watchers, TRIGGERERS, NOW, asked)
+    assert sorted(row["watcher"] for row in late["watchers"]) == ["not_yet_told", "told"]
+    page = waits_page.render_waits(late, WaitsQuery(late=True), lambda r: "/x")
+    assert "2 watchers are past the due time and still waiting" in page
+    assert page.count("late by 800s") == 2 and "(alert sent)" in page and "(alert at its next check)" in page
+    from airflow_smart_ext.waits import render_text  # the CLI's table
+
+    table = render_text(late)
+    assert table.count("LATE by 800s") == 2 and "(alerted)" in table and "(alert due)" in table
+    assert "!! 2 watchers past their due time without a new value !!" in table
+    broken = _due_watcher("broken", None, due={"at": "25:00"})
+    (row,) = watcher_rows([broken], TRIGGERERS, NOW)
+    assert row["due_rule"] == "unreadable due time" and row["due"] is None
