@@ -5,9 +5,12 @@ test_watcher_late_live.py). On the virtual clock, over ten days of a US calendar
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
+import logging
 import re
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -16,6 +19,7 @@ import pytest
 from airflow_smart_ext import clock as seam
 from airflow_smart_ext import compat, units
 from airflow_smart_ext.timetables import DueTime
+from airflow_smart_ext.triggers import log_lines, watcher_lateness
 from airflow_smart_ext.triggers.condition_watcher import ConditionWatcher
 from airflow_smart_ext.wait_model.absence import (
     LATE_KEY_SUFFIX,
@@ -39,6 +43,7 @@ NEW_YORK = datetime.timezone(datetime.timedelta(hours=-5))  # EST: every day of 
 #: 09:30 New York on each US business day (START is Tuesday 2023-11-14 17:13 New York).
 DUE = DueTime("09:30", country="US", timezone="America/New_York")
 DAY = 86400.0
+LOG = logging.getLogger(__name__)
 
 LANDED: list[tuple[float, str]] = []  # (epoch, value): what the sensor sees from then on
 TOLD: list[dict[str, Any]] = []
@@ -265,3 +270,44 @@ def test_before_3_3_a_watchers_due_time_fails_at_parse_naming_the_version(
     monkeypatch.setattr(compat.asset_watchers, "ASSET_STATE_STORE_SUPPORTED", False)
     with pytest.raises(WatcherArgumentError, match=r"needs Airflow >= 3\.3 .* Use a BackoffSensor with due="):
         late_watcher(None)
+
+
+def hanging_alert(context: dict[str, Any]) -> None:
+    RELEASE.wait(30)  # a webhook that does not answer
+
+
+RELEASE = threading.Event()
+
+
+async def test_a_hung_callback_never_holds_the_watcher_and_is_given_up_at_its_time_limit(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On the real clock (the virtual one stops while a thread is busy): the alert is said at once and its
+    callbacks run beside the watcher; a callback over its time limit is abandoned, logged, and the record then
+    says the alert is done."""
+    monkeypatch.setattr(watcher_lateness, "CALLBACK_TIME_LIMIT_SECONDS", 0.3)
+    RELEASE.clear()
+    store = StateStore("trades")
+    accessors = list(store._by_name.values())
+    lateness = watcher_lateness.WatcherLateness(
+        DUE,
+        [f"{__name__}.hanging_alert", f"{__name__}.record_late"],
+        "trades",
+        "k",
+        ["trades"],
+        accessors,
+        LOG,
+    )
+    lateness.record = AbsenceRecord(since=ny(14, 9), rule=due_rule_key(DUE))
+    await lateness.checked(3, None, ny(15, 9, 31))  # the deciding check of Wednesday 09:30
+    (alert,) = lateness._alerts
+    assert not alert.done() and TOLD == []  # the check returned while its first callback still hangs
+    assert store.rows[("trades", "k#late")]["telling"] is True
+    try:
+        await asyncio.wait_for(alert, 5)
+    finally:
+        RELEASE.set()
+    assert [told["due"] for told in TOLD] == [units.iso(ny(15, 9, 30))]  # the next callback still ran
+    assert store.rows[("trades", "k#late")]["telling"] is False
+    await log_lines.flushed()
+    assert f"on_late callback {__name__}.hanging_alert failed" in caplog.text
