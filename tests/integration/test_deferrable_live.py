@@ -212,7 +212,10 @@ def test_a_deferred_late_wait_says_so_once_through_a_triggerer_kill_and_succeeds
     # The trigger found it late (a check in the triggerer), unless check #0 on a worker already did.
     assert late["check"] == 0 or "Trigger finished: status=late" in log, log[-3000:]
     history = env.state_history(dag_id, run_id, "wait")
-    assert history.count("deferred") >= 2 and history[-1] == "success", history
+    # Deferred again after a late event; check #0 on a worker that already said it defers once (a loaded
+    # machine starts the task after the due time: seen in CI on 2.11.2).
+    deferrals = 1 if late["check"] == 0 and "Trigger finished: status=late" not in log else 2
+    assert history.count("deferred") >= deferrals and history[-1] == "success", (history, late["check"])
 
 
 # ---------------------------------------------------------------------------- sharing
