@@ -183,7 +183,10 @@ def test_happy_path_has_no_worker_phase_where_supported(scenario: Scenario, name
         assert TRIGGER_CHECK_RE.search(log), log[-3000:]  # each check with its group size
         assert ti["try_number"] == 1
     else:  # 2.11, templated arguments: worker-first, and the task log says why
-        assert "running" in history, history
+        # A fast check #0 can leave "running" unsampled (0.25 s): "queued" is a worker phase too; hostname is a worker's.
+        first_deferral = history.index("deferred") if "deferred" in history else len(history)
+        assert set(WORKER_PHASES) & set(history[:first_deferral]), history
+        assert queued_dttm is not None and hostname, (queued_dttm, hostname)
         assert WORKER_FIRST in log and "does not render templates in the triggerer" in log, log[-3000:]
 
 
@@ -289,7 +292,8 @@ def test_fallbacks_start_on_a_worker_and_say_why(scenario: Scenario) -> None:
             (dag_id, run_id, task_id, map_index),
         )
         assert rows and rows[0][0] == "success", (task_id, rows)
-        assert "running" in env.state_history(dag_id, run_id, task_id, map_index)
+        history = env.state_history(dag_id, run_id, task_id, map_index)
+        assert set(WORKER_PHASES) & set(history), (task_id, history)  # "running" may be too fast to sample
         log = scenario.log("fallbacks", task_id, map_index)
         assert WORKER_FIRST in log, log[-3000:]
     assert "start_from_trigger=False" in scenario.log("fallbacks", "worker_first")
