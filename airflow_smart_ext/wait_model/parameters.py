@@ -372,6 +372,13 @@ SQL_PARAMETERS: tuple[Parameter, ...] = (
 #: Rules across parameters (Airflow's own soft_fail/never_fail rule included).
 RULES: tuple[Rule, ...] = (
     Rule(
+        ("on_late", "due"),
+        lambda callbacks, due: due is not None or not late_callbacks(callbacks),
+        "on_late needs due= (when the data is due, e.g. DueTime('09:30', market='NYSE', "
+        "timezone='America/New_York')): without a due time the wait is never late and on_late is never called; "
+        "got on_late={on_late!r}, due=None",
+    ),
+    Rule(
         ("soft_fail", "never_fail"),
         lambda soft, never: not (soft is True and never is True),
         "soft_fail and never_fail are mutually exclusive (as in Airflow): set at most one of them to True; "

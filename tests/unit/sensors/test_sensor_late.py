@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import re
 from typing import Any
 
 import pytest
@@ -221,6 +222,22 @@ def test_bad_due_time_arguments_fail_at_parse_naming_the_parameter_mapped_too(
             with pytest.raises(ValueError) as mapped:
                 PathSensor.partial(task_id="m").expand(path=["/a"], due=[None, value])
             assert message in str(mapped.value) and "item 1" in str(mapped.value)
+
+
+def test_on_late_without_a_due_time_fails_at_parse_mapped_too() -> None:
+    from airflow import DAG
+
+    never = "on_late needs due= (when the data is due"
+    with pytest.raises(ValueError, match=re.escape(never)):
+        PathSensor(task_id="s", path="/p", due=None, on_late=[print])
+    PathSensor(task_id="s", path="/p", on_late=[])  # no callback: nothing to call
+    due = DueTime("09:30", market="NYSE", timezone="America/New_York").to_dict()
+    with DAG("late_mapped_rule", schedule=None, start_date=datetime.datetime(2026, 1, 1)):
+        partial = PathSensor.partial(task_id="m", on_late=print)  # due= may still come from .expand()
+        with pytest.raises(ValueError) as mapped:
+            partial.expand(path=["/a", "/b"], due=[due, None])
+        assert never in str(mapped.value) and "item 1" in str(mapped.value)
+        PathSensor.partial(task_id="ok", on_late=print).expand(path=["/a"], due=[due])
 
 
 def test_a_mapped_sensor_takes_due_times_in_their_dict_form() -> None:

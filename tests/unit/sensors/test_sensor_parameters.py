@@ -16,7 +16,7 @@ import pytest
 from airflow_smart_ext import compat
 from airflow_smart_ext.sensors import BackoffSqlSensor
 from airflow_smart_ext.wait_model.parameters import RULES, Parameter, Rule, backoff_policy, effective_values
-from tests.unit.wait_model.examples import EXAMPLES, REQUIRED, RULE_EXAMPLES
+from tests.unit.wait_model.examples import COMPANIONS, EXAMPLES, REQUIRED, RULE_EXAMPLES
 
 ROWS: dict[str, Parameter] = {row.name: row for row in BackoffSqlSensor.parameter_table()}
 FORMS = ("plain", "partial", "expand", "expand_kwargs")
@@ -101,7 +101,7 @@ def test_refused_values_are_refused_alike_with_the_tables_message(form: str, nam
     ("name", "value"), [(name, value) for name, (good, _bad) in EXAMPLES.items() for value in good], ids=repr
 )
 def test_accepted_values_are_accepted_alike(form: str, name: str, value: Any) -> None:
-    assert_same_sensor_as_plain(form, {name: value})
+    assert_same_sensor_as_plain(form, {**COMPANIONS.get(name, {}), name: value})
 
 
 def assert_same_sensor_as_plain(form: str, arguments: dict[str, Any]) -> None:

@@ -58,8 +58,15 @@ EXAMPLES: dict[str, tuple[list[Any], list[Any]]] = {
     "hook_params": ([None, {"a": 1}, "{{ params.hook }}"], [[1], "x"]),
 }
 
+#: What an accepted example of a row needs beside it (a rule across rows would refuse it alone).
+COMPANIONS: dict[str, dict[str, Any]] = {"on_late": {"due": DueTime(after=60).to_dict()}}
+
 #: rule names -> (accepted combinations, refused combinations)
 RULE_EXAMPLES: dict[tuple[str, ...], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
+    ("on_late", "due"): (
+        [{"on_late": print, "due": DueTime(after=60)}, {"on_late": [], "due": None}, {"on_late": None}],
+        [{"on_late": [print, len], "due": None}],  # without due=: .partial() leaves it to .expand()
+    ),
     ("soft_fail", "never_fail"): (
         [{"soft_fail": True, "never_fail": False}, {"soft_fail": False, "never_fail": True}],
         [{"soft_fail": True, "never_fail": True}],
