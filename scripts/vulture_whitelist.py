@@ -57,3 +57,5 @@ bad_query  # ui/web_fastapi.py: registered with @app.exception_handler
 # Attributes of Airflow's DbApiHook / LoggingMixin our SQL check sets (conditions/sql.py fetch_first_row)
 _.log_sql
 _._log
+# Read by Airflow's DAG serializer by name (sensors/base.py get_serialized_fields: timetables.due.SERIALIZED_KEY)
+_.smart_ext_due

@@ -256,7 +256,18 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
         """
         known = {**dict(kwargs.get("default_args") or {}), **kwargs}
         cls._check_static_arguments(known, unknown=rule_parameters() - set(known))
-        return CheckedPartial(super().partial(**kwargs), cls, known)
+        return CheckedPartial(super().partial(**late.partial_kwargs(kwargs)), cls, known)
+
+    @property
+    def smart_ext_due(self) -> str | None:
+        """The due time in the serialized DAG (``timetables.due.SERIALIZED_KEY``): the Calendars view reads it."""
+        return late.serialized(self.due)
+
+    @classmethod
+    def get_serialized_fields(cls) -> frozenset[str]:  # Airflow's way to keep an operator's own field
+        from airflow_smart_ext.timetables.due import SERIALIZED_KEY
+
+        return frozenset(super().get_serialized_fields()) | {SERIALIZED_KEY}
 
     @classmethod
     def parameter_table(cls) -> tuple[Parameter, ...]:

@@ -29,6 +29,24 @@ def due_time(due: Any) -> DueTime | None:
     return due_time_arg(due)
 
 
+def serialized(due: DueTime | None) -> str | None:
+    """The sensor's due time as its serialized DAG keeps it (``DueTime`` is imported only for one)."""
+    if due is None:
+        return None
+    from airflow_smart_ext.timetables.due import serialized_due
+
+    return serialized_due(due)
+
+
+def partial_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """A mapped sensor's ``.partial()`` arguments with a ``DueTime`` in its dict form, which the serialized DAG
+    keeps as it is (Airflow stores an unknown object as its repr) and the constructor takes alike."""
+    due = kwargs.get("due")
+    if due is None or isinstance(due, Mapping):
+        return dict(kwargs)
+    return {**kwargs, "due": due.to_dict()}
+
+
 def deferrable_problem(due: Any, deferrable: bool, own_deferral: str | None) -> str | None:
     """Why a sensor with these arguments cannot have a due time (None: it can): a deferral of the subclass's
     own (its trigger is not ours, so nothing would say the wait is late)."""

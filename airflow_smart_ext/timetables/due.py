@@ -18,6 +18,7 @@ A due time is computed from the run each time it is needed, never remembered; it
 from __future__ import annotations
 
 import datetime
+import json
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 
 #: The run instants a due time may count from (each a key of the task's context).
 REFERENCES = ("data_interval_end", "data_interval_start", "logical_date")
+#: A sensor's key in the serialized DAG holding its due time (:func:`serialized_due`): the Calendars view reads it.
+SERIALIZED_KEY = "smart_ext_due"
 _ONE_DAY = datetime.timedelta(days=1)
 _AT = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?$")
 _KEYS = ("at", "after", "lag", "timezone", "calendar", "reference")
@@ -142,6 +145,11 @@ class DueTime:
             lag=lag + 1,  # from the day before a day: the first business day on or after that day, then T+lag
             lag_calendar=self._business or EveryDay(),
         )
+
+    @property
+    def timezone(self) -> datetime.tzinfo:
+        """The zone of ``at`` and of the business days (UTC for an ``after=`` offset)."""
+        return self._zone
 
     @property
     def reference(self) -> str:
@@ -252,3 +260,9 @@ def due_time_arg(due: Any) -> DueTime | None:
         f"due: expected airflow_smart_ext.timetables.DueTime, its dict form (DueTime.to_dict()) or None, "
         f"got {due!r}."
     )
+
+
+def serialized_due(due: DueTime | None) -> str | None:
+    """A due time as the serialized DAG keeps it (:data:`SERIALIZED_KEY`): its JSON form as text, which Airflow
+    stores unchanged on 2.11 and 3.x (a nested dict would gain its type markers); None: no due time."""
+    return None if due is None else json.dumps(due.to_dict(), sort_keys=True)

@@ -23,6 +23,7 @@ from airflow_smart_ext.calendars import (
 from airflow_smart_ext.calendars.library import library_year
 from airflow_smart_ext.preview import preview
 from airflow_smart_ext.timetables import TIMETABLE_CLASSES, LocalDayTimetable
+from airflow_smart_ext.ui.calendar_due import DueRule, due_rules, run_due_times
 
 __all__ = ["calendar_report", "load_calendars", "month_grid"]
 
@@ -238,6 +239,7 @@ def _empty_report(dag_id: str, error: str | None = None) -> dict[str, Any]:
         "skipped": [],
         "month": {"months": []},
         "notice": None,
+        "due_rules": [],
         "error": error,
     }
 
@@ -276,11 +278,13 @@ def calendar_report(
     start_date: datetime.datetime | None = None,
     end_date: datetime.datetime | None = None,
     previous_runs: Sequence[Mapping[str, Any]] | None = None,
+    due: Sequence[DueRule] = (),
 ) -> dict[str, Any]:
     """One DAG's calendar around ``now``: ``runs`` next runs, the previous runs (``previous_runs``: the DAG's
     stored runs; None: the ``past`` latest scheduled ones), every skipped day with its reason, and the month
-    grid. Times are ISO in the timetable's zone. A calendar that cannot be computed (e.g. holiday data ends)
-    gives a report with ``error`` set instead of raising."""
+    grid. Times are ISO in the timetable's zone. ``due``: the DAG's waits' due times (``due_rules``), each next
+    run with when its data is due by each (``due``: ISO in the rule's zone). A calendar that cannot be computed
+    (e.g. holiday data ends) gives a report with ``error`` set instead of raising."""
     at = _moment(now)
     engine = timetable.engine
     report = _empty_report(dag_id)
@@ -291,6 +295,7 @@ def calendar_report(
         timezone=engine.tz.key,
         partitioned=timetable.partitioned,
         generated_at=at.astimezone(engine.tz).isoformat(),
+        due_rules=[rule.to_dict() for rule in due],
     )
 
     def allowed(day: datetime.date) -> bool:  # as preview: the bounds apply to the data interval's start
@@ -307,7 +312,11 @@ def calendar_report(
         return report
     computed = result["previous"] + result["next"]
     report["next_runs"] = [
-        {**{k: v for k, v in run.items() if k != "skipped_before"}, "note": _note(timetable, run)}
+        {
+            **{k: v for k, v in run.items() if k != "skipped_before"},
+            "note": _note(timetable, run),
+            "due": run_due_times(run, due),
+        }
         for run in result["next"]
     ]
     report["previous_runs"] = (
@@ -395,6 +404,7 @@ def load_calendars(
                 start_date=_epoch_date(dag.get("start_date")),
                 end_date=_epoch_date(dag.get("end_date")),
                 previous_runs=previous.get(dag_id, []),
+                due=due_rules(dag),
             )
         except Exception as err:  # stored by another release with arguments this one refuses: say so, go on
             report = _empty_report(dag_id, f"cannot read its timetable: {type(err).__name__}: {err}")

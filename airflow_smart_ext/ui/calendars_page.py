@@ -2,8 +2,9 @@
 
 Pure: one ``<section class="calendar" data-dag-id=...>`` per DAG inside ``#calendars`` with its month grid
 (cells classed business / holiday / weekend / closed, run, today; the reason in ``title``), its next runs,
-previous runs and skipped days. Every value is HTML-escaped; links leave a frame with ``target="_top"`` (on
-Airflow 3.1+ the page is shown inside the UI's iframe, where ``FRAME_LINKS_SCRIPT`` hands them to the UI).
+previous runs and skipped days; with its waits' due times (``due=``), each next run's "Data due". Every value
+is HTML-escaped; links leave a frame with ``target="_top"`` (on Airflow 3.1+ the page is shown inside the UI's
+iframe, where ``FRAME_LINKS_SCRIPT`` hands them to the UI).
 """
 
 from __future__ import annotations
@@ -74,13 +75,43 @@ def _month(month: Mapping[str, Any]) -> str:
     )
 
 
-def _next_runs(runs: Sequence[Mapping[str, Any]]) -> str:
+def _due_cell(times: Sequence[Mapping[str, Any]]) -> str:
+    """A run's due times: one line per wait with ``due=`` (its task id, then when, or why not)."""
+    lines = []
+    for due in times:
+        when = (
+            _time(due["due"]) if due.get("due") else f'<span class="error">{_text(due.get("error"))}</span>'
+        )
+        lines.append(f'<div data-task-id="{_text(due["task_id"])}">{_text(due["task_id"])}: {when}</div>')
+    return f'<td class="due">{"".join(lines)}</td>'
+
+
+def _next_runs(runs: Sequence[Mapping[str, Any]], with_due: bool) -> str:
     rows = [
         f'<tr data-day="{_text(run.get("day"))}"><td>{_text(run.get("weekday"))} {_text(run.get("day"))}</td>'
-        f"<td>{_interval(run)}</td><td>{_time(run.get('run_after'))}</td><td>{_text(run.get('note'))}</td></tr>"
+        f"<td>{_interval(run)}</td><td>{_time(run.get('run_after'))}</td>"
+        + (_due_cell(run.get("due") or []) if with_due else "")
+        + f"<td>{_text(run.get('note'))}</td></tr>"
         for run in runs
     ]
-    return _table("next-runs", ("Day D", "Data interval", "Runs at", "Note"), rows, "no next run")
+    headers = ("Day D", "Data interval", "Runs at", *(("Data due",) if with_due else ()), "Note")
+    return _table("next-runs", headers, rows, "no next run")
+
+
+def _due_rules(rules: Sequence[Mapping[str, Any]]) -> str:
+    """Each wait's due time in words (``due=``), or why it cannot be read."""
+    items = "".join(
+        f'<li data-task-id="{_text(rule["task_id"])}"><strong>{_text(rule["task_id"])}</strong>: '
+        + (
+            _text(rule["rule"])
+            if rule.get("rule")
+            else f'<span class="error">{_text(rule.get("error"))}</span>'
+        )
+        + "</li>"
+        for rule in rules
+    )
+    intro = '<p class="muted">Data due (<code>due=</code>), in each rule&#39;s own zone:</p>'
+    return f'{intro}<ul class="due-rules">{items}</ul>'
 
 
 def _previous_runs(runs: Sequence[Mapping[str, Any]], base_url: str) -> str:
@@ -128,9 +159,11 @@ def _section(report: Mapping[str, Any], base_url: str) -> str:
         tables = "".join(_month(m) for m in month["months"])
         parts.append(f'<div class="months">{tables}</div>')
     if not report.get("error"):
+        rules = report.get("due_rules") or []
         parts += [
             "<h3>Next runs</h3>",
-            _next_runs(report["next_runs"]),
+            *([_due_rules(rules)] if rules else []),
+            _next_runs(report["next_runs"], with_due=bool(rules)),
             "<h3>Previous runs</h3>",
             _previous_runs(report["previous_runs"], base_url),
             "<h3>Skipped days</h3>",

@@ -625,6 +625,11 @@ def test_calendars_page_shows_next_runs_and_a_skipped_holiday(
                 e => e.textContent.trim()),
             weekdays: Array.from(s.querySelectorAll('table.month thead th:first-child')).map(
                 e => e.textContent.trim()),
+            due: Array.from(s.querySelectorAll('table.next-runs tr[data-day] td.due')).map(
+                cell => Object.fromEntries(Array.from(cell.querySelectorAll('div[data-task-id]')).map(
+                    e => [e.dataset.taskId, e.querySelector('time')?.getAttribute('datetime') ?? null]))),
+            rules: Array.from(s.querySelectorAll('ul.due-rules li[data-task-id]')).map(
+                e => [e.dataset.taskId, e.textContent.trim()]),
         };
         """,
         f"section[data-dag-id='{CALENDAR}']",
@@ -638,6 +643,22 @@ def test_calendars_page_shows_next_runs_and_a_skipped_holiday(
     noted = f"after {_dag_module().EXTRA_HOLIDAY:%a %Y-%m-%d}: extra holiday"
     assert any(noted in note for note in section["notes"]), section
     assert section["weekdays"] and all(first == "Mon" for first in section["weekdays"]), section
+    # each next run says when its waits' data is due, read from the serialized DAG (the mapped task's too):
+    # 09:30 New York on the timetable's own calendar is on the next run's day, never on the extra holiday
+    rules = dict(section["rules"])
+    assert set(rules) == {"never_runs", "never_runs_mapped"}, section
+    assert "07:00 Europe/London" in rules["never_runs_mapped"] and "(T+1)" in rules["never_runs_mapped"], (
+        rules
+    )
+    assert len(section["due"]) == len(section["next"]), section
+    new_york, london = ZoneInfo("America/New_York"), ZoneInfo("Europe/London")
+    for index, due in enumerate(section["due"]):
+        trades = dt.datetime.fromisoformat(due["never_runs"]).astimezone(new_york)
+        assert (trades.hour, trades.minute) == (9, 30) and trades.date() != _dag_module().EXTRA_HOLIDAY, due
+        if index + 1 < len(section["next"]):
+            assert trades.date().isoformat() == section["next"][index + 1], (index, section)
+        prices = dt.datetime.fromisoformat(due["never_runs_mapped"]).astimezone(london)
+        assert (prices.hour, prices.minute) == (7, 0) and prices.weekday() < 5, due
     screenshot(admin, ui_env, "calendars", tmp_path)
 
     # the form keeps what was asked, and the JSON link opens the same answer in a new tab (on 3.x from

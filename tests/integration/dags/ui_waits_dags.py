@@ -109,7 +109,21 @@ with _dag(
     "ui_open_calendar",
     schedule=BusinessDaysTimetable(country="US", extra_holidays=[EXTRA_HOLIDAY], timezone="UTC"),
 ):
-    BackoffSqlSensor(task_id="never_runs", conn_id=CONN_ID, sql="SELECT 1", **WAIT)
+    # Their due times, on the page's next runs: 09:30 New York on the timetable's own calendar (so each run's
+    # data is due on the next run's day), and a mapped task's 07:00 London T+1 given in its .partial().
+    BackoffSqlSensor(
+        task_id="never_runs",
+        conn_id=CONN_ID,
+        sql="SELECT 1",
+        due=DueTime("09:30", country="US", extra_holidays=[EXTRA_HOLIDAY], timezone="America/New_York"),
+        **WAIT,
+    )
+    BackoffSqlSensor.partial(
+        task_id="never_runs_mapped",
+        conn_id=CONN_ID,
+        due=DueTime("07:00", country="GB", timezone="Europe/London", lag=1),
+        **WAIT,
+    ).expand(sql=["SELECT 1"])
 
 if (
     compat.asset_watchers.ASSET_WATCHERS_SUPPORTED

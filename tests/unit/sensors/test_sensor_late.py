@@ -5,6 +5,7 @@ DAG parse (mapped tasks too), naming the parameter."""
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import re
 from typing import Any
@@ -456,3 +457,29 @@ def test_a_sensor_that_defers_on_its_own_cannot_have_a_due_time_at_parse() -> No
         with pytest.raises(ValueError, match=message):
             own.partial(task_id="m", deferrable=True, due=DueTime(after=60))
         own(task_id="ok", target_time=datetime.time(10), due=DueTime(after=60))  # poke mode: fine
+
+
+def test_the_due_time_travels_in_the_serialized_dag_and_airflow_reads_it_back() -> None:
+    """The Calendars view reads a sensor's due time from its serialized DAG: the field Airflow keeps
+    (``get_serialized_fields``), which its own deserialization (scheduler, API server) still reads."""
+    from airflow import DAG
+
+    try:
+        from airflow.serialization.serialized_objects import DagSerialization as Serialization
+    except ImportError:  # Airflow < 3.2
+        from airflow.serialization.serialized_objects import SerializedDAG as Serialization
+
+    from airflow_smart_ext.timetables.due import SERIALIZED_KEY
+
+    due = DueTime("09:30", market="NYSE", timezone="America/New_York")
+    with DAG("late_serialized", schedule=None, start_date=datetime.datetime(2026, 1, 1)) as dag:
+        PathSensor(task_id="plain", path="/p", due=due)
+        PathSensor(task_id="none", path="/p")
+        PathSensor.partial(task_id="mapped", due=due).expand(path=["/a"])
+    stored = json.loads(json.dumps(Serialization.to_dict(dag)))  # as the metadata DB keeps it
+    tasks = {task.get("__var", task)["task_id"]: task.get("__var", task) for task in stored["dag"]["tasks"]}
+    assert DueTime.from_dict(json.loads(tasks["plain"][SERIALIZED_KEY])) == due
+    assert SERIALIZED_KEY not in tasks["none"]
+    read = Serialization.from_dict(stored)  # Airflow's own reading of it
+    assert json.loads(getattr(read.get_task("plain"), SERIALIZED_KEY)) == due.to_dict()
+    assert read.get_task("mapped").partial_kwargs["due"] == due.to_dict()  # .partial() keeps the dict form

@@ -20,7 +20,8 @@ UTC = datetime.timezone.utc
 DAG_FILE = """
 import datetime
 from airflow_smart_ext.calendars import BusinessCalendar
-from airflow_smart_ext.timetables import BusinessDaysTimetable
+from airflow_smart_ext.sensors import BackoffSqlSensor
+from airflow_smart_ext.timetables import BusinessDaysTimetable, DueTime
 
 try:
     from airflow.sdk import DAG
@@ -30,7 +31,12 @@ except ImportError:  # Airflow 2.11
 START = datetime.datetime(2026, 11, 24, 5, tzinfo=datetime.timezone.utc)
 with DAG("cal_business", schedule=BusinessDaysTimetable(BusinessCalendar(country="US"),
          timezone="America/New_York", delay=datetime.timedelta(hours=6)), start_date=START, catchup=False):
-    pass
+    BackoffSqlSensor(task_id="trades", conn_id="c", sql="SELECT 1", mode="reschedule",
+                     due=DueTime("09:30", market="NYSE", timezone="America/New_York"))
+    BackoffSqlSensor.partial(task_id="prices", conn_id="c", mode="reschedule",
+                             due=DueTime("07:00", country="GB", timezone="Europe/London", lag=1)
+                             ).expand(sql=["SELECT 1", "SELECT 2"])
+    BackoffSqlSensor(task_id="no_due", conn_id="c", sql="SELECT 1", mode="reschedule")
 with DAG("cal_cron", schedule="@daily", start_date=START, catchup=False,
          dagrun_timeout=datetime.timedelta(minutes=90)):
     pass

@@ -17,6 +17,7 @@ from airflow_smart_ext.calendars import BusinessCalendar
 from airflow_smart_ext.timetables import (
     BusinessDaysTimetable,
     DelayedDailyTimetable,
+    DueTime,
     MonthlyBusinessDayTimetable,
 )
 from airflow_smart_ext.ui.calendars_model import WEEKDAYS, calendar_report, week_start
@@ -418,6 +419,69 @@ def test_load_calendars_reads_our_serialized_dags_and_their_latest_runs(calendar
     ]
     assert previous[0]["data_interval_start"] == "2026-11-17T00:00:00-05:00"
     assert previous[0]["path"] == compat.web_urls.dag_page_path("cal_business", "scheduled__1")
+
+
+def test_each_next_run_says_when_its_waits_data_is_due_from_the_stored_dag(calendars_db: None) -> None:
+    from airflow.utils.session import create_session
+
+    from airflow_smart_ext.ui.calendars_model import load_calendars
+
+    with create_session() as session:
+        (report,) = load_calendars(session, ["cal_business"], NOW, 3, past=0)
+    assert report["error"] is None and json.loads(json.dumps(report)) == report
+    rules = {rule["task_id"]: rule for rule in report["due_rules"]}
+    assert set(rules) == {"trades", "prices"}, (
+        rules
+    )  # no_due has none; the mapped task's .partial(due=) counts
+    assert rules["trades"]["rule"] == (
+        "the first 09:30 America/New_York on a NYSE business day at or after data_interval_end"
+    )
+    assert rules["prices"]["timezone"] == "Europe/London" and "(T+1)" in rules["prices"]["rule"]
+    due = {run["day"]: {d["task_id"]: d["due"] for d in run["due"]} for run in report["next_runs"]}
+    # by hand: day D's interval ends at D+1 00:00 New York (05:00 London); NYSE is shut on Thanksgiving
+    # (Thu 11-26) and at the weekend; the GB rule is 07:00 London on the first business day, then one more
+    assert due == {
+        "2026-11-24": {"trades": "2026-11-25T09:30:00-05:00", "prices": "2026-11-26T07:00:00+00:00"},
+        "2026-11-25": {"trades": "2026-11-27T09:30:00-05:00", "prices": "2026-11-27T07:00:00+00:00"},
+        "2026-11-27": {"trades": "2026-11-30T09:30:00-05:00", "prices": "2026-12-01T07:00:00+00:00"},
+    }
+    page = render_calendars([report], "", CalendarsQuery())
+    assert "<th>Data due</th>" in page and page.count('<td class="due">') == 3
+    assert '<div data-task-id="trades">trades: <time datetime="2026-11-25T09:30:00-05:00">' in page
+    assert '<li data-task-id="prices"><strong>prices</strong>: the first 07:00 Europe/London' in page
+
+
+def test_a_stored_due_time_this_release_cannot_read_is_said_and_the_others_still_shown() -> None:
+    from airflow_smart_ext.timetables.due import SERIALIZED_KEY, serialized_due
+    from airflow_smart_ext.ui.calendar_due import due_rules
+
+    good = serialized_due(DueTime("09:30", market="NYSE", timezone="America/New_York"))
+    dag = {
+        "tasks": [
+            {"__type": "operator", "__var": {"task_id": "good", SERIALIZED_KEY: good}},
+            {"__type": "operator", "__var": {"task_id": "bad", SERIALIZED_KEY: '{"at": "9:30"}'}},
+            {"__type": "operator", "__var": {"task_id": "plain"}},  # as the previous release stored it
+            {"task_id": "old_layout", SERIALIZED_KEY: good},  # 2.11 may store a task without its type
+        ]
+    }
+    rules = {rule.task_id: rule for rule in due_rules(dag)}
+    assert set(rules) == {"good", "bad", "old_layout"}
+    assert rules["bad"].due is None and "due.at: expected a time of day" in str(rules["bad"].error)
+    report = calendar_report("d", business_timetable(), NOW, runs=2, past=0, due=list(rules.values()))
+    assert [[d["task_id"] for d in run["due"]] for run in report["next_runs"]] == [["good", "old_layout"]] * 2
+    page = render_calendars([report], "", CalendarsQuery())
+    assert '<li data-task-id="bad"><strong>bad</strong>: <span class="error">cannot read its due time' in page
+
+
+def test_a_due_time_beyond_its_holiday_data_is_said_in_its_cell() -> None:
+    from airflow_smart_ext.ui.calendar_due import DueRule
+
+    late = datetime.datetime(2300, 6, 1, tzinfo=UTC)  # past the holidays library's years
+    due = DueRule("t", DueTime("09:30", market="NYSE", timezone="America/New_York"))
+    report = calendar_report("d", DelayedDailyTimetable(), late, runs=1, past=0, due=[due])
+    ((cell,),) = [run["due"] for run in report["next_runs"]]
+    assert cell["due"] is None and "HolidayYearOutOfRange" in cell["error"], cell
+    assert '<span class="error">HolidayYearOutOfRange' in render_calendars([report], "", CalendarsQuery())
 
 
 def test_the_run_link_and_dag_link_point_at_airflows_own_pages() -> None:
