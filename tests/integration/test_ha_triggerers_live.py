@@ -13,7 +13,11 @@ check appends a line with its time and process to its condition's file):
   phase (state history, ``queued_dttm``, ``hostname``), worker-first ones ran on a worker;
 * the killed triggerer's triggers all moved to the survivor, which then checked them (time to reassignment
   printed);
-* no burst after the move: checks per condition per cycle after the move <= before + tolerance.
+* no burst after the move: checks per condition per cycle after the move <= before + tolerance;
+* late data on two triggerers (issue 45): a second DAG's 4 waits (``ha_late``) are due 20 s after their run;
+  each says once that it is late while both triggerers run, then their triggers are handed to the triggerer
+  about to be killed (the trigger row's ``triggerer_id``, as Airflow assigns them) and checked there; after the
+  kill and the take-over none says it again, and each succeeds on try 1.
 """
 
 from __future__ import annotations
@@ -42,8 +46,9 @@ pytestmark = [
     pytest.mark.timeout(900),
 ]
 
-DAG_ID = "ha_waits"
+DAG_ID, LATE_DAG_ID = "ha_waits", "ha_late"
 WAITS, CONDITIONS, INTERVAL = 24, 4, 3.0  # as in ha_dags.py
+LATE_WAITS = 4  # as in ha_dags.py: due 20 s after their run's reference instant
 BEFORE_CYCLES, AFTER_CYCLES = 4, 5
 HEALTH_THRESHOLD = 30.0  # Airflow's default [triggerer] triggerer_health_check_threshold
 WORKER_PHASES = ("queued", "running")
@@ -64,9 +69,14 @@ class Failover:
     last_heartbeat: float = 0.0  # the killed triggerer's last heartbeat (job table), read after the kill
     reassigned_at: float = 0.0
     true_at: float = 0.0
+    late_run_id: str = ""
+    late_moved_at: float = 0.0  # when the late waits' triggers were handed to the triggerer to be killed
 
     def checks(self, condition: int) -> list[dict[str, Any]]:
-        path = self.work / f"c{condition}.checks.jsonl"
+        return self.lines(f"c{condition}.checks.jsonl")
+
+    def lines(self, name: str) -> list[dict[str, Any]]:
+        path = self.work / name
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
     def triggerer_checks(self, start: float, end: float) -> dict[int, list[float]]:
@@ -100,28 +110,33 @@ def failover(tmp_path_factory: pytest.TempPathFactory) -> Any:
         env.start()
         env.wait_for_dag(DAG_ID)
         env.unpause(DAG_ID)
-        fo = Failover(env, work, env.trigger(DAG_ID))
+        env.wait_for_dag(LATE_DAG_ID)
+        env.unpause(LATE_DAG_ID)
+        fo = Failover(env, work, env.trigger(DAG_ID), late_run_id=env.trigger(LATE_DAG_ID))
 
-        def all_deferred_and_held() -> list[dict[str, Any]]:
-            tis = env.task_instances(DAG_ID, fo.run_id)
+        def deferred_and_held(dag_id: str, run_id: str, count: int) -> list[dict[str, Any]]:
+            tis = env.task_instances(dag_id, run_id)
             ended = [(t["task_id"], t["state"]) for t in tis if t["state"] in ("failed", "up_for_retry")]
             assert not ended, (
                 ended,
-                *(env.task_log(DAG_ID, fo.run_id, task)[-3000:] for task, _ in ended),
+                *(env.task_log(dag_id, run_id, task)[-3000:] for task, _ in ended),
                 # why the executor ended it (a start the API server answered too late: docs/deployment.md)
                 [x for x in env.component_log("scheduler").splitlines() if _START_ERROR.search(x)][-20:],
             )
-            owners = env.trigger_owners()
-            if sum(t["state"] == "deferred" for t in tis) == WAITS and len(owners) == WAITS:
+            owners = [o for o in env.trigger_owners() if o["dag_id"] == dag_id]
+            if sum(t["state"] == "deferred" for t in tis) == count and len(owners) == count:
                 return owners if all(o["component"] for o in owners) else []
             return []
 
-        owners = env.poll(
-            all_deferred_and_held, 300, f"{WAITS} deferred waits held by a triggerer", interval=0.5
+        env.poll(
+            lambda: deferred_and_held(DAG_ID, fo.run_id, WAITS),
+            300,
+            f"{WAITS} deferred waits held by a triggerer",
+            interval=0.5,
         )
         fo.deferred_at = time.time()
         time.sleep((BEFORE_CYCLES + 1) * INTERVAL)  # the first cycle may still be settling: not counted
-        owners = env.trigger_owners()
+        owners = [o for o in env.trigger_owners() if o["dag_id"] == DAG_ID]
         fo.owners_before = {o["task_id"]: o["component"] for o in owners}
         fo.killed, held = collections.Counter(fo.owners_before.values()).most_common(1)[0]
         fo.survivor = next(name for name in env.triggerer_names if name != fo.killed)
@@ -129,6 +144,7 @@ def failover(tmp_path_factory: pytest.TempPathFactory) -> Any:
         print(
             f"\n[ha] before the kill: {dict(collections.Counter(fo.owners_before.values()))}; killing {fo.killed}"
         )
+        _late_waits_told_and_held_by(fo, fo.killed)
 
         fo.killed_at = time.time()
         env.stop_component(fo.killed, crash=True)
@@ -155,12 +171,53 @@ def failover(tmp_path_factory: pytest.TempPathFactory) -> Any:
         time.sleep(AFTER_CYCLES * INTERVAL)
 
         fo.true_at = time.time()
-        for condition in range(CONDITIONS):
-            (work / f"c{condition}.marker").write_text("ok\n")
+        for marker in (*(f"c{condition}" for condition in range(CONDITIONS)), "late"):
+            (work / f"{marker}.marker").write_text("ok\n")
         env.wait_run(DAG_ID, fo.run_id, timeout=300)
+        env.wait_run(LATE_DAG_ID, fo.late_run_id, timeout=300)
         yield fo
     finally:
         env.stop()
+
+
+def _late_waits_told_and_held_by(fo: Failover, triggerer: str) -> None:
+    """Once every late wait has said it is late (one alert each, while both triggerers run) and deferred again,
+    hand their triggers to ``triggerer`` (the one to be killed) as Airflow's own assignment does (the trigger
+    row's ``triggerer_id``), and wait until it checks their condition: the kill then moves them too."""
+    env = fo.env
+
+    def told_and_deferred() -> bool:
+        told = {line["task_id"] for line in fo.lines("late.alerts.jsonl")}
+        owners = [o for o in env.trigger_owners() if o["dag_id"] == LATE_DAG_ID]
+        tis = env.task_instances(LATE_DAG_ID, fo.late_run_id)
+        ended = [(t["task_id"], t["state"]) for t in tis if t["state"] in ("failed", "up_for_retry")]
+        assert not ended, (ended, *(env.task_log(LATE_DAG_ID, fo.late_run_id, t)[-3000:] for t, _ in ended))
+        deferred = sum(t["state"] == "deferred" for t in tis) == LATE_WAITS
+        return len(told) == LATE_WAITS and deferred and len(owners) == LATE_WAITS
+
+    env.poll(told_and_deferred, 240, f"{LATE_WAITS} late waits told and deferred again", interval=0.5)
+    job_id = env.components[triggerer].job_id
+    env.execute(
+        'UPDATE "trigger" SET triggerer_id = %s WHERE id IN (SELECT trigger_id FROM task_instance '
+        "WHERE dag_id = %s AND run_id = %s AND trigger_id IS NOT NULL)",
+        (job_id, LATE_DAG_ID, fo.late_run_id),
+    )
+    fo.late_moved_at = time.time()
+    env.poll(
+        lambda: any(
+            x["at"] > fo.late_moved_at + INTERVAL and fo.runner_pids.get(x["pid"]) == triggerer
+            for x in fo.lines("late.checks.jsonl")
+        ),
+        60,
+        lambda: (
+            f"{triggerer} (job {job_id}, pids {sorted(p for p, n in fo.runner_pids.items() if n == triggerer)}) "
+            f"checking the late waits' condition; their triggers: "
+            f"{[(o['trigger_id'], o['component']) for o in env.trigger_owners() if o['dag_id'] == LATE_DAG_ID]}; "
+            f"the last checks: {fo.lines('late.checks.jsonl')[-4:]}; {triggerer}'s log: "
+            f"{env.component_log(triggerer).splitlines()[-30:]}"
+        ),
+        interval=0.5,
+    )
 
 
 def per_cycle(fo: Failover, start: float, end: float) -> tuple[float, int]:
@@ -245,3 +302,26 @@ def test_no_burst_of_checks_after_the_move(failover: Failover) -> None:
     # per condition per cycle; two in one cycle window only when a check lands late across its boundary.
     assert after[0] <= 1.25, (before, after)
     assert after[1] <= 2, (before, after)
+
+
+def test_late_waits_alert_once_on_two_triggerers_through_a_kill(failover: Failover) -> None:
+    """Due 20 s after their run, each late wait said once that it was late while both triggerers ran; held by
+    the killed triggerer (checking them) and taken over by the survivor, none said it again, and each
+    succeeded on its first try once its condition came true."""
+    fo, env = failover, failover.env
+    alerts = fo.lines("late.alerts.jsonl")
+    assert collections.Counter(line["task_id"] for line in alerts) == {
+        ti["task_id"]: 1 for ti in env.task_instances(LATE_DAG_ID, fo.late_run_id)
+    }, alerts
+    assert all(line["try_number"] == 1 and line["at"] < fo.late_moved_at for line in alerts), alerts
+    for ti in env.task_instances(LATE_DAG_ID, fo.late_run_id):
+        assert ti["state"] == "success" and ti["try_number"] == 1, ti
+    late = fo.lines("late.checks.jsonl")
+    held = [x for x in late if fo.late_moved_at <= x["at"] < fo.killed_at]
+    taken = [x for x in late if fo.reassigned_at <= x["at"] < fo.true_at and x["where"] == "triggerer"]
+    assert held and {fo.runner_pids.get(x["pid"]) for x in held if x["where"] == "triggerer"} >= {fo.killed}
+    assert taken and {fo.runner_pids.get(x["pid"]) for x in taken} == {fo.survivor}, taken
+    print(
+        f"\n[ha] late waits: {len(alerts)} alerts for {LATE_WAITS} waits; checked by {fo.killed} before the kill "
+        f"({len(held)} checks) and by {fo.survivor} after it ({len(taken)} checks)"
+    )

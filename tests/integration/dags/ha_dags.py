@@ -13,10 +13,13 @@ import os
 import tempfile
 
 from airflow import DAG
-from ha_sensors import ConditionFileSensor
+from ha_sensors import ConditionFileSensor, record_late
+
+from airflow_smart_ext.timetables import DueTime
 
 HA_DIR = os.environ.get("SMART_EXT_HA_DIR") or os.path.join(tempfile.gettempdir(), "smart-ext-ha")
 WAITS, CONDITIONS, INTERVAL = 24, 4, 3
+LATE_WAITS, LATE_AFTER = 4, 20  # ha_late: waits due 20 s after their run's reference instant
 
 with DAG(
     dag_id="ha_waits",
@@ -40,5 +43,34 @@ with DAG(
             jitter="none",
             timeout=600,
             retries=2,  # a retry would show as try_number 2: every wait must end on its first try
+            retry_delay=dt.timedelta(seconds=1),
+        )
+
+# Late waits on two triggerers: due LATE_AFTER s after the run's reference instant (a manual run: when it was
+# triggered), so each says once that it is late (record_late) while both triggerers run, then keeps waiting
+# through the kill -9 of the triggerer holding it; zero-worker and worker-first, on a condition of their own.
+with DAG(
+    dag_id="ha_late",
+    schedule=None,
+    start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
+    catchup=False,
+    max_active_tasks=LATE_WAITS,
+    tags=["airflow-smart-ext", "integration"],
+):
+    for number in range(LATE_WAITS):
+        zero_worker = number % 2 == 0
+        ConditionFileSensor(
+            task_id=f"{'zw' if zero_worker else 'wf'}_late_{number:02d}",
+            path=os.path.join(HA_DIR, "late.marker"),
+            counter_path=os.path.join(HA_DIR, "late.checks.jsonl"),
+            deferrable=True,
+            start_from_trigger=None if zero_worker else False,
+            poke_interval=INTERVAL,
+            backoff_factor=1,
+            jitter="none",
+            timeout=600,
+            due=DueTime(after=dt.timedelta(seconds=LATE_AFTER)),
+            on_late=record_late,
+            retries=2,
             retry_delay=dt.timedelta(seconds=1),
         )

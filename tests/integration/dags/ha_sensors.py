@@ -34,3 +34,22 @@ class ConditionFileSensor(BackoffSensor):
         finally:
             os.close(fd)
         return Path(self.path).exists()
+
+
+def record_late(context: Any) -> None:
+    """``on_late`` of the late waits (ha_dags.py ``ha_late``): one JSON line per alert (the task, its try, the
+    pid, the time) appended to ``late.alerts.jsonl`` in the test's folder, so the test counts the alerts."""
+    late = context["late"]
+    line = {
+        "task_id": context["ti"].task_id,
+        "try_number": context["ti"].try_number,
+        "due": late["due"],
+        "pid": os.getpid(),
+        "at": time.time(),
+    }
+    folder = os.path.dirname(context["task"].counter_path)
+    fd = os.open(os.path.join(folder, "late.alerts.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(line) + "\n").encode())
+    finally:
+        os.close(fd)
