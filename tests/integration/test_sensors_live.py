@@ -8,6 +8,7 @@ for the task's seed (parsed from the task log).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import time
@@ -181,6 +182,85 @@ def test_a_late_wait_says_so_once_then_waits_on_and_succeeds(
         # ahead of: it says it once, at or after the due time (above).
         assert index == 0 or announced[index] >= due, (index, announced, due)
         assert all(at < due for i, at in announced.items() if i < index), (index, announced, due)
+
+
+#: A due time of day on three calendars (a DAG file written by the test: the due day is today's, or tomorrow's
+#: when LEAD_SECONDS cross midnight UTC). ``every_day`` and ``make_up`` (its weekday is the calendar's weekend,
+#: but the day is a make-up working day) are due then; ``holiday`` (the day made a holiday) is due a day later.
+DUE_DAYS_DAG = """
+import datetime as dt
+
+from airflow import DAG
+from sn_sensors import FileArrivedSensor, record_late
+
+from airflow_smart_ext.calendars import BusinessCalendar
+from airflow_smart_ext.timetables import DueTime
+
+CALENDARS = {
+    "every_day": None,
+    "holiday": BusinessCalendar(weekend=[], extra_holidays=["<day>"]),
+    "make_up": BusinessCalendar(weekend=[<weekday>], extra_business_days=["<day>"]),
+}
+with DAG("sn_due_days", schedule=None, start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), catchup=False):
+    for name, calendar in CALENDARS.items():
+        FileArrivedSensor(
+            task_id=name,
+            path="{{ dag_run.conf['path'] }}",
+            mode="reschedule",
+            poke_interval=3,
+            max_wait=6,
+            jitter="none",
+            splay=0,
+            timeout=600,
+            due=DueTime("<at>", calendar=calendar),
+            on_late=record_late,
+            retries=2,
+            retry_delay=dt.timedelta(seconds=1),
+        )
+"""
+#: Seconds from writing that DAG file to its due time: parsing it and starting the run on a loaded machine.
+LEAD_SECONDS = 75.0
+
+
+def test_a_due_time_of_day_moves_with_a_holiday_and_stays_on_a_make_up_day(
+    airflow_env: AirflowEnv, tmp_path: Path
+) -> None:
+    env = airflow_env
+    due = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=LEAD_SECONDS)).replace(microsecond=0)
+    source = tmp_path / "sn_due_days.py"
+    text = DUE_DAYS_DAG.replace("<at>", due.strftime("%H:%M:%S")).replace("<day>", due.date().isoformat())
+    source.write_text(text.replace("<weekday>", str(due.weekday())))
+    env.add_dag_file(source)
+    target, told_path = tmp_path / "due.csv", tmp_path / "due.jsonl"
+    run_id = start_run(env, "sn_due_days", {"path": str(target), "late_path": str(told_path)})
+    run = env.dag_run("sn_due_days", run_id)  # a 3.x manual run may have no data interval: its run_after then
+    reference = (run["data_interval_end"] or run["run_after"]).timestamp()
+    assert reference < due.timestamp(), f"the run began after its due time: raise LEAD_SECONDS={LEAD_SECONDS}"
+
+    def told() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in told_path.read_text().splitlines()] if told_path.exists() else []
+
+    deadline = due.timestamp() + 90
+    while {late["wait"] for late in told()} != {"sn_due_days.every_day", "sn_due_days.make_up"}:
+        assert time.time() < deadline, ("no alert of every_day and make_up", told())
+        time.sleep(1)
+    time.sleep(
+        12
+    )  # two more checks of each (max_wait 6 s): the holiday still says nothing, nor again the others
+    target.write_text("id\n1\n")
+    assert env.wait_run("sn_due_days", run_id, timeout=120) == "success"
+
+    alerts = {late["wait"].split(".")[1]: late for late in told()}
+    assert sorted(alerts) == ["every_day", "make_up"] and len(told()) == 2, told()
+    for name, late in alerts.items():
+        assert epoch(late["due"]) == due.timestamp(), (name, late, due)
+        assert late["at"] >= due.timestamp() and late["try_number"] == 1, (name, late)
+        said = sensor_log(env, "sn_due_days", run_id, name).count(f"Late: sn_due_days.{name} was due at ")
+        assert said == 1, (name, said)  # (its rule names the calendar, in parentheses of its own)
+    assert "Late: " not in sensor_log(env, "sn_due_days", run_id, "holiday")
+    for name in ("every_day", "holiday", "make_up"):
+        row = ti_row(env, "sn_due_days", run_id, name)
+        assert row is not None and row["state"] == "success" and row["try_number"] == 1, row
 
 
 def test_mapped_sensor_runs_each_expanded_instance(airflow_env: AirflowEnv, tmp_path: Path) -> None:
