@@ -686,6 +686,42 @@ def test_calendars_page_shows_next_runs_and_a_skipped_holiday(
     assert report["dag_id"] == CALENDAR and len(report["next_runs"]) == 7, body[:500]
 
 
+def test_calendars_page_keeps_a_due_time_local_across_a_clock_change(
+    ui_env: AirflowEnv, admin: WebDriver
+) -> None:
+    """Twelve monthly runs span both of New York's clock changes: each run's data is due at 09:30 New York
+    (on the next NYSE session), at 14:30 UTC in winter and 13:30 UTC in summer."""
+    open_from_nav(admin, ui_env, "Calendars")
+    admin.find_element(By.CSS_SELECTOR, "input[name=dag_id]").send_keys("ui_open_monthly")
+    runs = admin.find_element(By.CSS_SELECTOR, "input[name=runs]")
+    runs.clear()
+    runs.send_keys("12", Keys.ENTER)
+    due = wait_for(
+        "12 monthly runs with their due times",
+        lambda: (
+            cells
+            if len(
+                cells := [
+                    e.get_attribute("datetime")
+                    for e in admin.find_elements(
+                        By.CSS_SELECTOR,
+                        "section[data-dag-id='ui_open_monthly'] td.due div[data-task-id='month_opened'] time",
+                    )
+                ]
+            )
+            == 12
+            else None
+        ),
+        driver=admin,
+    )
+    new_york = ZoneInfo("America/New_York")
+    local = [dt.datetime.fromisoformat(iso).astimezone(new_york) for iso in due]
+    assert all((at.hour, at.minute) == (9, 30) and at.weekday() < 5 for at in local), due
+    utc_hours = {dt.datetime.fromisoformat(iso).astimezone(dt.timezone.utc).hour for iso in due}
+    assert utc_hours == {13, 14}, due  # summer (EDT) and winter (EST): the clock changed between them
+    assert len({(at.year, at.month) for at in local}) == 12, due  # one run a month
+
+
 def test_waits_no_live_triggerer_serves_are_flagged(
     ui_env: AirflowEnv, admin: WebDriver, tmp_path: Path
 ) -> None:

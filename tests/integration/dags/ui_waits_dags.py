@@ -13,7 +13,7 @@ from airflow import DAG
 
 from airflow_smart_ext import compat
 from airflow_smart_ext.sensors import BackoffSqlSensor
-from airflow_smart_ext.timetables import BusinessDaysTimetable, DueTime
+from airflow_smart_ext.timetables import BusinessDaysTimetable, DueTime, MonthlyBusinessDayTimetable
 
 START = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
 CONN_ID = "ui_sqlite"
@@ -124,6 +124,20 @@ with _dag(
         due=DueTime("07:00", country="GB", timezone="Europe/London", lag=1),
         **WAIT,
     ).expand(sql=["SELECT 1"])
+
+# A clock change on the Calendars page: monthly runs span both of New York's (any 8 months hold one), and the
+# month's data is due at 09:30 New York on the next NYSE session either side of it.
+with _dag(
+    "ui_open_monthly",
+    schedule=MonthlyBusinessDayTimetable(n=1, country="US", timezone="America/New_York"),
+):
+    BackoffSqlSensor(
+        task_id="month_opened",
+        conn_id=CONN_ID,
+        sql="SELECT 1",
+        due=DueTime("09:30", market="NYSE", timezone="America/New_York"),
+        **WAIT,
+    )
 
 if (
     compat.asset_watchers.ASSET_WATCHERS_SUPPORTED
