@@ -44,7 +44,7 @@ DAG_FILE = """
 import datetime as dt
 
 from airflow import DAG
-from sn_sensors import FileArrivedSensor, record_late
+from sn_sensors import LATE_WAIT, FileArrivedSensor, record_late
 
 from airflow_smart_ext.timetables import DueTime
 
@@ -52,18 +52,7 @@ MODES = {"reschedule": {"mode": "reschedule"}, "deferrable": {"deferrable": True
 with DAG("due_clock_change", schedule=None, start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)):
     for name, mode in MODES.items():
         FileArrivedSensor(
-            task_id=name,
-            path="{{ dag_run.conf['path'] }}",
-            poke_interval=3,
-            max_wait=6,
-            jitter="none",
-            splay=0,
-            timeout=600,
-            due=DueTime("<at>", timezone="SmartExt/Shift"),
-            on_late=record_late,
-            retries=2,
-            retry_delay=dt.timedelta(seconds=1),
-            **mode,
+            task_id=name, due=DueTime("<at>", timezone="SmartExt/Shift"), on_late=record_late, **LATE_WAIT, **mode
         )
 """
 

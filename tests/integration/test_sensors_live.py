@@ -191,7 +191,7 @@ DUE_DAYS_DAG = """
 import datetime as dt
 
 from airflow import DAG
-from sn_sensors import FileArrivedSensor, record_late
+from sn_sensors import LATE_WAIT, FileArrivedSensor, record_late
 
 from airflow_smart_ext.calendars import BusinessCalendar
 from airflow_smart_ext.timetables import DueTime
@@ -204,18 +204,7 @@ CALENDARS = {
 with DAG("sn_due_days", schedule=None, start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), catchup=False):
     for name, calendar in CALENDARS.items():
         FileArrivedSensor(
-            task_id=name,
-            path="{{ dag_run.conf['path'] }}",
-            mode="reschedule",
-            poke_interval=3,
-            max_wait=6,
-            jitter="none",
-            splay=0,
-            timeout=600,
-            due=DueTime("<at>", calendar=calendar),
-            on_late=record_late,
-            retries=2,
-            retry_delay=dt.timedelta(seconds=1),
+            task_id=name, mode="reschedule", due=DueTime("<at>", calendar=calendar), on_late=record_late, **LATE_WAIT
         )
 """
 #: Seconds from writing that DAG file to its due time: parsing it and starting the run on a loaded machine.

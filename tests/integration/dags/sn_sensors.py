@@ -15,6 +15,18 @@ from typing import Any
 from airflow_smart_ext.sensors import BackoffSensor
 
 POKE_LOG_MARKER = "sn-poke"
+#: A late-data wait of a DAG file a test writes (its due time is the test's): a check at least every 6 s, up to
+#: 10 min; a retry would show as try 2.
+LATE_WAIT: dict[str, Any] = {
+    "path": "{{ dag_run.conf['path'] }}",
+    "poke_interval": 3,
+    "max_wait": 6,
+    "jitter": "none",
+    "splay": 0,
+    "timeout": 600,
+    "retries": 2,
+    "retry_delay": 1,
+}
 
 
 class FileArrivedSensor(BackoffSensor):
