@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS
 
-__all__ = ["dag_context", "parsing_for_a_task"]
+__all__ = ["dag_context", "partial_default_args", "parsing_for_a_task"]
 
 
 def dag_context() -> Any:
@@ -32,3 +32,22 @@ def parsing_for_a_task() -> bool:
     from airflow.utils.dag_parsing_context import get_parsing_context as legacy_parsing_context  # 2.11
 
     return legacy_parsing_context().task_id is not None
+
+
+def partial_default_args(dag: Any = None, task_group: Any = None) -> dict[str, Any]:
+    """The ``default_args`` a mapped task's ``.partial()`` gets from its DAG and task group (those of the DAG
+    being defined when none is given), merged as Airflow merges them; Airflow applies them when it unmaps the
+    task at run time."""
+    if AIRFLOW_V_3_0_PLUS:
+        from airflow.sdk.bases.operator import get_merged_defaults
+        from airflow.sdk.definitions._internal.contextmanager import TaskGroupContext
+
+        dag = dag or dag_context().get_current()
+        group = task_group or (TaskGroupContext.get_current(dag) if dag else None)
+    else:  # 2.11
+        from airflow.models.baseoperator import get_merged_defaults
+        from airflow.utils.task_group import TaskGroupContext as LegacyTaskGroupContext
+
+        dag = dag or dag_context().get_current_dag()
+        group = task_group or (LegacyTaskGroupContext.get_current_task_group(dag) if dag else None)
+    return dict(get_merged_defaults(dag, group, None, None)[0])

@@ -101,6 +101,20 @@ def _backoff_class(cls: type) -> type:
     return mro[mro.index(compat.locations.BaseSensorOperator) - 1]
 
 
+def partial_arguments(sensor_class: type[BackoffSensor], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """What a mapped sensor's ``.partial()`` knows at parse: its arguments over the ``default_args`` of its own
+    and of its DAG and task group (those of this class's parameters: Airflow applies them when it unmaps the
+    task). A DAG's ``on_late`` on a sensor without a due time is only checked to be callables."""
+    rows = {row.name for row in sensor_class.parameter_table()}
+    inherited = compat.dag_parsing.partial_default_args(kwargs.get("dag"), kwargs.get("task_group"))
+    defaults = {**{k: v for k, v in inherited.items() if k in rows}, **dict(kwargs.get("default_args") or {})}
+    known = {**defaults, **kwargs}
+    given = known.get("on_late")
+    if "on_late" not in kwargs and late.on_late_for_the_rule(given, known.get("due"), defaults) is None:
+        known.pop("on_late", None)
+    return known
+
+
 def rule_parameters() -> frozenset[str]:
     """The parameters some rule involves (a ``.partial()`` leaves those it lacks to ``.expand()``)."""
     return frozenset(name for rule in RULES for name in rule.names)

@@ -25,6 +25,7 @@ from airflow_smart_ext.sensors.arguments import (
     backoff_policy_for,
     check_static_arguments,
     deferrable_value,
+    partial_arguments,
     rule_parameters,
 )
 from airflow_smart_ext.sensors.own_deferral import own_deferral_reason
@@ -136,7 +137,7 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
                 "rate_limit": rate_limit,
                 "start_from_trigger": start_from_trigger,
                 "due": due,
-                "on_late": on_late,
+                "on_late": late.on_late_for_the_rule(on_late, due, kwargs.get("default_args") or {}),
             },
         )
         # Airflow's own exponential series never runs: our policy governs every interval, and the attribute
@@ -254,7 +255,7 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
         literal values of ``.expand()`` / ``.expand_kwargs()`` are checked when it is called (values from an
         upstream task's XCom when the task runs).
         """
-        known = {**dict(kwargs.get("default_args") or {}), **kwargs}
+        known = partial_arguments(cls, kwargs)
         cls._check_static_arguments(known, unknown=rule_parameters() - set(known))
         return CheckedPartial(super().partial(**late.partial_kwargs(kwargs)), cls, known)
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import compat, units
 from airflow_smart_ext.ui.pages import waits_link
-from airflow_smart_ext.wait_model.parameters import late_callbacks
+from airflow_smart_ext.wait_model.parameters import PARAMETERS, check_arguments, late_callbacks
 
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
@@ -29,9 +29,24 @@ def due_time(due: Any) -> DueTime | None:
     return due_time_arg(due)
 
 
+def dag_wide_on_late(on_late: Any, due: Any, defaults: Mapping[str, Any]) -> bool:
+    """Whether ``on_late`` is the DAG's (its ``default_args``) on a sensor without a due time: it serves the
+    DAG's sensors that have one, so the rule "on_late needs due=" is not this sensor's to break."""
+    return due is None and on_late is not None and defaults.get("on_late") is on_late
+
+
+def on_late_for_the_rule(on_late: Any, due: Any, defaults: Mapping[str, Any]) -> Any:
+    """``on_late`` as the rule "on_late needs due=" judges it: None for the DAG's callback on a sensor without a
+    due time (:func:`dag_wide_on_late`; still checked to be callables here), else as given."""
+    if not dag_wide_on_late(on_late, due, defaults):
+        return on_late
+    check_arguments(PARAMETERS, {"on_late": on_late}, rules=())
+    return None
+
+
 def serialized(due: DueTime | None) -> str | None:
     """The sensor's due time as its serialized DAG keeps it (``DueTime`` is imported only for one)."""
-    if due is None:
+    if due is None:  # the timetables' engine is imported only for a sensor with a due time
         return None
     from airflow_smart_ext.timetables.due import serialized_due
 
@@ -42,9 +57,11 @@ def partial_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """A mapped sensor's ``.partial()`` arguments with a ``DueTime`` in its dict form, which the serialized DAG
     keeps as it is (Airflow stores an unknown object as its repr) and the constructor takes alike."""
     due = kwargs.get("due")
-    if due is None or isinstance(due, Mapping):
+    if due is None:
         return dict(kwargs)
-    return {**kwargs, "due": due.to_dict()}
+    from airflow_smart_ext.timetables.due import DueTime  # only for a due time given
+
+    return {**kwargs, "due": due.to_dict()} if isinstance(due, DueTime) else dict(kwargs)
 
 
 def deferrable_problem(due: Any, deferrable: bool, own_deferral: str | None) -> str | None:

@@ -48,14 +48,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _stored_due(task: Mapping[str, Any]) -> Any:
-    """The due time's JSON form a serialized task holds (None: none): an unmapped sensor's own field, or a
-    mapped one's ``.partial(due=...)`` (a due time given per mapped task in ``.expand()`` is not one rule)."""
-    text = task.get(SERIALIZED_KEY)
+def _stored_due(task: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The due time's JSON form a serialized task holds (None: none): an unmapped sensor's own field (its JSON
+    text), or a mapped one's ``.partial(due=...)`` (a due time given per mapped task in ``.expand()`` is not
+    one rule). ``TypeError`` for a value of another form, e.g. the repr a previous release stored."""
+    text, partial = task.get(SERIALIZED_KEY), task.get("partial_kwargs")
     if text is not None:
-        return json.loads(text) if isinstance(text, str) else _plain(text)
-    partial = task.get("partial_kwargs")
-    return _plain(partial.get("due")) if isinstance(partial, Mapping) else None
+        stored = json.loads(text) if isinstance(text, str) else text
+    elif isinstance(partial, Mapping) and partial.get("due") is not None:
+        stored = _plain(partial["due"])
+    else:
+        return None
+    if not isinstance(stored, Mapping):
+        raise TypeError(f"not a due time's dict form: {str(stored)[:80]!r} (parse the DAG file again)")
+    return stored
 
 
 def due_rules(dag: Mapping[str, Any]) -> list[DueRule]:

@@ -8,8 +8,8 @@ mode and deferrable (zero-worker where Airflow allows it, else worker-first), ar
 ``AFTER_CHANGE`` seconds after the change, on a run that starts before it.
 
 Proven: each says once that it is late, for the due time at that local time in the new offset (a computation
-in the run's own offset, -05:00, would make it an hour later; in UTC, hours off), within a check of it, and
-succeeds on try 1.
+in the run's own offset, -05:00, would make it an hour later; in UTC, hours off), within a minute of it (a
+check at least every 6 s; a deferrable wait's alert is a worker's), and succeeds on try 1.
 """
 
 from __future__ import annotations

@@ -241,6 +241,34 @@ def test_on_late_without_a_due_time_fails_at_parse_mapped_too() -> None:
         PathSensor.partial(task_id="ok", on_late=print).expand(path=["/a"], due=[due])
 
 
+def test_a_dags_on_late_in_default_args_serves_its_sensors_with_a_due_time_and_burdens_no_other() -> None:
+    from airflow import DAG
+
+    due = DueTime("09:30", market="NYSE", timezone="America/New_York")
+    start = datetime.datetime(2026, 1, 1)
+    with DAG("late_default_on_late", schedule=None, start_date=start, default_args={"on_late": print}):
+        with_due = PathSensor(task_id="with_due", path="/p", due=due)
+        without = PathSensor(task_id="without", path="/p")  # the DAG's callback: no due time, nothing to call
+        PathSensor.partial(task_id="mapped").expand(path=["/a"], due=[due.to_dict(), None])
+    assert with_due.on_late is print and without.due is None
+    bad = DAG("late_default_bad", schedule=None, start_date=start, default_args={"on_late": "slack"})
+    with bad, pytest.raises(ValueError, match="on_late must be a callable"):  # still checked
+        PathSensor(task_id="s", path="/p")
+    # the DAG's due time reaches a mapped task when Airflow unmaps it: its own on_late needs nothing more
+    with DAG("late_default_due", schedule=None, start_date=start, default_args={"due": due.to_dict()}):
+        PathSensor.partial(task_id="m", on_late=print).expand(path=["/a", "/b"])
+
+
+def test_a_due_time_from_an_upstream_task_is_left_to_run_time() -> None:
+    from airflow import DAG
+    from airflow.models.xcom_arg import XComArg
+
+    with DAG("late_xcom_due", schedule=None, start_date=datetime.datetime(2026, 1, 1)):
+        upstream = PathSensor(task_id="upstream", path="/p")
+        mapped = PathSensor.partial(task_id="m", due=XComArg(upstream)).expand(path=["/a"])
+    assert isinstance(mapped.partial_kwargs["due"], XComArg)
+
+
 def test_a_mapped_sensor_takes_due_times_in_their_dict_form() -> None:
     from airflow import DAG
 

@@ -462,11 +462,16 @@ def test_a_stored_due_time_this_release_cannot_read_is_said_and_the_others_still
             {"__type": "operator", "__var": {"task_id": "bad", SERIALIZED_KEY: '{"at": "9:30"}'}},
             {"__type": "operator", "__var": {"task_id": "plain"}},  # as the previous release stored it
             {"task_id": "old_layout", SERIALIZED_KEY: good},  # 2.11 may store a task without its type
+            {"task_id": "a_list", SERIALIZED_KEY: "[1, 2]"},
+            # a mapped task stored by the previous release: its .partial(due=DueTime(...)) as the object's repr
+            {"task_id": "old_mapped", "partial_kwargs": {"due": "DueTime(the first 09:30 UTC on a day ...)"}},
         ]
     }
     rules = {rule.task_id: rule for rule in due_rules(dag)}
-    assert set(rules) == {"good", "bad", "old_layout"}
+    assert set(rules) == {"good", "bad", "old_layout", "a_list", "old_mapped"}
     assert rules["bad"].due is None and "due.at: expected a time of day" in str(rules["bad"].error)
+    for unreadable in ("a_list", "old_mapped"):
+        assert "not a due time's dict form" in str(rules[unreadable].error), rules[unreadable]
     report = calendar_report("d", business_timetable(), NOW, runs=2, past=0, due=list(rules.values()))
     assert [[d["task_id"] for d in run["due"]] for run in report["next_runs"]] == [["good", "old_layout"]] * 2
     page = render_calendars([report], "", CalendarsQuery())
