@@ -44,10 +44,10 @@ def partial_default_args(dag: Any = None, task_group: Any = None) -> dict[str, A
 
         dag = dag or dag_context().get_current()
         group = task_group or (TaskGroupContext.get_current(dag) if dag else None)
-    else:  # 2.11
-        from airflow.models.baseoperator import get_merged_defaults
-        from airflow.utils.task_group import TaskGroupContext as LegacyTaskGroupContext
+        return dict(get_merged_defaults(dag, group, None, None)[0])
+    from airflow.models.baseoperator import get_merged_defaults as legacy_merged_defaults  # 2.11
+    from airflow.utils.task_group import TaskGroupContext as LegacyTaskGroupContext
 
-        dag = dag or dag_context().get_current_dag()
-        group = task_group or (LegacyTaskGroupContext.get_current_task_group(dag) if dag else None)
-    return dict(get_merged_defaults(dag, group, None, None)[0])
+    dag = dag or dag_context().get_current_dag()
+    group = task_group or (LegacyTaskGroupContext.get_current_task_group(dag) if dag else None)
+    return dict(legacy_merged_defaults(dag, group, None, None)[0])
