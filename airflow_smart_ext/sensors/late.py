@@ -32,7 +32,8 @@ def due_time(due: Any) -> DueTime | None:
 def dag_wide_on_late(on_late: Any, due: Any, defaults: Mapping[str, Any]) -> bool:
     """Whether ``on_late`` is the DAG's (its ``default_args``) on a sensor without a due time: it serves the
     DAG's sensors that have one, so the rule "on_late needs due=" is not this sensor's to break."""
-    return due is None and on_late is not None and defaults.get("on_late") is on_late
+    inherited = defaults.get("on_late")
+    return due is None and on_late is not None and (inherited is on_late or inherited == on_late)
 
 
 def on_late_for_the_rule(on_late: Any, due: Any, defaults: Mapping[str, Any]) -> Any:

@@ -246,11 +246,11 @@ def test_a_dags_on_late_in_default_args_serves_its_sensors_with_a_due_time_and_b
 
     due = DueTime("09:30", market="NYSE", timezone="America/New_York")
     start = datetime.datetime(2026, 1, 1)
-    with DAG("late_default_on_late", schedule=None, start_date=start, default_args={"on_late": print}):
+    with DAG("late_default_on_late", schedule=None, start_date=start, default_args={"on_late": [print]}):
         with_due = PathSensor(task_id="with_due", path="/p", due=due)
         without = PathSensor(task_id="without", path="/p")  # the DAG's callback: no due time, nothing to call
         PathSensor.partial(task_id="mapped").expand(path=["/a"], due=[due.to_dict(), None])
-    assert with_due.on_late is print and without.due is None
+    assert with_due.on_late == [print] and without.due is None
     bad = DAG("late_default_bad", schedule=None, start_date=start, default_args={"on_late": "slack"})
     with bad, pytest.raises(ValueError, match="on_late must be a callable"):  # still checked
         PathSensor(task_id="s", path="/p")
