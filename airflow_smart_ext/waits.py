@@ -46,6 +46,8 @@ def _served_by(wait: Mapping[str, Any]) -> str:
     served = wait["served_by"]
     if wait["unserved_reason"] is not None:
         return "NOT SERVED !"
+    if wait.get("worker_host"):  # a check running in a worker (poke mode)
+        return f"worker@{wait['worker_host']}"
     if served is None:
         return "-"
     host = f"@{served['hostname']}" if served["hostname"] else ""
@@ -59,13 +61,18 @@ def _task(wait: Mapping[str, Any]) -> str:
     return wait["task_id"] + (f"[{wait['map_index']}]" if wait["map_index"] >= 0 else "")
 
 
+# late_alerted: sent, due at the next check, or not known (a worker-side wait: its task's log says)
+_ALERTED = {True: "alerted", False: "alert due", None: "alert: see its log"}
+
+
 def _due(wait: Mapping[str, Any]) -> str:
     """When its data is due (``due=``) and, still waiting after it, how late (and whether it alerted)."""
     if wait.get("due") is None:
         return "-"
     if wait.get("late_by") is None:
         return f"{_cell(wait['due'])} ({_when(wait['due_in'])})"
-    alerted = "alerted" if wait.get("late_alerted") else "alert due"
+    told = wait.get("late_alerted")
+    alerted = _ALERTED[None if told is None else bool(told)]
     return f"{_cell(wait['due'])} LATE by {units.duration_text(wait['late_by'])} ({alerted})"
 
 
@@ -79,7 +86,7 @@ def render_text(report: Mapping[str, Any]) -> str:
             wait["path"],
             _short(wait["condition"], CONDITION_WIDTH),
             str(wait["shared_with"]),
-            str(wait["checks_made"]),
+            _cell(wait["checks_made"]),
             _served_by(wait),
             # an unserved wait is checked only once a triggerer takes it, whatever its schedule says
             *(
@@ -239,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from airflow.utils.session import create_session
 
         from airflow_smart_ext.conditions.runtime import connection_rate_limit
-        from airflow_smart_ext.ui.waits_source import load_live_waits, load_triggerers
+        from airflow_smart_ext.ui.waits_source import load_live_waits, load_triggerers, load_worker_waits
         from airflow_smart_ext.ui.watchers_source import load_watchers
 
         with create_session() as session:
@@ -247,7 +254,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             watchers = load_watchers(session)
             now = clock.now()
             triggerers = load_triggerers(session, now)
-    report = build_report(waits, query, now, connection_rate_limit(None), triggerers)
+            workers = load_worker_waits(session, None)
+    report = build_report(waits, query, now, connection_rate_limit(None), triggerers, workers)
     add_watchers(report, watchers, triggerers, now, query)
     print(json.dumps(report, indent=2) if args.json else render_text(report), end="\n" if args.json else "")
     return 0

@@ -78,6 +78,7 @@ FILE_SECONDS = {
     "test_watcher_late_live.py": 190,
     "test_ha_triggerers_live.py": 160,
     "test_due_clock_change_live.py": 170,
+    "test_watcher_clock_change_live.py": 230,
     "test_watcher_exactly_once_live.py": 125,
     "test_zero_worker_live.py": 120,
     "test_upgrade_live.py": 120,

@@ -6,13 +6,20 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from airflow_smart_ext.compat import partitions
 from airflow_smart_ext.compat.versions import AIRFLOW_V_3_0_PLUS, AIRFLOW_V_3_2_PLUS
 
-__all__ = ["dag_run_after", "dag_run_columns", "dag_run_logical_date", "latest_serialized_dags", "stored_dag"]
+__all__ = [
+    "dag_run_after",
+    "dag_run_columns",
+    "dag_run_logical_date",
+    "latest_serialized_dag_hashes",
+    "latest_serialized_dags",
+    "stored_dag",
+]
 
 
 def dag_run_logical_date() -> Any:
@@ -33,21 +40,15 @@ def dag_run_after() -> Any:
     return null()
 
 
-def latest_serialized_dags(
-    session: Any, dag_ids: Collection[str] | None, classpaths: Collection[str] | None = None
+def _latest_serialized(
+    columns: Sequence[Any], dag_ids: Collection[str] | None, classpaths: Collection[str] | None
 ) -> Any:
-    """(dag_id, stored JSON, compressed JSON) of each live DAG's latest serialized version (columns only: no
-    ORM object, no DAG deserialized; :func:`stored_dag` reads them). 3.x keeps every version (the highest
-    ``version_number`` is the latest) and marks deleted DAGs stale; 3.2+ also stores the timetable's class
-    path, so with ``classpaths`` only DAGs of those timetables are read. 2.11: one row per DAG, deleted DAGs
-    inactive."""
+    """A query of ``columns`` of each live DAG's latest serialized version (see :func:`latest_serialized_dags`)."""
     from airflow.models.dag import DagModel
     from airflow.models.serialized_dag import SerializedDagModel as Serialized
     from sqlalchemy import func, select
 
-    query = select(Serialized.dag_id, Serialized._data, Serialized._data_compressed).join(
-        DagModel, DagModel.dag_id == Serialized.dag_id
-    )
+    query = select(*columns).join(DagModel, DagModel.dag_id == Serialized.dag_id)
     if AIRFLOW_V_3_0_PLUS:
         from airflow.models.dag_version import DagVersion
 
@@ -70,7 +71,30 @@ def latest_serialized_dags(
         query = query.where(DagModel.is_active.is_(True))
     if dag_ids is not None:
         query = query.where(Serialized.dag_id.in_(list(dag_ids)))
-    return session.execute(query.order_by(Serialized.dag_id))
+    return query.order_by(Serialized.dag_id)
+
+
+def latest_serialized_dags(
+    session: Any, dag_ids: Collection[str] | None, classpaths: Collection[str] | None = None
+) -> Any:
+    """(dag_id, stored JSON, compressed JSON) of each live DAG's latest serialized version (columns only: no
+    ORM object, no DAG deserialized; :func:`stored_dag` reads them). 3.x keeps every version (the highest
+    ``version_number`` is the latest) and marks deleted DAGs stale; 3.2+ also stores the timetable's class
+    path, so with ``classpaths`` only DAGs of those timetables are read. 2.11: one row per DAG, deleted DAGs
+    inactive."""
+    from airflow.models.serialized_dag import SerializedDagModel as Serialized
+
+    columns = (Serialized.dag_id, Serialized._data, Serialized._data_compressed)
+    return session.execute(_latest_serialized(columns, dag_ids, classpaths))
+
+
+def latest_serialized_dag_hashes(session: Any, dag_ids: Collection[str]) -> dict[str, str]:
+    """Each live DAG's latest serialized version's ``dag_hash``, by DAG id (the same rows as
+    :func:`latest_serialized_dags`, without the JSON: what a reader that caches per version asks first)."""
+    from airflow.models.serialized_dag import SerializedDagModel as Serialized
+
+    query = _latest_serialized((Serialized.dag_id, Serialized.dag_hash), dag_ids, None)
+    return {dag_id: dag_hash for dag_id, dag_hash in session.execute(query)}
 
 
 def stored_dag(stored: Any, compressed: bytes | None) -> Mapping[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from airflow_smart_ext import units
-from airflow_smart_ext.ui import airflow_style
+from airflow_smart_ext.ui import airflow_style, worker_rows
 from airflow_smart_ext.ui.waits_report import DEFAULT_LIMIT, SORTS, WaitsQuery
 from airflow_smart_ext.ui.web_common import FRAME_LINKS_SCRIPT
 from airflow_smart_ext.wait_model import last_check
@@ -81,6 +81,8 @@ def _served_by(row: Mapping[str, Any]) -> str:
     placed = f'<br><span class="muted">{placed}</span>' if placed else ""
     if reason is not None:
         return f'<span class="over">not served</span><br>{_text(reason)}' + placed
+    if row.get("worker_host"):  # a check running in a worker (poke mode)
+        return f"a worker on {_text(row['worker_host'])}"
     if served is None:
         return '<span class="muted">unknown</span>' + placed
     age = served["heartbeat_age"]
@@ -95,6 +97,8 @@ def _served_by(row: Mapping[str, Any]) -> str:
 def _next_check(row: Mapping[str, Any]) -> str:
     """An unserved wait is checked only once a triggerer takes it: its schedule is not when that happens."""
     estimate = "" if row.get("next_check_exact", True) else '<br><span class="muted">(estimate)</span>'
+    if row["path"] == worker_rows.WORKER and row["next_check"] is None:
+        return '<span class="muted">in the worker (its own poke_interval)</span>'
     if row["unserved_reason"] is None:
         return _when(row["next_check"], row["next_check_in"]) + estimate
     planned = f"<br>{_when(row['next_check'], row['next_check_in'])}" if row["next_check"] else ""
@@ -120,18 +124,30 @@ def _last_outcome(row: Mapping[str, Any]) -> str:
     )
 
 
+# late_alerted: sent, said at the next check, or not known (a worker-side wait: its task's log says)
+_ALERTED = {True: "alert sent", False: "alert at its next check", None: "alert: see the task's log"}
+
+
 def _due(row: Mapping[str, Any]) -> str:
     """When its data is due (``due=``), and how late it is while it still waits (alert sent or not yet)."""
     if row.get("due") is None:
         return '<span class="muted">-</span>'
     if row.get("late_by") is None:
         return _when(row["due"], row["due_in"])
-    alerted = "alert sent" if row.get("late_alerted") else "alert at its next check"
+    told = row.get("late_alerted")
+    alerted = _ALERTED[None if told is None else bool(told)]
     return (
         f'{airflow_style.ui_time(row["due"])}<br><span class="over late">late by '
         f"{_text(units.duration_text(row['late_by']))}</span>"
-        f'<br><span class="muted">({alerted})</span>'
+        f'<br><span class="muted">({_text(alerted)})</span>'
     )
+
+
+def _deadline(row: Mapping[str, Any]) -> str:
+    if row["path"] in worker_rows.PATHS:  # a sensor's timeout is not in its serialized task
+        return '<span class="muted">its timeout (not known here)</span>'
+    by = f'<br><span class="muted">({_text(row["deadline_by"])})</span>' if row.get("deadline_by") else ""
+    return _when(row["deadline"], row["deadline_in"]) + by
 
 
 def _wait_row(row: Mapping[str, Any], links: TaskLink) -> str:
@@ -165,11 +181,10 @@ def _wait_row(row: Mapping[str, Any], links: TaskLink) -> str:
         _text(row["path"]),
         f"<code>{_text(row['condition'])}</code>",
         f'<td class="num">{_shared_with(row["shared_with"])}',
-        f'<td class="num">{_text(row["checks_made"])}',
+        f'<td class="num">{_text("-" if row["checks_made"] is None else row["checks_made"])}',
         _served_by(row),
         _next_check(row),
-        _when(row["deadline"], row["deadline_in"])
-        + (f'<br><span class="muted">({_text(row["deadline_by"])})</span>' if row.get("deadline_by") else ""),
+        _deadline(row),
         _due(row),
         _last_outcome(row),
     )

@@ -29,6 +29,7 @@ from airflow_smart_ext.ui.trigger_rows import (
     read_wait,
     trigger_paths,
 )
+from airflow_smart_ext.ui.worker_rows import WorkerWait, worker_row
 from airflow_smart_ext.wait_model import last_check, timeline
 
 __all__ = ["SORTS", "WaitsQuery", "build_report"]
@@ -100,6 +101,7 @@ class _Member:
     rate_limit: float | None  # its explicit checks per second on the connection (None: the config's)
     last_check: Mapping[str, Any] | None = None  # the record its task's XCom holds (None: none)
     holder: int | None = None  # the triggerer job holding its trigger row (a check group lives in one)
+    in_worker: bool = False  # a worker-side wait (``worker_rows``): in no check group
 
 
 def _base(wait: LiveWait, triggerers: Triggerers | None, now: float) -> dict[str, Any]:
@@ -110,6 +112,7 @@ def _base(wait: LiveWait, triggerers: Triggerers | None, now: float) -> dict[str
         "map_index": wait.map_index,
         "try_number": wait.try_number,
         "path": trigger_paths()[wait.classpath],
+        "worker_host": None,
         **serving(wait.triggerer_id, wait.holder, wait.trigger_queue, wait.trigger_team, triggerers, now),
     }
 
@@ -212,6 +215,15 @@ def due_columns(
     }
 
 
+def _worker_member(wait: WorkerWait, schedules: Schedules) -> tuple[str, _Member]:
+    """A worker-side wait's own group (it shares no check), its due columns as a trigger row's; whether its
+    alert was sent is not known (``worker_rows``)."""
+    row, due_at = worker_row(wait, schedules.now, schedules.iso)
+    row.update(due_columns(due_at, False, schedules.now, schedules.iso), late_alerted=None)
+    key = f"worker|{wait.dag_id}|{wait.run_id}|{wait.task_id}|{wait.map_index}"
+    return key, _Member(row, False, 0.0, None, in_worker=True)
+
+
 def _matches(row: Mapping[str, Any], query: WaitsQuery) -> bool:
     if query.late and row.get("late_by") is None:
         return False
@@ -241,13 +253,15 @@ def build_report(
     now: float,
     default_rate_limit: float | None = None,
     triggerers: Triggerers | None = None,
+    workers: Iterable[WorkerWait] = (),
 ) -> dict[str, Any]:
     """The Waits view's data, JSON-ready (``generated_at``, ``total``, ``waits``, ``groups``,
     ``connections``, ``summary``). Groups count every wait given (what really shares); the lists show
     the groups and connections of the waits that pass the filters. A connection's ``rate_limit`` is the
     smallest explicit one of its waits, else ``default_rate_limit`` (``runtime.connection_rate_limit(None)``:
     ``[smart_ext] max_checks_per_second_per_connection``; None: no limit). ``triggerers``: who is alive, to
-    say who serves each wait (``serving``; None: not known, ``served_by`` and ``unserved_reason`` are null)."""
+    say who serves each wait (``serving``; None: not known, ``served_by`` and ``unserved_reason`` are null).
+    ``workers``: the waits with a due time whose checks run in a worker (``worker_rows``), a row each."""
     conditions, schedules = Conditions(), Schedules(now)
     members: dict[str, list[_Member]] = {}
     read: list[_Read] = []
@@ -269,6 +283,12 @@ def build_report(
         except _UNREADABLE as err:
             key, member = _unreadable(one.wait, _base(one.wait, triggerers, now), err)
         members.setdefault(key, []).append(member)
+    deferred = {(one.wait.dag_id, one.wait.run_id, one.wait.task_id, one.wait.map_index) for one in read}
+    for worker in workers:
+        if (worker.dag_id, worker.run_id, worker.task_id, worker.map_index) in deferred:
+            continue  # read as deferred, then running (a resume between the two reads): one row
+        key, member = _worker_member(worker, schedules)
+        members.setdefault(key, []).append(member)
     rows: list[dict[str, Any]] = []
     groups: list[dict[str, Any]] = []
     connections: dict[str, dict[str, Any]] = {}
@@ -288,6 +308,8 @@ def build_report(
         if not shown:
             continue
         rows.extend(shown)
+        if group[0].in_worker:
+            continue
         shared = max((member.rate for member in group if member.share), default=0.0)
         shared += sum(member.rate for member in group if not member.share)
         first = group[0].row

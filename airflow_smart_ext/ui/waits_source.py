@@ -16,16 +16,20 @@ import datetime
 import json
 import zlib
 from collections.abc import Collection, Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from airflow_smart_ext import compat, secret_kwargs, units
+from airflow_smart_ext import clock, compat, secret_kwargs, units
 from airflow_smart_ext.conditions import sensor_poke as sensor_check
-from airflow_smart_ext.ui import kwargs_store
+from airflow_smart_ext.ui import calendar_due, kwargs_store, worker_rows
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.ui.trigger_rows import LiveWait, redact_sealed, trigger_paths
 from airflow_smart_ext.wait_model import last_check, timeline
 
-__all__ = ["load_live_waits", "load_triggerers"]
+if TYPE_CHECKING:
+    from airflow_smart_ext.timetables.due import DueTime
+
+__all__ = ["load_live_waits", "load_triggerers", "load_worker_waits"]
 
 _CACHE_SIZE = 50_000  # entries per cache (cleared when full)
 _EPOCH = datetime.datetime(1970, 1, 1)
@@ -102,33 +106,48 @@ def _opened(trigger: tuple[int, Any], stored: str) -> tuple[Mapping[str, Any], M
     return cached  # type: ignore[no-any-return]
 
 
-# (dag_id, hash of the stored JSON text or compressed bytes) -> the DAG's dagrun_timeout in seconds (or None)
-_DAGRUN_TIMEOUTS: dict[tuple[str, int], float | None] = {}
+@dataclass(frozen=True)
+class DagFacts:
+    """What the Waits view reads of a DAG's latest serialized version."""
+
+    dagrun_timeout: float | None = None  # seconds (None: none, or the row cannot be read)
+    due: Mapping[str, DueTime] = field(default_factory=dict)  # task id -> its readable due time (``due=``)
+    reschedule: frozenset[str] = frozenset()  # the ids of its tasks in reschedule mode
 
 
-def _dagrun_timeout(stored: Any, compressed: bytes | None) -> float | None:
-    value = compat.metadata_db.stored_dag(stored, compressed).get("dag", {}).get("dagrun_timeout")
-    return None if value is None else float(value)
+# (dag_id, dag_hash of its latest serialized version) -> what the view reads of that version
+_DAG_FACTS: dict[tuple[str, str], DagFacts] = {}
 
 
-def _dagrun_timeouts(session: Any, dag_ids: Collection[str]) -> dict[str, float | None]:
-    """Each DAG's ``dagrun_timeout`` (seconds) from its latest serialized version, as the scheduler reads it.
-    A row that cannot be read gives None: the wait's own deadline still shows."""
-    found: dict[str, float | None] = {}
+def _read_dag_facts(stored: Any, compressed: bytes | None) -> DagFacts:
+    dag = compat.metadata_db.stored_dag(stored, compressed).get("dag", {})
+    timeout = dag.get("dagrun_timeout")
+    due = {rule.task_id: rule.due for rule in calendar_due.due_rules(dag) if rule.due is not None}
+    return DagFacts(
+        None if timeout is None else float(timeout),
+        due,
+        frozenset(worker_rows.reschedule_task_ids(dag)) if due else frozenset(),
+    )
+
+
+def _dag_facts(session: Any, dag_ids: Collection[str]) -> dict[str, DagFacts]:
+    """Each DAG's ``dagrun_timeout`` (as the scheduler reads it) and its tasks' due times, from its latest
+    serialized version: read once per version (its ``dag_hash``), so a request reads only the versions no
+    earlier one read. A version that cannot be read gives none: the waits' own deadlines still show."""
     if not dag_ids:
-        return found
-    for dag_id, stored, compressed in compat.metadata_db.latest_serialized_dags(session, sorted(dag_ids)):
+        return {}
+    hashes = compat.metadata_db.latest_serialized_dag_hashes(session, sorted(dag_ids))
+    unread = sorted(dag_id for dag_id, dag_hash in hashes.items() if (dag_id, dag_hash) not in _DAG_FACTS)
+    for dag_id, stored, compressed in (
+        compat.metadata_db.latest_serialized_dags(session, unread) if unread else ()
+    ):
         try:
-            if isinstance(stored, Mapping):  # a JSON column the driver already parsed: nothing to cache
-                found[dag_id] = _dagrun_timeout(stored, compressed)
-                continue
-            key = (dag_id, hash(stored if stored is not None else compressed))
-            if key not in _DAGRUN_TIMEOUTS:
-                _remember(_DAGRUN_TIMEOUTS, key, _dagrun_timeout(stored, compressed))
-            found[dag_id] = _DAGRUN_TIMEOUTS[key]
+            facts = _read_dag_facts(stored, compressed)
         except (ValueError, TypeError, AttributeError, OSError, zlib.error):
-            found[dag_id] = None
-    return found
+            facts = DagFacts()
+        if dag_id in hashes:  # (a version stored between the two reads is read again by the next request)
+            _remember(_DAG_FACTS, (dag_id, hashes[dag_id]), facts)
+    return {dag_id: _DAG_FACTS.get((dag_id, dag_hash), DagFacts()) for dag_id, dag_hash in hashes.items()}
 
 
 def _holder(holders: dict[int, Triggerer], row: Any) -> Triggerer | None:
@@ -221,7 +240,7 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
     if readable is not None and len(readable) <= _IN_LIST_LIMIT:
         query = query.where(TaskInstance.dag_id.in_(sorted(readable)))
     rows = [row for row in session.execute(query) if readable is None or row.dag_id in readable]
-    timeouts = _dagrun_timeouts(session, {row.dag_id for row in rows})
+    facts = _dag_facts(session, {row.dag_id for row in rows})
     waits = []
     dates: dict[tuple[Any, Any, Any], dict[str, str | None]] = {}  # one dict per run, not per task
     holders: dict[int, Triggerer] = {}  # one per job: the waits of one triggerer share it
@@ -254,10 +273,101 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
                 holder=_holder(holders, row),
                 trigger_queue=getattr(row, "trigger_queue", None),
                 trigger_team=getattr(row, "trigger_team", None),
-                run_deadline=timeline.run_deadline(_epoch(row.run_start), timeouts.get(row.dag_id)),
+                run_deadline=timeline.run_deadline(
+                    _epoch(row.run_start), facts.get(row.dag_id, DagFacts()).dagrun_timeout
+                ),
                 last_check=last_check.read_record(row.last_check),
                 run_after=_epoch(row.run_after),
             )
         )
     kwargs_store.default_store().save()  # what this request decrypted, for the next start
+    return waits
+
+
+def load_worker_waits(session: Any, dag_ids: Collection[str] | None) -> list[worker_rows.WorkerWait]:
+    """Every running or rescheduled task instance of a sensor with a due time (``dag_ids=None``: all DAGs):
+    the waits whose checks run in a worker (``worker_rows``). One scheduled or queued for a check after a
+    reschedule of its try is still waiting (its row must not come and go with each check); one scheduled or
+    queued before any has not begun to. The task instances are read only for the tasks with a due time."""
+    if dag_ids is not None and not dag_ids:
+        return []
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.state import TaskInstanceState
+    from sqlalchemy import and_, select
+
+    between_checks = (
+        TaskInstanceState.UP_FOR_RESCHEDULE,
+        TaskInstanceState.SCHEDULED,
+        TaskInstanceState.QUEUED,
+    )
+    states = TaskInstance.state.in_((TaskInstanceState.RUNNING, *between_checks))
+    readable = None if dag_ids is None else set(dag_ids)
+    in_dags = select(TaskInstance.dag_id).where(states).distinct()
+    facts = _dag_facts(session, [d for (d,) in session.execute(in_dags) if readable is None or d in readable])
+    due_tasks = {(dag_id, task_id) for dag_id, dag in facts.items() for task_id in dag.due}
+    if not due_tasks:
+        return []
+    query = (
+        select(
+            compat.rescheduling.task_instance_id(),
+            TaskInstance.dag_id,
+            TaskInstance.run_id,
+            TaskInstance.task_id,
+            TaskInstance.map_index,
+            TaskInstance.try_number,
+            TaskInstance.state,
+            TaskInstance.start_date,
+            TaskInstance.hostname,
+            TaskInstance.operator,
+            compat.metadata_db.dag_run_logical_date().label("logical_date"),
+            DagRun.data_interval_start,
+            DagRun.data_interval_end,
+            compat.metadata_db.dag_run_after().label("run_after"),
+        )
+        .join(DagRun, and_(DagRun.dag_id == TaskInstance.dag_id, DagRun.run_id == TaskInstance.run_id))
+        .where(states)
+    )
+    if len(due_tasks) <= _IN_LIST_LIMIT:
+        query = query.where(
+            TaskInstance.dag_id.in_(sorted({d for d, _t in due_tasks})),
+            TaskInstance.task_id.in_(sorted({t for _d, t in due_tasks})),
+        )
+    ours = [row for row in session.execute(query) if (row.dag_id, row.task_id) in due_tasks]
+    reschedules = compat.rescheduling.try_reschedules(session, ours)
+    waits = []
+    for row in ours:
+        dag = facts[row.dag_id]
+        key = (row.dag_id, row.run_id, row.task_id, row.map_index)
+        count, first_start, last_date = reschedules.get(key, (0, None, None))
+        waiting = row.state in between_checks
+        if waiting and not count and row.state != TaskInstanceState.UP_FOR_RESCHEDULE:
+            continue  # scheduled or queued for its try's first check: it has not begun to wait
+        started = _epoch(first_start if count else row.start_date)
+        instants = {
+            name: getattr(row, name)
+            for name in ("logical_date", "data_interval_start", "data_interval_end", "run_after")
+            if getattr(row, name) is not None
+        }
+        # reschedule mode as its task says, or as it acts (a deferrable_fallback='reschedule' decided at run time)
+        rescheduling = (
+            row.task_id in dag.reschedule or count > 0 or row.state == TaskInstanceState.UP_FOR_RESCHEDULE
+        )
+        waits.append(
+            worker_rows.WorkerWait(
+                dag_id=row.dag_id,
+                run_id=row.run_id,
+                task_id=row.task_id,
+                map_index=row.map_index,
+                try_number=row.try_number,
+                path=worker_rows.RESCHEDULE if rescheduling else worker_rows.WORKER,
+                sensor_class=row.operator or "",
+                due=dag.due[row.task_id],
+                instants=instants,
+                try_started_at=started if started is not None else clock.now(),
+                # a rescheduled task instance keeps the host of its last check: only a running one is served
+                hostname=(row.hostname or None) if row.state == TaskInstanceState.RUNNING else None,
+                next_check=_epoch(last_date) if waiting else None,
+            )
+        )
     return waits

@@ -60,7 +60,8 @@ def _waits_report(
     waits, now = waits_source.load_live_waits(session, dag_ids), clock.now()
     watchers = watchers_source.load_watchers(session) if assets else []
     triggerers = waits_source.load_triggerers(session, now)
-    report = waits_report.build_report(waits, query, now, connection_rate_limit(None), triggerers)
+    workers = waits_source.load_worker_waits(session, dag_ids)
+    report = waits_report.build_report(waits, query, now, connection_rate_limit(None), triggerers, workers)
     watchers_report.add_watchers(report, watchers, triggerers, now, query)
     return report, query
 

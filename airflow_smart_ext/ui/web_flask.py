@@ -42,10 +42,12 @@ def _waits_report() -> tuple[dict[str, Any], waits_report.WaitsQuery]:
     # A refused filter is answered before any session: a rollback would expire the logged-in user, whom the
     # page's navbar reads.
     query = waits_report.WaitsQuery.from_params(single_params(request.args.items(multi=True)))
+    readable = _readable_dag_ids()
     with create_session() as session:
-        waits, now = waits_source.load_live_waits(session, _readable_dag_ids()), clock.now()
+        waits, now = waits_source.load_live_waits(session, readable), clock.now()
         triggerers = waits_source.load_triggerers(session, now)
-    report = waits_report.build_report(waits, query, now, connection_rate_limit(None), triggerers)
+        workers = waits_source.load_worker_waits(session, readable)
+    report = waits_report.build_report(waits, query, now, connection_rate_limit(None), triggerers, workers)
     return watchers_report.add_watchers(report, [], triggerers, now), query  # 2.11 has no asset watchers
 
 

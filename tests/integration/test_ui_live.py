@@ -3,7 +3,7 @@
 One Airflow for the module with real logins (``AirflowEnv(ui_users=...)``): an admin and a viewer who may
 read only ``ui_open_*`` DAGs. Seven deferrable SQL sensors wait (tests/integration/dags/ui_waits_dags.py):
 three on one condition, one zero-worker, one worker-first, one templated with a connection password, one in
-a DAG the viewer may not read. Chromium logs in on Airflow's own login page and opens our pages from
+a DAG the viewer may not read; and late waits with a due time, deferred and checked in a worker. Chromium logs in on Airflow's own login page and opens our pages from
 Airflow's navigation; the test reads the rendered rows and checks them against the metadata DB: each next
 check is recomputed with ``airflow_smart_ext.backoff`` from the trigger row (not by the page's code).
 
@@ -55,6 +55,9 @@ SECRET = f"ui-pw-{uuid.uuid4().hex}"
 USERS = {"admin": None, "viewer": "ui_open_"}
 OPEN, HIDDEN, CALENDAR = "ui_open_waits", "ui_hidden_waits", "ui_open_calendar"
 LATE = "ui_open_late"  # one wait past its due time (``due=``), alerted, still waiting
+WORKERS, POKE = "ui_open_late_workers", "ui_open_late_poke"  # late waits checked in a worker: no trigger row
+HIDDEN_WORKER = "hidden_reschedule"  # a late reschedule-mode wait of the DAG the viewer may not read
+TRIGGER_PATHS = ("worker-first", "zero-worker")  # the deferred waits' rows (the others: checked in a worker)
 CONSUMER, WATCHED_ASSET, WATCHER = "ui_open_consumer", "ui_orders", "ui_orders_loaded"  # 3.x: a watcher
 SHARED = {"shared_1", "shared_2", "shared_3"}
 VAR_PAIR = {
@@ -101,7 +104,7 @@ def wait_alerted_late(env: AirflowEnv, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         (state, try_number) = env.query(
-            "SELECT state, try_number FROM task_instance WHERE dag_id = %s", (LATE,)
+            "SELECT state, try_number FROM task_instance WHERE dag_id = %s AND task_id = 'late'", (LATE,)
         )[0]
         assert state not in TERMINAL_TI_STATES, settled_log(env, LATE, "late")
         log = env.task_log(LATE, _run_id(env, LATE), "late", try_number)
@@ -111,6 +114,50 @@ def wait_alerted_late(env: AirflowEnv, timeout: float = 180) -> None:
             return
         time.sleep(0.5)
     raise AssertionError(f"{LATE} did not say it is late within {timeout}s: {settled_log(env, LATE, 'late')}")
+
+
+def late_workers(env: AirflowEnv) -> dict[tuple[str, str], str]:
+    """The late waits checked in a worker -> their path in the view. The poke-mode one holds an executor slot
+    while it waits: not beside 2.11's SequentialExecutor on SQLite (one task at a time, in the scheduler's
+    loop), where it would stop every other task; CI runs this file in the PostgreSQL pass (LocalExecutor)."""
+    waits = {(WORKERS, "late_reschedule"): "reschedule", (POKE, "late_poke"): "worker"}
+    if env.executor == "SequentialExecutor":
+        del waits[POKE, "late_poke"]
+    return waits
+
+
+def wait_workers_late(env: AirflowEnv, timeout: float = 180) -> None:
+    """Until the worker-side late waits said they are late in their logs (a check in the worker), the
+    reschedule-mode ones after at least one reschedule; fail at once when one ends."""
+    tasks = set(late_workers(env)) | {(HIDDEN, HIDDEN_WORKER)}
+    deadline, said = time.monotonic() + timeout, set()
+    while time.monotonic() < deadline:
+        for dag_id, task_id in sorted(tasks - said):
+            rows = env.query(
+                "SELECT state, try_number FROM task_instance WHERE dag_id = %s AND task_id = %s",
+                (dag_id, task_id),
+            )
+            if not rows:
+                continue
+            state, try_number = rows[0]
+            assert state not in TERMINAL_TI_STATES, settled_log(env, dag_id, task_id)
+            log = env.task_log(dag_id, _run_id(env, dag_id), task_id, try_number)
+            if "Late: " in log and (task_id == "late_poke" or state == "up_for_reschedule"):
+                said.add((dag_id, task_id))
+        if said == tasks:
+            return
+        time.sleep(0.5)
+    missing = {
+        (dag_id, task_id): (
+            env.query(
+                "SELECT state, try_number FROM task_instance WHERE dag_id = %s AND task_id = %s",
+                (dag_id, task_id),
+            ),
+            settled_log(env, dag_id, task_id)[-3000:],
+        )
+        for dag_id, task_id in sorted(tasks - said)
+    }
+    raise AssertionError(f"worker-side waits that did not say they are late within {timeout}s: {missing}")
 
 
 def settled_log(env: AirflowEnv, dag_id: str, task_id: str, try_number: int = 1) -> str:
@@ -160,11 +207,12 @@ def ui_env() -> Iterator[AirflowEnv]:
         if env.is_airflow3:  # Airflow runs a watcher only for an asset of an unpaused DAG
             env.wait_for_dag(CONSUMER)
             env.unpause(CONSUMER)
-        for dag_id in (OPEN, HIDDEN, LATE):
+        for dag_id in {OPEN, HIDDEN, LATE} | {dag_id for dag_id, _task in late_workers(env)}:
             start_run(env, dag_id)
         env.grant_ui_dag_access()
         wait_deferred(env, len(OPEN_TASKS) + len(HIDDEN_TASKS))
         wait_alerted_late(env)
+        wait_workers_late(env)
         wait_held(env)
         yield env
     finally:
@@ -325,9 +373,10 @@ def test_waits_page_from_airflow_navigation(ui_env: AirflowEnv, admin: WebDriver
     assert status == 200, body[:500]
     assert SECRET not in body
     report = json.loads(body)
+    deferred = [w for w in report["waits"] if w["path"] in TRIGGER_PATHS]
     assert {w["task_id"] for w in report["waits"] if w["dag_id"] == OPEN} == OPEN_TASKS
-    assert {w["conn_id"] for w in report["waits"]} == {"ui_sqlite"}
-    for wait in report["waits"]:
+    assert {w["conn_id"] for w in deferred} == {"ui_sqlite"}
+    for wait in deferred:
         served = wait["served_by"]
         assert served is not None and wait["unserved_reason"] is None, wait
         assert served["job_id"] == owners[(wait["dag_id"], wait["task_id"])] and served["hostname"], wait
@@ -336,7 +385,7 @@ def test_waits_page_from_airflow_navigation(ui_env: AirflowEnv, admin: WebDriver
     groups = {g["sharing_key_hash"]: g["tasks"] for g in report["groups"]}
     assert groups[ours["shared_1"]["sharingKey"]] == 3, report["groups"]
     # The open DAG's dagrun_timeout (30 min) ends its waits before their own 1 h timeout; the hidden one has none.
-    for wait in report["waits"]:
+    for wait in deferred:
         if wait["dag_id"] == OPEN:
             assert wait["deadline_by"] == "dagrun_timeout", wait
             assert 0 < wait["deadline_in"] <= 30 * 60, wait
@@ -357,17 +406,21 @@ def test_a_late_wait_shows_its_due_time_how_late_and_the_late_count(
     status, body = fetch(admin, base_url(ui_env) + "/smart-ext/api/waits?late=true")
     assert status == 200, body[:500]
     report = json.loads(body)
-    (late,) = report["waits"]  # only the wait past its due time
-    assert (late["dag_id"], late["task_id"]) == (LATE, "late"), report["waits"]
-    assert late["late_alerted"] is True and late["late_by"] > 0 and report["summary"]["late"] == 1, late
+    waits = {(row["dag_id"], row["task_id"]): row for row in report["waits"]}  # only the waits past due
+    late_ones = {(LATE, "late"), (HIDDEN, HIDDEN_WORKER), *late_workers(ui_env)}
+    assert set(waits) == late_ones, report["waits"]
+    late = waits[LATE, "late"]  # a deferred wait: its trigger's check said it is late
+    assert late["late_alerted"] is True and late["late_by"] > 0, late
+    assert report["summary"]["late"] == len(late_ones), report["summary"]
     run = ui_env.dag_run(LATE, _run_id(ui_env, LATE))  # a 3.x manual run may have no data interval
     reference = (run["data_interval_end"] or run["run_after"]).timestamp()
     assert abs(_epoch(late["due"]) - 1 - reference) < 0.002, (late, run)
     everything = json.loads(fetch(admin, base_url(ui_env) + "/smart-ext/api/waits")[1])
-    assert {w["task_id"] for w in everything["waits"] if w["due"] is not None} == {"late"}
+    assert {(w["dag_id"], w["task_id"]) for w in everything["waits"] if w["due"] is not None} == late_ones
     # On the page, as a user filters it: "Late: late only" in the form.
     open_from_nav(admin, ui_env, "Waits")
-    assert "1 wait is past the due time and still waiting" in admin.find_element(By.ID, "late-alert").text
+    alert = admin.find_element(By.ID, "late-alert").text
+    assert f"{len(late_ones)} waits are past the due time and still waiting" in alert, alert
     admin.find_element(By.CSS_SELECTOR, "select[name=late] option[value=true]").click()
     admin.find_element(By.CSS_SELECTOR, "#filters button[type=submit]").click()
     filtered = wait_for(
@@ -376,12 +429,68 @@ def test_a_late_wait_shows_its_due_time_how_late_and_the_late_count(
         driver=admin,
     )
     rows = wait_rows(admin) if filtered else []
-    assert [(r["dagId"], r["taskId"]) for r in rows] == [(LATE, "late")], rows
+    assert {(r["dagId"], r["taskId"]) for r in rows} == late_ones and len(rows) == len(late_ones), rows
     cell = admin.execute_script(
         "return document.querySelector('table#waits tr[data-task-id=\"late\"] .late').parentElement.innerText"
     )
     assert "late by" in cell and "(alert sent)" in cell, cell
     screenshot(admin, ui_env, "waits-late", tmp_path)
+
+
+def test_waits_checked_in_a_worker_show_their_due_time_how_late_and_their_reschedule(
+    ui_env: AirflowEnv, admin: WebDriver
+) -> None:
+    """Poke and reschedule waits have no trigger row: their rows come from their task instances, their
+    reschedules and the due time their DAG's serialized task keeps, checked here against the metadata DB."""
+    expected = late_workers(ui_env)
+    status, body = fetch(admin, base_url(ui_env) + "/smart-ext/api/waits")
+    assert status == 200, body[:500]
+    dags = {dag_id for dag_id, _task in expected}
+    rows = {(r["dag_id"], r["task_id"]): r for r in json.loads(body)["waits"] if r["dag_id"] in dags}
+    assert set(rows) == set(expected), rows
+    for (dag_id, task_id), path in expected.items():
+        row = rows[dag_id, task_id]
+        run = ui_env.dag_run(dag_id, _run_id(ui_env, dag_id))
+        reference = (run["data_interval_end"] or run["run_after"]).timestamp()
+        assert row["path"] == path and row["sensor_class"] == "BackoffSqlSensor", row
+        assert abs(_epoch(row["due"]) - 1 - reference) < 0.002, (row, run)
+        assert row["late_by"] > 0 and row["late_alerted"] is None, row  # its alert is in its log, not here
+        assert row["served_by"] is None and row["sharing_key_hash"] is None and row["deadline"] is None, row
+    host = None
+    if (POKE, "late_poke") in expected:
+        (host,) = ui_env.query("SELECT hostname FROM task_instance WHERE dag_id = %s", (POKE,))[0]
+        assert rows[POKE, "late_poke"]["worker_host"] == host and host, rows[POKE, "late_poke"]
+    rescheduled = rows[WORKERS, "late_reschedule"]
+    # every reschedule date of the task (its checks went on after the page was read: a superset)
+    join = (
+        "ti.id = tr.ti_id"  # 3.x: a try's rows carry its TI id; 2.11: the task's key
+        if ui_env.is_airflow3
+        else "ti.dag_id = tr.dag_id AND ti.run_id = tr.run_id AND ti.task_id = tr.task_id"
+    )
+    dates = ui_env.query_dicts(
+        f"SELECT tr.reschedule_date FROM task_reschedule tr JOIN task_instance ti ON {join} "
+        "WHERE ti.dag_id = %s AND ti.task_id = 'late_reschedule'",
+        (WORKERS,),
+    )
+    assert rescheduled["checks_made"] is None and dates, (rescheduled, dates)  # checks made: not known
+    if rescheduled["next_check"] is not None:  # waiting for its reschedule (not checking in a worker)
+        shown = _epoch(rescheduled["next_check"])  # in milliseconds
+        assert any(abs(shown - row["reschedule_date"].timestamp()) < 0.002 for row in dates), (shown, dates)
+    open_from_nav(admin, ui_env, "Waits")
+    cells = admin.execute_script(
+        "return Object.fromEntries(Array.from(document.querySelectorAll('table#waits tr[data-task-id]'))"
+        ".filter(tr => arguments[0].includes(tr.dataset.dagId)).map(tr => [tr.dataset.taskId, tr.innerText]));",
+        sorted(dags),
+    )
+    assert set(cells) == {task_id for _dag, task_id in expected}, cells
+    for text in cells.values():
+        assert (
+            "late by" in text
+            and "alert: see the task's log" in text
+            and "its timeout (not known here)" in text
+        )
+    if host is not None:
+        assert f"a worker on {host}" in cells["late_poke"] and "in the worker" in cells["late_poke"], cells
 
 
 def watcher_trigger(env: AirflowEnv) -> dict[str, Any]:
@@ -580,10 +689,12 @@ def test_restricted_user_sees_none_of_a_forbidden_dags_waits(ui_env: AirflowEnv)
         open_from_nav(driver, ui_env, "Waits")
         rows = wait_rows(driver)
         assert {r["taskId"] for r in rows if r["dagId"] == OPEN} == OPEN_TASKS, rows
-        assert HIDDEN not in driver.page_source
+        shown_workers = {(r["dagId"], r["taskId"]) for r in rows if r["dagId"] in (WORKERS, POKE)}
+        assert shown_workers == set(late_workers(ui_env)), rows
+        assert HIDDEN not in driver.page_source and HIDDEN_WORKER not in driver.page_source
         status, body = fetch(driver, base_url(ui_env) + "/smart-ext/api/waits")
         assert status == 200, body[:300]
-        assert HIDDEN not in body and OPEN in body
+        assert HIDDEN not in body and HIDDEN_WORKER not in body and OPEN in body
         status, body = fetch(driver, base_url(ui_env) + f"/smart-ext/api/waits?dag_id={HIDDEN}")
         assert HIDDEN not in body or status in (403, 404), (status, body[:300])
     finally:
@@ -734,19 +845,20 @@ def test_waits_no_live_triggerer_serves_are_flagged(
     def all_unserved() -> dict[str, Any] | None:
         status, body = fetch(admin, api)
         report = json.loads(body) if status == 200 else None
-        done = report is not None and report["total"] > 0 and report["summary"]["unserved"] == report["total"]
+        deferred = [w for w in report["waits"] if w["path"] in TRIGGER_PATHS] if report else []
+        done = report is not None and deferred and report["summary"]["unserved"] == len(deferred)
         return report if done else None
 
-    report = wait_for("every wait flagged unserved", all_unserved, timeout=90, driver=admin)
+    report = wait_for("every deferred wait flagged unserved", all_unserved, timeout=90, driver=admin)
     assert report["summary"]["live_triggerers"] == 0, report["summary"]
-    for wait in report["waits"]:
+    for wait in [w for w in report["waits"] if w["path"] in TRIGGER_PATHS]:  # the others need no triggerer
         assert wait["served_by"] is None, wait
         # a graceful stop ends the job (or, on some versions, lets go of its rows)
         assert any(
             words in wait["unserved_reason"] for words in ("has shut down", "is dead", "none is alive")
         ), wait
     open_from_nav(admin, ui_env, "Waits")
-    rows = wait_rows(admin)
+    rows = [r for r in wait_rows(admin) if r["path"] in TRIGGER_PATHS]
     assert {r["taskId"] for r in rows if r["dagId"] == OPEN} == OPEN_TASKS, rows
     assert all(r["unservedReason"] and not r["servedBy"] for r in rows), rows
     flagged = admin.execute_script(

@@ -87,7 +87,28 @@ with _dag("ui_open_late", schedule=None):
         **{**WAIT, "poke_interval": 5, "max_wait": 10},
     )
 
+# Late waits whose checks run in a worker (no trigger row): reschedule mode, and poke mode (it holds one of the
+# executor's slots: the test runs it only beside an executor with more than one). The Waits view shows them
+# from their task instances and their DAG's serialized due times.
+WORKER_WAIT: dict[str, Any] = {
+    **WAIT,
+    "deferrable": False,
+    "poke_interval": 5,
+    "max_wait": 10,
+    "due": DueTime(after=dt.timedelta(seconds=1)),
+}
+with _dag("ui_open_late_workers", schedule=None):
+    BackoffSqlSensor(
+        task_id="late_reschedule", conn_id=CONN_ID, sql="SELECT 0 AS r", mode="reschedule", **WORKER_WAIT
+    )
+
+with _dag("ui_open_late_poke", schedule=None):
+    BackoffSqlSensor(task_id="late_poke", conn_id=CONN_ID, sql="SELECT 0 AS p", mode="poke", **WORKER_WAIT)
+
 with _dag("ui_hidden_waits", schedule=None):
+    BackoffSqlSensor(
+        task_id="hidden_reschedule", conn_id=CONN_ID, sql="SELECT 0 AS h", mode="reschedule", **WORKER_WAIT
+    )
     BackoffSqlSensor(
         task_id="hidden", conn_id=CONN_ID, sql="SELECT 0 AS hidden", start_from_trigger=False, **WAIT
     )

@@ -1,4 +1,5 @@
-"""The Waits view's source reads each DAG's ``dagrun_timeout`` from its stored serialized DAG (a real DB)."""
+"""The Waits view's source reads each DAG's ``dagrun_timeout`` and its tasks' due times from its stored
+serialized DAG (a real DB)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,25 @@ from typing import Any
 import pytest
 
 
-def test_dagrun_timeouts_come_from_the_latest_serialized_dag(calendars_db: Any) -> None:
+def test_dagrun_timeouts_and_due_times_come_from_the_latest_serialized_dag(calendars_db: Any) -> None:
     from airflow.utils.session import create_session
 
     from airflow_smart_ext.ui import waits_source
 
     with create_session() as session:
-        found = waits_source._dagrun_timeouts(session, {"cal_business", "cal_cron", "no_such_dag"})
-        again = waits_source._dagrun_timeouts(session, {"cal_cron"})  # a second read: the same answer
-    assert found == {"cal_business": None, "cal_cron": 90 * 60.0}
-    assert again == {"cal_cron": 90 * 60.0}
+        found = waits_source._dag_facts(session, {"cal_business", "cal_cron", "no_such_dag"})
+        again = waits_source._dag_facts(session, {"cal_cron"})  # a second read: the same answer
+    assert {dag_id: facts.dagrun_timeout for dag_id, facts in found.items()} == {
+        "cal_business": None,
+        "cal_cron": 90 * 60.0,
+    }
+    assert again == {"cal_cron": found["cal_cron"]} and found["cal_cron"].due == {}
+    business = found["cal_business"]
+    assert {task_id: due.timezone.key for task_id, due in business.due.items()} == {
+        "prices": "Europe/London",
+        "trades": "America/New_York",
+    }
+    assert business.reschedule == {"trades", "prices", "no_due"}
 
 
 def test_an_unreadable_serialized_dag_costs_only_its_own_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -26,4 +36,10 @@ def test_an_unreadable_serialized_dag_costs_only_its_own_timeout(monkeypatch: py
     monkeypatch.setattr(
         waits_source.compat.metadata_db, "latest_serialized_dags", lambda session, dag_ids: rows
     )
-    assert waits_source._dagrun_timeouts(None, {"broken", "fine"}) == {"broken": None, "fine": 60.0}
+    hashes = {"broken": "hash-of-broken", "fine": "hash-of-fine"}
+    monkeypatch.setattr(
+        waits_source.compat.metadata_db, "latest_serialized_dag_hashes", lambda session, dag_ids: hashes
+    )
+    found = waits_source._dag_facts(None, {"broken", "fine"})
+    assert {dag_id: facts.dagrun_timeout for dag_id, facts in found.items()} == {"broken": None, "fine": 60.0}
+    assert found["broken"].due == {}
