@@ -7,12 +7,12 @@ import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow_smart_ext import clock, compat
+from airflow_smart_ext import clock, compat, units
 from airflow_smart_ext.conditions import Ending, task_ending
 from airflow_smart_ext.conditions.outcomes import rebuild_error
 from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import error_type_paths
-from airflow_smart_ext.sensors import late, poke_mode
+from airflow_smart_ext.sensors import late, late_record, poke_mode
 from airflow_smart_ext.wait_model import timeline
 from airflow_smart_ext.wait_model.sharing import wait_seed
 
@@ -59,8 +59,13 @@ def defer(
     line, ends = wait.line, wait.deadlines
     due_at = None if sensor.due is None else late.due_epoch(sensor.due, context, started_at)
     if due_at is not None and not late_told:
-        retry = int(getattr(poke_mode.task_instance(context), "try_number", 1) or 1) > 1
-        late_told = timeline.retried_after_due(retry, started_at, due_at) or (
+        recorded = late_record.state(context, units.iso(due_at))
+        if recorded is None:  # no record (before 3.3): a retry after the due time takes it as said
+            retry = int(getattr(poke_mode.task_instance(context), "try_number", 1) or 1) > 1
+            late_told = timeline.retried_after_due(retry, started_at, due_at)
+        else:
+            late_told = recorded == late_record.TOLD
+        late_told = late_told or (
             checked_here and poke_mode.say_if_late(sensor, context, line, after, None, started_at)
         )
     now = clock.now()
@@ -150,7 +155,8 @@ def resume(
     )
     if event.get("due_at") is not None and status in (timeline.LATE_EVENT, "timeout"):
         ti = poke_mode.task_instance(context) or poke_mode.StandInTaskInstance(sensor)
-        if sensor.due is not None:
+        said = late_record.state(context, units.iso(float(event["due_at"]))) == late_record.TOLD
+        if sensor.due is not None and not said:
             poke_mode.say_late(sensor, context, late.resumed_notice(sensor, ti, event))
     if status == timeline.LATE_EVENT and seed is not None:
         # The event's check number may be its sharing group's: the wait's own schedule goes on from now.

@@ -2,7 +2,8 @@
 finds the condition not met, that its wait is late — a WARNING line, the ``smart_ext.sensor.late`` metric and
 its ``on_late`` callbacks (functions or Airflow notifiers, given the task's context plus ``late``) — and goes
 on waiting to its own timeout. The due time is computed from the run (``DueTime``); which check says it is the
-wait model's rule (``Timeline.tells_late``), so nothing is stored between reschedules."""
+wait model's rule (``Timeline.tells_late``), so nothing is stored between reschedules; that a retry's
+earlier try said it is kept in Airflow 3.3's task state store (``late_record``)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_smart_ext import compat, units
+from airflow_smart_ext.sensors import late_record
 from airflow_smart_ext.ui.pages import waits_link
+from airflow_smart_ext.wait_model import timeline
 from airflow_smart_ext.wait_model.parameters import PARAMETERS, check_arguments, late_callbacks
 
 if TYPE_CHECKING:
     from airflow_smart_ext.sensors.protocol import BackoffSensorLike as BackoffSensor
     from airflow_smart_ext.timetables.due import DueTime
-    from airflow_smart_ext.wait_model.timeline import Timeline
 
 
 def due_time(due: Any) -> DueTime | None:
@@ -90,7 +92,7 @@ def notice(
     sensor: BackoffSensor,
     context: Any,
     ti: Any,
-    line: Timeline,
+    line: timeline.Timeline,
     index: int,
     previous: int | None,
     try_started_at: float,
@@ -103,15 +105,22 @@ def notice(
     if due is None:
         return None
     due_at = due_epoch(due, context, try_started_at)
-    retry = int(getattr(ti, "try_number", 1) or 1) > 1
-    if not line.tells_late(index, previous, due_at, now, retry=retry):
+    recorded = late_record.state(context, units.iso(due_at))
+    if recorded == late_record.TOLD:  # this task instance said it (this try or an earlier one)
+        return None
+    resent = recorded == late_record.TELLING  # an alert begun and cut short: said again at a check past due
+    if resent and not timeline.past_due(line.scheduled_at(index), now, due_at):
+        return None
+    # Without a record (before 3.3) a retry that starts after the due time takes its earlier try to have said it.
+    retry = recorded is None and int(getattr(ti, "try_number", 1) or 1) > 1
+    if not resent and not line.tells_late(index, previous, due_at, now, retry=retry):
         return None
     last_outcome = (
         f"failed ({sensor.consecutive_errors} error(s) in a row, ridden out)"
         if sensor.consecutive_errors
         else "condition not met"
     )
-    return _facts(ti, due, due_at, now, index, last_outcome) | {"link": _link(sensor, ti)}
+    return _facts(ti, due, due_at, now, index, last_outcome) | {"link": _link(sensor, ti), "resent": resent}
 
 
 def resumed_notice(sensor: BackoffSensor, ti: Any, event: Mapping[str, Any]) -> dict[str, Any]:
@@ -122,7 +131,7 @@ def resumed_notice(sensor: BackoffSensor, ti: Any, event: Mapping[str, Any]) -> 
     checked_at = float(event.get("checked_at") or due_at)
     message = "condition not met" if event.get("status") == "timeout" else str(event.get("message") or "")
     facts = _facts(ti, sensor.due, due_at, checked_at, int(event.get("check_index", 0) or 0), message)
-    return facts | {"link": _link(sensor, ti)}
+    return facts | {"link": _link(sensor, ti), "resent": False}
 
 
 def _link(sensor: BackoffSensor, ti: Any) -> str:

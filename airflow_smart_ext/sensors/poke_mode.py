@@ -11,7 +11,7 @@ from airflow_smart_ext import clock, compat, units
 from airflow_smart_ext.backoff import ScheduledCheck, task_seed
 from airflow_smart_ext.conditions import Ending, outcome_from_exception
 from airflow_smart_ext.conditions.outcomes import STATS_XCOM_KEY, outcome_ending
-from airflow_smart_ext.sensors import late
+from airflow_smart_ext.sensors import late, late_record
 from airflow_smart_ext.wait_model import timeline
 
 if TYPE_CHECKING:
@@ -151,8 +151,11 @@ def say_if_late(
 
 
 def say_late(sensor: BackoffSensor, context: Any, notice: dict[str, Any]) -> None:
+    """Say it, recorded for the task instance's retries (``late_record``: begun, then done)."""
+    late_record.mark(context, notice["due"], telling=True)
     incr(sensor, "late", context)
     late.announce(sensor, context, notice)
+    late_record.mark(context, notice["due"], telling=False)
 
 
 def log_not_yet(sensor: BackoffSensor, pokes: int, index: int, nxt: ScheduledCheck, now: float) -> None:

@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from airflow_harness.env import AirflowEnv
+from airflow_smart_ext import compat
 from airflow_smart_ext.backoff import BackoffPolicy
 from tests.integration.live import (
     SQLITE_CONN_ID,
@@ -250,6 +251,67 @@ def test_a_due_time_of_day_moves_with_a_holiday_and_stays_on_a_make_up_day(
     for name in ("every_day", "holiday", "make_up"):
         row = ti_row(env, "sn_due_days", run_id, name)
         assert row is not None and row["state"] == "success" and row["try_number"] == 1, row
+
+
+#: Two reschedule-mode sensors due at one time (a DAG file the test writes). ``early``'s try 1 fails at once,
+#: before the due time, and its retry starts after it; ``told``'s try 1 says it is late, then fails.
+DUE_RETRY_DAG = """
+import datetime as dt
+
+from airflow import DAG
+from sn_sensors import LATE_WAIT, FailingTryFileSensor, record_late
+
+from airflow_smart_ext.timetables import DueTime
+
+WAIT = {**LATE_WAIT, "retries": 1, "mode": "reschedule", "due": DueTime("<at>"), "on_late": record_late}
+with DAG("sn_due_retry", schedule=None, start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), catchup=False):
+    FailingTryFileSensor(task_id="early", **{**WAIT, "retry_delay": <retry_delay>})
+    FailingTryFileSensor(task_id="told", fail_at=<fail_at>, **WAIT)
+"""
+
+
+def test_a_retry_says_late_once_for_the_task_instance_as_its_task_state_store_says(
+    airflow_env: AirflowEnv, tmp_path: Path
+) -> None:
+    """Airflow 3.3 keeps what a try said in the task state store, which its retries read: ``early``'s retry,
+    after the due time, says it (try 1 ended before it, saying nothing); ``told``'s retry does not say it
+    again. Before 3.3 there is no such store: a retry that starts after the due time takes it as said, so
+    ``early`` says nothing (docs/late-data.md, "Not yet")."""
+    env = airflow_env
+    due = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=LEAD_SECONDS)).replace(microsecond=0)
+    source = tmp_path / "sn_due_retry.py"
+    text = DUE_RETRY_DAG.replace("<at>", due.strftime("%H:%M:%S"))
+    text = text.replace("<retry_delay>", str(LEAD_SECONDS + 10)).replace(
+        "<fail_at>", str(due.timestamp() + 8)
+    )
+    source.write_text(text)
+    env.add_dag_file(source)
+    target, told_path = tmp_path / "retry.csv", tmp_path / "retry.jsonl"
+    run_id = start_run(env, "sn_due_retry", {"path": str(target), "late_path": str(told_path)})
+
+    def told() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in told_path.read_text().splitlines()] if told_path.exists() else []
+
+    def on_try_2_since() -> float | None:
+        """When both tasks' try 2 began (the later), once both run it."""
+        rows = [ti_row(env, "sn_due_retry", run_id, task) for task in ("early", "told")]
+        if not all(row is not None and row["try_number"] == 2 and row["start_date"] for row in rows):
+            return None
+        return max(row["start_date"].timestamp() for row in rows if row is not None)
+
+    since = env.poll(on_try_2_since, LEAD_SECONDS + 240, lambda: f"both retries running ({told()})")
+    assert since > due.timestamp(), ("a retry began before the due time", since, due)
+    time.sleep(max(0.0, since + 15 - time.time()))  # two more checks of each retry (max_wait 6 s)
+    target.write_text("id\n1\n")
+    assert env.wait_run("sn_due_retry", run_id, timeout=120) == "success"
+    said = sorted((late["wait"].split(".")[1], late["try_number"]) for late in told())
+    expected = [("early", 2), ("told", 1)] if compat.task_state.TASK_STATE_STORE_SUPPORTED else [("told", 1)]
+    assert said == expected, told()
+    for late in told():
+        assert epoch(late["due"]) == due.timestamp() and late["resent"] is False, late
+    for task in ("early", "told"):
+        row = ti_row(env, "sn_due_retry", run_id, task)
+        assert row is not None and row["state"] == "success" and row["try_number"] == 2, row
 
 
 def test_mapped_sensor_runs_each_expanded_instance(airflow_env: AirflowEnv, tmp_path: Path) -> None:

@@ -59,6 +59,21 @@ class FileArrivedSensor(BackoffSensor):
         return Path(self.path).exists()
 
 
+class FailingTryFileSensor(FileArrivedSensor):
+    """A file sensor whose try ``fail_try`` fails (a ValueError: not ridden out) at its first check at or after
+    ``fail_at`` (epoch seconds; 0: at once). The retry tests' way to end a try early or after its alert."""
+
+    def __init__(self, *, fail_try: int = 1, fail_at: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fail_try = fail_try
+        self.fail_at = fail_at
+
+    def poke(self, context: Any) -> bool:
+        if context["ti"].try_number == self.fail_try and time.time() >= self.fail_at:
+            raise ValueError(f"try {self.fail_try} fails here (the test's)")
+        return super().poke(context)
+
+
 def is_done(value: Any) -> bool:
     """SQL success criterion: a positive count or the status ``done``."""
     if isinstance(value, str):

@@ -384,6 +384,114 @@ def test_a_deferred_retry_that_starts_after_the_due_time_says_nothing_again(
     assert retry["trigger"]["started_at"] == START + 40
 
 
+# ---- Airflow 3.3's task state store: what a retry's earlier tries said --------------------------------------
+
+
+class FakeTaskStateStore:
+    """``context["task_state_store"]`` as Airflow 3.3 gives it: JSON values its retries share."""
+
+    def __init__(self, values: dict[str, Any] | None = None) -> None:
+        self.values = dict(values or {})
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
+        self.values[key] = json.loads(json.dumps(value))
+
+
+@pytest.fixture
+def state_store(monkeypatch: pytest.MonkeyPatch) -> FakeTaskStateStore:
+    """3.3's store, on every Airflow this test runs on (the sensor reads it through ``compat.task_state``)."""
+    monkeypatch.setattr(compat.task_state, "TASK_STATE_STORE_SUPPORTED", True)
+    return FakeTaskStateStore()
+
+
+def stored_context(store: FakeTaskStateStore, try_number: int) -> dict[str, Any]:
+    return {**late_context(FakeTI(try_number=try_number)), "task_state_store": store}
+
+
+def test_with_the_task_state_store_a_retry_after_an_early_first_try_says_it_once(
+    clock: FakeClock, state_store: FakeTaskStateStore
+) -> None:
+    """Try 1 ended before the due time (no record): try 2, after it, says it at its first check; try 3 reads
+    try 2's record and says nothing."""
+    alerts = Alerts()
+    clock.now = START + 100
+    sensor(clock, alerts, 45, [False, True]).execute(stored_context(state_store, 2))
+    assert [(a["check"], a["resent"]) for a in alerts.told] == [(0, False)]
+    assert state_store.values == {"smart_ext_late": {"due": units.iso(START + 45), "telling": False}}
+    clock.now = START + 200
+    sensor(clock, alerts, 45, [False, True]).execute(stored_context(state_store, 3))
+    assert len(alerts.told) == 1
+
+
+@pytest.mark.parametrize("mode", ["poke", "reschedule"])
+def test_an_alert_cut_short_is_said_again_at_the_next_check_past_due_marked_resent(
+    clock: FakeClock, state_store: FakeTaskStateStore, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """A record still "telling" (the worker died between the record and the alert): said again, once."""
+    monkeypatch.setattr(compat.rescheduling, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)
+    state_store.values["smart_ext_late"] = {"due": units.iso(START + 45), "telling": True}
+    alerts = Alerts()
+    clock.now = START + 100
+    waiting = sensor(clock, alerts, 45, [False, False, True], mode=mode)
+    if mode == "poke":
+        waiting.execute(stored_context(state_store, 2))
+    else:
+        monkeypatch.setattr(compat.rescheduling, "sensor_reschedule_state", lambda c: (0, None))
+        with pytest.raises(compat.locations.AirflowRescheduleException):
+            waiting.execute(stored_context(state_store, 2))
+    assert [(a["check"], a["resent"]) for a in alerts.told] == [(0, True)]
+    assert state_store.values["smart_ext_late"]["telling"] is False
+
+
+def test_a_record_of_another_due_time_is_not_this_ones(
+    clock: FakeClock, state_store: FakeTaskStateStore
+) -> None:
+    state_store.values["smart_ext_late"] = {"due": units.iso(START - 86400), "telling": False}
+    alerts = Alerts()
+    clock.now = START + 100
+    sensor(clock, alerts, 45, [False, True]).execute(stored_context(state_store, 2))
+    assert [a["check"] for a in alerts.told] == [0]
+
+
+def test_a_store_that_cannot_be_read_leaves_the_rule_without_one(
+    clock: FakeClock, state_store: FakeTaskStateStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    def refuse(key: str, default: Any = None) -> Any:
+        raise RuntimeError("the API server is away")
+
+    state_store.get = refuse  # type: ignore[method-assign]
+    alerts = Alerts()
+    clock.now = START + 100
+    with caplog.at_level(logging.WARNING):
+        sensor(clock, alerts, 45, [False, True]).execute(stored_context(state_store, 2))
+    assert alerts.told == []  # a retry after the due time: taken as said, as before 3.3
+    assert "Could not read the late-alert record" in caplog.text
+
+
+def test_a_deferred_retry_reads_its_earlier_tries_record(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch, state_store: FakeTaskStateStore
+) -> None:
+    """Worker-first: a retry after the due time with no record says it at its check #0 on the worker; one with
+    a record defers with ``late_told``; a late event for a due time already told says nothing again."""
+    alerts = Alerts()
+    clock.now = START + 100
+    retry = deferral_of(
+        lambda: deferred_wait(alerts, 45, monkeypatch).execute(stored_context(state_store, 2))
+    )
+    assert [a["check"] for a in alerts.told] == [0] and retry["trigger"]["late_told"] is True
+    third = deferred_wait(alerts, 45, monkeypatch)
+    context = stored_context(state_store, 3)
+    again = deferral_of(lambda: third.execute(context))
+    assert len(alerts.told) == 1 and again["trigger"]["late_told"] is True
+    clock.now = START + 176
+    event = late_event(3, START + 170, START + 45, 3)
+    deferral_of(lambda: third.execute_complete(context, event, **again["resume"]))
+    assert len(alerts.told) == 1
+
+
 @pytest.mark.parametrize("never_fail", [False, True])
 def test_a_timeout_after_a_last_check_that_was_late_says_late_then_times_out_as_a_resumed_timeout(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch, never_fail: bool
