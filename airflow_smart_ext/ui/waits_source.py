@@ -165,6 +165,19 @@ def _holder(holders: dict[int, Triggerer], row: Any) -> Triggerer | None:
     return holder
 
 
+def _run_dates() -> tuple[Any, ...]:
+    """The columns of a DAG run's instants a due time counts from, named alike on every version:
+    ``logical_date``, ``data_interval_start``, ``data_interval_end``, ``run_after``."""
+    from airflow.models.dagrun import DagRun
+
+    return (
+        compat.metadata_db.dag_run_logical_date().label("logical_date"),
+        DagRun.data_interval_start,
+        DagRun.data_interval_end,
+        compat.metadata_db.dag_run_after().label("run_after"),
+    )
+
+
 def load_triggerers(session: Any, now: float) -> Triggerers:
     """The triggerers alive at ``now`` by Airflow's rule (``Trigger.assign_unassigned``, the same on 2.11 and
     3.x) and its threshold."""
@@ -210,10 +223,7 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
             Trigger.encrypted_kwargs,
             Trigger.created_date,
             Trigger.triggerer_id,
-            compat.metadata_db.dag_run_logical_date().label("logical_date"),
-            DagRun.data_interval_start,
-            DagRun.data_interval_end,
-            compat.metadata_db.dag_run_after().label("run_after"),
+            *_run_dates(),
             DagRun.start_date.label("run_start"),
             Job.id.label("holder_job"),
             Job.hostname.label("triggerer_host"),
@@ -320,10 +330,7 @@ def load_worker_waits(session: Any, dag_ids: Collection[str] | None) -> list[wor
             TaskInstance.start_date,
             TaskInstance.hostname,
             TaskInstance.operator,
-            compat.metadata_db.dag_run_logical_date().label("logical_date"),
-            DagRun.data_interval_start,
-            DagRun.data_interval_end,
-            compat.metadata_db.dag_run_after().label("run_after"),
+            *_run_dates(),
         )
         .join(DagRun, and_(DagRun.dag_id == TaskInstance.dag_id, DagRun.run_id == TaskInstance.run_id))
         .where(states)
@@ -344,11 +351,8 @@ def load_worker_waits(session: Any, dag_ids: Collection[str] | None) -> list[wor
         if waiting and not count and row.state != TaskInstanceState.UP_FOR_RESCHEDULE:
             continue  # scheduled or queued for its try's first check: it has not begun to wait
         started = _epoch(first_start if count else row.start_date)
-        instants = {
-            name: getattr(row, name)
-            for name in ("logical_date", "data_interval_start", "data_interval_end", "run_after")
-            if getattr(row, name) is not None
-        }
+        instants = {column.key: getattr(row, column.key) for column in _run_dates()}
+        instants = {name: value for name, value in instants.items() if value is not None}
         # reschedule mode as its task says, or as it acts (a deferrable_fallback='reschedule' decided at run time)
         rescheduling = (
             row.task_id in dag.reschedule or count > 0 or row.state == TaskInstanceState.UP_FOR_RESCHEDULE

@@ -6,8 +6,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import os
 import re
 import sqlite3
+import struct
+import sysconfig
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -256,3 +259,43 @@ def add_postgres_connection(env: AirflowEnv, conn_id: str, dsn: str) -> None:
         "is_extra_encrypted) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
         (conn_id, "postgres", host, int(port), login, dsn.rsplit("/", 1)[1], False, False),
     )
+
+
+#: A zone the clock-change tests write (a TZif file found through ``PYTHONTZPATH``): New York's offsets either
+#: side of a change the test sets (a real Airflow runs on the wall clock, so the test controls the zone).
+SHIFT_ZONE = "SmartExt/Shift"
+SHIFT_BEFORE, SHIFT_AFTER = -5 * 3600, -4 * 3600  # UTC offsets either side of the change
+
+
+def write_shift_zone(folder: Path, change_at: int) -> None:
+    """``SHIFT_ZONE`` as a TZif file (version 1) under ``folder``: -05:00 "EST" until ``change_at`` (epoch
+    seconds), -04:00 "EDT" from then on."""
+    names = b"EST\0EDT\0"
+    header = b"TZif" + b"\0" + bytes(15) + struct.pack(">6l", 0, 0, 0, 1, 2, len(names))
+    types = struct.pack(">lBB", SHIFT_BEFORE, 0, 0) + struct.pack(">lBB", SHIFT_AFTER, 1, 4)
+    path = folder / SHIFT_ZONE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(header + struct.pack(">l", change_at) + bytes([1]) + types + names)
+
+
+def shift_zone_env(work: Path, dag_sources: Sequence[Path]) -> tuple[AirflowEnv, Path]:
+    """(an Airflow, not started, whose components find ``SHIFT_ZONE`` through ``PYTHONTZPATH``, the zones'
+    folder): the zone exists from the start with a change in 2033; the test sets the real one
+    (:func:`write_shift_zone`) before any component reads it (before a DAG names it)."""
+    zones = work / "zoneinfo"
+    write_shift_zone(zones, 2_000_000_000)
+    search = os.pathsep.join([str(zones), sysconfig.get_config_var("TZPATH") or "/usr/share/zoneinfo"])
+    return AirflowEnv(list(dag_sources), extra_env={"PYTHONTZPATH": search}), zones
+
+
+def absence_record(env: AirflowEnv, asset: str) -> dict[str, Any] | None:
+    """A watcher's late rule's record in Airflow's asset state store (beside the watermark; 3.3+)."""
+    rows = env.query(
+        "SELECT s.value FROM asset_state_store s JOIN asset a ON a.id = s.asset_id WHERE a.name = %s "
+        "AND s.key LIKE %s",
+        (asset, "%#late"),
+    )
+    if not rows:
+        return None
+    value = rows[0][0]
+    return json.loads(value) if isinstance(value, str) else value  # type: ignore[no-any-return]

@@ -16,24 +16,25 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import struct
-import sysconfig
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_harness.env import AirflowEnv
 from airflow_harness.state import TEST_DAGS_DIR
-from tests.integration.live import epoch, sensor_log, start_run, ti_row
+from tests.integration.live import (
+    SHIFT_AFTER,
+    epoch,
+    sensor_log,
+    shift_zone_env,
+    start_run,
+    ti_row,
+    write_shift_zone,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
-ZONE = "SmartExt/Shift"
-BEFORE, AFTER = -5 * 3600, -4 * 3600  # UTC offsets either side of the change
 CHANGE_LEAD = (
     75  # s from writing the DAG file to the change: parsing it and starting the run on a loaded machine
 )
@@ -57,31 +58,17 @@ with DAG("due_clock_change", schedule=None, start_date=dt.datetime(2024, 1, 1, t
 """
 
 
-def write_zone(folder: Path, change_at: int) -> None:
-    """``ZONE`` as a TZif file (version 1): -05:00 "EST" until ``change_at`` (epoch seconds), -04:00 "EDT"
-    from then on."""
-    names = b"EST\0EDT\0"
-    header = b"TZif" + b"\0" + bytes(15) + struct.pack(">6l", 0, 0, 0, 1, 2, len(names))
-    types = struct.pack(">lBB", BEFORE, 0, 0) + struct.pack(">lBB", AFTER, 1, 4)
-    path = folder / ZONE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(header + struct.pack(">l", change_at) + bytes([1]) + types + names)
-
-
 @pytest.fixture(scope="module")
 def clock_change(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     work = tmp_path_factory.mktemp("due_dst")
-    zones = work / "zoneinfo"
-    write_zone(zones, 2_000_000_000)  # 2033: the name exists for every component from its start
-    search = os.pathsep.join([str(zones), sysconfig.get_config_var("TZPATH") or "/usr/share/zoneinfo"])
-    env = AirflowEnv([TEST_DAGS_DIR / "sn_sensors.py"], extra_env={"PYTHONTZPATH": search})
+    env, zones = shift_zone_env(work, [TEST_DAGS_DIR / "sn_sensors.py"])
     try:
         env.start()
         # No component has read the zone yet (no DAG names it): the change is set now, CHANGE_LEAD ahead.
         change = int(time.time()) + CHANGE_LEAD
-        write_zone(zones, change)
+        write_shift_zone(zones, change)
         due = change + AFTER_CHANGE
-        at = dt.datetime.fromtimestamp(due, dt.timezone(dt.timedelta(seconds=AFTER)))
+        at = dt.datetime.fromtimestamp(due, dt.timezone(dt.timedelta(seconds=SHIFT_AFTER)))
         source = work / "due_clock_change.py"
         source.write_text(DAG_FILE.replace("<at>", at.strftime("%H:%M:%S")))
         env.add_dag_file(source)

@@ -16,21 +16,24 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import sqlite3
-import struct
-import sysconfig
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_harness.env import AirflowEnv
 from airflow_harness.state import TEST_DAGS_DIR
 from airflow_smart_ext import compat
-from tests.integration.live import add_connection_fields, epoch, watchers_running
+from tests.integration.live import (
+    SHIFT_AFTER,
+    absence_record,
+    add_connection_fields,
+    epoch,
+    shift_zone_env,
+    watchers_running,
+    write_shift_zone,
+)
 
 pytestmark = [
     pytest.mark.skipif(
@@ -41,8 +44,6 @@ pytestmark = [
     pytest.mark.timeout(600),
 ]
 
-ZONE = "SmartExt/Shift"
-BEFORE, AFTER = -5 * 3600, -4 * 3600  # UTC offsets either side of the change
 #: s from writing the DAG file to the change: parsing it, unpausing and starting the watcher on a loaded machine
 CHANGE_LEAD = 150
 AFTER_CHANGE = 30  # s from the change to the due time
@@ -77,37 +78,10 @@ with DAG(
 """
 
 
-def write_zone(folder: Path, change_at: int) -> None:
-    """``ZONE`` as a TZif file (version 1): -05:00 "EST" until ``change_at`` (epoch seconds), -04:00 "EDT"
-    from then on."""
-    names = b"EST\0EDT\0"
-    header = b"TZif" + b"\0" + bytes(15) + struct.pack(">6l", 0, 0, 0, 1, 2, len(names))
-    types = struct.pack(">lBB", BEFORE, 0, 0) + struct.pack(">lBB", AFTER, 1, 4)
-    path = folder / ZONE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(header + struct.pack(">l", change_at) + bytes([1]) + types + names)
-
-
-def absence_record(env: AirflowEnv) -> dict[str, Any] | None:
-    """The late rule's record in Airflow's asset state store (beside the watermark)."""
-    rows = env.query(
-        "SELECT s.value FROM asset_state_store s JOIN asset a ON a.id = s.asset_id WHERE a.name = %s "
-        "AND s.key LIKE %s",
-        (ASSET, "%#late"),
-    )
-    if not rows:
-        return None
-    value = rows[0][0]
-    return json.loads(value) if isinstance(value, str) else value  # type: ignore[no-any-return]
-
-
 @pytest.fixture(scope="module")
 def clock_change(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     work = tmp_path_factory.mktemp("watcher_dst")
-    zones = work / "zoneinfo"
-    write_zone(zones, 2_000_000_000)  # 2033: the name exists for every component from its start
-    search = os.pathsep.join([str(zones), sysconfig.get_config_var("TZPATH") or "/usr/share/zoneinfo"])
-    env = AirflowEnv([TEST_DAGS_DIR / "wl_clock_alerts.py"], extra_env={"PYTHONTZPATH": search})
+    env, zones = shift_zone_env(work, [TEST_DAGS_DIR / "wl_clock_alerts.py"])
     try:
         env.start()
         database = work / "orders.db"
@@ -116,17 +90,17 @@ def clock_change(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
         add_connection_fields(env, CONN_ID, "sqlite", host=str(database))
         # No component has read the zone yet (no DAG names it): the change is set now, CHANGE_LEAD ahead.
         change = int(time.time()) + CHANGE_LEAD
-        write_zone(zones, change)
+        write_shift_zone(zones, change)
         due = change + AFTER_CHANGE
-        at = dt.datetime.fromtimestamp(due, dt.timezone(dt.timedelta(seconds=AFTER)))
+        at = dt.datetime.fromtimestamp(due, dt.timezone(dt.timedelta(seconds=SHIFT_AFTER)))
         source = work / "wc_clock_change.py"
         source.write_text(DAG_FILE.replace("<at>", at.strftime("%H:%M:%S")))
         env.add_dag_file(source)
         env.wait_for_dag(DAG_ID)
         env.unpause(DAG_ID)
         watchers_running(env, [ASSET])
-        env.poll(lambda: absence_record(env) is not None, 60, lambda: "the watcher's late record")
-        record = absence_record(env)
+        env.poll(lambda: absence_record(env, ASSET) is not None, 60, lambda: "the watcher's late record")
+        record = absence_record(env, ASSET)
         assert record is not None and record["since"] < change, (
             f"the watcher began after the clock change: raise CHANGE_LEAD={CHANGE_LEAD} ({record})"
         )
@@ -139,10 +113,10 @@ def clock_change(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
         env.poll(
             lambda: bool(told()),
             max(0.0, due - time.time()) + 90,
-            lambda: f"the watcher saying it is late (record: {absence_record(env)})",
+            lambda: f"the watcher saying it is late (record: {absence_record(env, ASSET)})",
         )
         time.sleep(4 * CHECK_SECONDS)  # more checks after the alert: none says it again
-        yield {"change": change, "due": due, "told": told(), "record": absence_record(env)}
+        yield {"change": change, "due": due, "told": told(), "record": absence_record(env, ASSET)}
     finally:
         env.stop()
 

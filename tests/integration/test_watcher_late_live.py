@@ -29,7 +29,13 @@ import pytest
 from airflow_harness.env import AirflowEnv
 from airflow_harness.state import PG_DSN_ENV
 from airflow_smart_ext import compat
-from tests.integration.live import add_postgres_connection, pg_cursor, wait_for, watchers_running
+from tests.integration.live import (
+    absence_record,
+    add_postgres_connection,
+    pg_cursor,
+    wait_for,
+    watchers_running,
+)
 
 pytestmark = [
     pytest.mark.skipif(
@@ -98,19 +104,6 @@ def alerts(dsn: str) -> list[dict[str, Any]]:
     with pg_cursor(dsn) as cur:
         cur.execute("SELECT late FROM late_alerts ORDER BY due")
         return [json.loads(late) for (late,) in cur.fetchall()]
-
-
-def absence_record(env: AirflowEnv, asset: str) -> dict[str, Any] | None:
-    """The late rule's record in Airflow's asset state store (beside the watermark)."""
-    rows = env.query(
-        "SELECT s.value FROM asset_state_store s JOIN asset a ON a.id = s.asset_id WHERE a.name = %s "
-        "AND s.key LIKE %s",
-        (asset, "%#late"),
-    )
-    if not rows:
-        return None
-    value = rows[0][0]
-    return json.loads(value) if isinstance(value, str) else value  # type: ignore[no-any-return]
 
 
 def holder(env: AirflowEnv, asset: str) -> str | None:
