@@ -59,10 +59,12 @@ def defer(
     line, ends = wait.line, wait.deadlines
     due_at = None if sensor.due is None else late.due_epoch(sensor.due, context, started_at)
     if due_at is not None and not late_told:
-        recorded = late_record.state(context, units.iso(due_at))
-        if recorded is None:  # no record (before 3.3): a retry after the due time takes it as said
-            retry = int(getattr(poke_mode.task_instance(context), "try_number", 1) or 1) > 1
-            late_told = timeline.retried_after_due(retry, started_at, due_at)
+        try_number = int(getattr(poke_mode.task_instance(context), "try_number", 1) or 1)
+        recorded = late_record.state(context, units.iso(due_at), try_number) if try_number > 1 else None
+        if (
+            recorded is None
+        ):  # a first try, or no record (before 3.3): a retry after the due time takes it as said
+            late_told = timeline.retried_after_due(try_number > 1, started_at, due_at)
         else:
             late_told = recorded == late_record.TOLD
         late_told = late_told or (
@@ -155,9 +157,11 @@ def resume(
     )
     if event.get("due_at") is not None and status in (timeline.LATE_EVENT, "timeout"):
         ti = poke_mode.task_instance(context) or poke_mode.StandInTaskInstance(sensor)
-        said = late_record.state(context, units.iso(float(event["due_at"]))) == late_record.TOLD
-        if sensor.due is not None and not said:
-            poke_mode.say_late(sensor, context, late.resumed_notice(sensor, ti, event))
+        try_number = int(getattr(ti, "try_number", 1) or 1)
+        recorded = late_record.state(context, units.iso(float(event["due_at"])), try_number)
+        if sensor.due is not None and recorded != late_record.TOLD:
+            resent = recorded == late_record.CUT_SHORT
+            poke_mode.say_late(sensor, context, late.resumed_notice(sensor, ti, event, resent=resent))
     if status == timeline.LATE_EVENT and seed is not None:
         # The event's check number may be its sharing group's: the wait's own schedule goes on from now.
         return defer(sensor, context, seed, started, after=-1, worker_pokes=pokes, late_told=True)

@@ -105,14 +105,15 @@ def notice(
     if due is None:
         return None
     due_at = due_epoch(due, context, try_started_at)
-    recorded = late_record.state(context, units.iso(due_at))
+    if not timeline.past_due(line.scheduled_at(index), now, due_at):  # (no store read before the due time)
+        return None
+    try_number = int(getattr(ti, "try_number", 1) or 1)
+    recorded = late_record.state(context, units.iso(due_at), try_number)
     if recorded == late_record.TOLD:  # this task instance said it (this try or an earlier one)
         return None
-    resent = recorded == late_record.TELLING  # an alert begun and cut short: said again at a check past due
-    if resent and not timeline.past_due(line.scheduled_at(index), now, due_at):
-        return None
+    resent = recorded == late_record.CUT_SHORT  # an earlier try's alert cut short: said again now
     # Without a record (before 3.3) a retry that starts after the due time takes its earlier try to have said it.
-    retry = recorded is None and int(getattr(ti, "try_number", 1) or 1) > 1
+    retry = recorded is None and try_number > 1
     if not resent and not line.tells_late(index, previous, due_at, now, retry=retry):
         return None
     last_outcome = (
@@ -123,15 +124,17 @@ def notice(
     return _facts(ti, due, due_at, now, index, last_outcome) | {"link": _link(sensor, ti), "resent": resent}
 
 
-def resumed_notice(sensor: BackoffSensor, ti: Any, event: Mapping[str, Any]) -> dict[str, Any]:
+def resumed_notice(
+    sensor: BackoffSensor, ti: Any, event: Mapping[str, Any], *, resent: bool = False
+) -> dict[str, Any]:
     """What to say for a trigger's ``late`` event, or its timeout after a last check that was late (the
     trigger's check ``check_index`` at ``checked_at`` was the first at or after ``due_at`` and found the
-    condition not met)."""
+    condition not met). ``resent``: an earlier try began to say it and was cut short (``late_record``)."""
     due_at = float(event["due_at"])
     checked_at = float(event.get("checked_at") or due_at)
     message = "condition not met" if event.get("status") == "timeout" else str(event.get("message") or "")
     facts = _facts(ti, sensor.due, due_at, checked_at, int(event.get("check_index", 0) or 0), message)
-    return facts | {"link": _link(sensor, ti), "resent": False}
+    return facts | {"link": _link(sensor, ti), "resent": resent}
 
 
 def _link(sensor: BackoffSensor, ti: Any) -> str:

@@ -152,10 +152,11 @@ def say_if_late(
 
 def say_late(sensor: BackoffSensor, context: Any, notice: dict[str, Any]) -> None:
     """Say it, recorded for the task instance's retries (``late_record``: begun, then done)."""
-    late_record.mark(context, notice["due"], telling=True)
+    try_number = int(getattr(task_instance(context), "try_number", 1) or 1)
+    late_record.mark(context, notice["due"], try_number, telling=True)
     incr(sensor, "late", context)
     late.announce(sensor, context, notice)
-    late_record.mark(context, notice["due"], telling=False)
+    late_record.mark(context, notice["due"], try_number, telling=False)
 
 
 def log_not_yet(sensor: BackoffSensor, pokes: int, index: int, nxt: ScheduledCheck, now: float) -> None:

@@ -342,6 +342,7 @@ def load_worker_waits(session: Any, dag_ids: Collection[str] | None) -> list[wor
         )
     ours = [row for row in session.execute(query) if (row.dag_id, row.task_id) in due_tasks]
     reschedules = compat.rescheduling.try_reschedules(session, ours)
+    instant_names = [column.key for column in _run_dates()]
     waits = []
     for row in ours:
         dag = facts[row.dag_id]
@@ -351,8 +352,7 @@ def load_worker_waits(session: Any, dag_ids: Collection[str] | None) -> list[wor
         if waiting and not count and row.state != TaskInstanceState.UP_FOR_RESCHEDULE:
             continue  # scheduled or queued for its try's first check: it has not begun to wait
         started = _epoch(first_start if count else row.start_date)
-        instants = {column.key: getattr(row, column.key) for column in _run_dates()}
-        instants = {name: value for name, value in instants.items() if value is not None}
+        instants = {name: getattr(row, name) for name in instant_names if getattr(row, name) is not None}
         # reschedule mode as its task says, or as it acts (a deferrable_fallback='reschedule' decided at run time)
         rescheduling = (
             row.task_id in dag.reschedule or count > 0 or row.state == TaskInstanceState.UP_FOR_RESCHEDULE

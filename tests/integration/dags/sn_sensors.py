@@ -60,18 +60,24 @@ class FileArrivedSensor(BackoffSensor):
 
 
 class FailingTryFileSensor(FileArrivedSensor):
-    """A file sensor whose try ``fail_try`` fails (a ValueError: not ridden out) at its first check at or after
-    ``fail_at`` (epoch seconds; 0: at once). The retry tests' way to end a try early or after its alert."""
+    """A file sensor whose try ``fail_try`` fails (a ValueError: not ridden out) at its first check, or, with
+    ``fail_when_told``, at its first check after its late alert is in ``dag_run.conf["late_path"]``
+    (``record_late``). The retry tests' way to end a try early, or after its alert."""
 
-    def __init__(self, *, fail_try: int = 1, fail_at: float = 0.0, **kwargs: Any) -> None:
+    def __init__(self, *, fail_try: int = 1, fail_when_told: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.fail_try = fail_try
-        self.fail_at = fail_at
+        self.fail_when_told = fail_when_told
 
     def poke(self, context: Any) -> bool:
-        if context["ti"].try_number == self.fail_try and time.time() >= self.fail_at:
+        if context["ti"].try_number == self.fail_try and (not self.fail_when_told or self._told(context)):
             raise ValueError(f"try {self.fail_try} fails here (the test's)")
         return super().poke(context)
+
+    def _told(self, context: Any) -> bool:
+        late_path = Path(context["dag_run"].conf["late_path"])
+        lines = late_path.read_text().splitlines() if late_path.exists() else []
+        return any(json.loads(line)["wait"] == f"{self.dag_id}.{self.task_id}" for line in lines)
 
 
 def is_done(value: Any) -> bool:

@@ -420,7 +420,9 @@ def test_with_the_task_state_store_a_retry_after_an_early_first_try_says_it_once
     clock.now = START + 100
     sensor(clock, alerts, 45, [False, True]).execute(stored_context(state_store, 2))
     assert [(a["check"], a["resent"]) for a in alerts.told] == [(0, False)]
-    assert state_store.values == {"smart_ext_late": {"due": units.iso(START + 45), "telling": False}}
+    assert state_store.values == {
+        "smart_ext_late": {"due": units.iso(START + 45), "telling": False, "try": 2}
+    }
     clock.now = START + 200
     sensor(clock, alerts, 45, [False, True]).execute(stored_context(state_store, 3))
     assert len(alerts.told) == 1
@@ -430,9 +432,10 @@ def test_with_the_task_state_store_a_retry_after_an_early_first_try_says_it_once
 def test_an_alert_cut_short_is_said_again_at_the_next_check_past_due_marked_resent(
     clock: FakeClock, state_store: FakeTaskStateStore, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
-    """A record still "telling" (the worker died between the record and the alert): said again, once."""
+    """An earlier try's record still "telling" (its worker died between the record and the alert): said again,
+    once."""
     monkeypatch.setattr(compat.rescheduling, "RESCHEDULE_MIN_GAP_SECONDS", 0.0)
-    state_store.values["smart_ext_late"] = {"due": units.iso(START + 45), "telling": True}
+    state_store.values["smart_ext_late"] = {"due": units.iso(START + 45), "telling": True, "try": 1}
     alerts = Alerts()
     clock.now = START + 100
     waiting = sensor(clock, alerts, 45, [False, False, True], mode=mode)
@@ -443,13 +446,37 @@ def test_an_alert_cut_short_is_said_again_at_the_next_check_past_due_marked_rese
         with pytest.raises(compat.locations.AirflowRescheduleException):
             waiting.execute(stored_context(state_store, 2))
     assert [(a["check"], a["resent"]) for a in alerts.told] == [(0, True)]
-    assert state_store.values["smart_ext_late"]["telling"] is False
+    assert state_store.values["smart_ext_late"] == {"due": units.iso(START + 45), "telling": False, "try": 2}
+
+
+def test_the_record_is_begun_before_the_alert_and_a_told_that_cannot_be_written_repeats_nothing(
+    clock: FakeClock, state_store: FakeTaskStateStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The callback sees the record "telling" (written first); when "told" cannot be written, this try's own
+    "telling" record is said: its later checks say nothing again (only an earlier try's was cut short)."""
+    seen: list[Any] = []
+    alerts = Alerts()
+    writes = state_store.set
+
+    def refuse_told(key: str, value: Any, *, retention: Any = None) -> None:
+        if not value["telling"]:
+            raise RuntimeError("the API server is away")
+        writes(key, value, retention=retention)
+
+    state_store.set = refuse_told  # type: ignore[method-assign]
+    waiting = sensor(clock, alerts, 45, [False] * 5 + [True])
+    waiting.on_late = [lambda context: seen.append(dict(state_store.values["smart_ext_late"])), alerts]
+    with caplog.at_level(logging.WARNING):
+        waiting.execute(stored_context(state_store, 1))
+    assert seen == [{"due": units.iso(START + 45), "telling": True, "try": 1}]
+    assert [a["check"] for a in alerts.told] == [3]  # once, though later checks read "telling"
+    assert "Could not write the late-alert record" in caplog.text
 
 
 def test_a_record_of_another_due_time_is_not_this_ones(
     clock: FakeClock, state_store: FakeTaskStateStore
 ) -> None:
-    state_store.values["smart_ext_late"] = {"due": units.iso(START - 86400), "telling": False}
+    state_store.values["smart_ext_late"] = {"due": units.iso(START - 86400), "telling": False, "try": 1}
     alerts = Alerts()
     clock.now = START + 100
     sensor(clock, alerts, 45, [False, True]).execute(stored_context(state_store, 2))
@@ -490,6 +517,10 @@ def test_a_deferred_retry_reads_its_earlier_tries_record(
     event = late_event(3, START + 170, START + 45, 3)
     deferral_of(lambda: third.execute_complete(context, event, **again["resume"]))
     assert len(alerts.told) == 1
+    # A late event after an earlier try's alert was cut short: said, marked resent.
+    state_store.values["smart_ext_late"] = {"due": units.iso(START + 45), "telling": True, "try": 2}
+    deferral_of(lambda: third.execute_complete(context, event, **again["resume"]))
+    assert [a["resent"] for a in alerts.told] == [False, True]
 
 
 @pytest.mark.parametrize("never_fail", [False, True])
