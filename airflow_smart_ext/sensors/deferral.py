@@ -61,9 +61,8 @@ def defer(
     if due_at is not None and not late_told:
         try_number = int(getattr(poke_mode.task_instance(context), "try_number", 1) or 1)
         recorded = late_record.state(context, units.iso(due_at), try_number) if try_number > 1 else None
-        if (
-            recorded is None
-        ):  # a first try, or no record (before 3.3): a retry after the due time takes it as said
+        # A first try, or no record (before 3.3): a retry after the due time takes it as said.
+        if recorded is None:
             late_told = timeline.retried_after_due(try_number > 1, started_at, due_at)
         else:
             late_told = recorded == late_record.TOLD
