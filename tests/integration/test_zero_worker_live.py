@@ -294,9 +294,11 @@ def test_fallbacks_start_on_a_worker_and_say_why(scenario: Scenario) -> None:
         assert rows and rows[0][0] == "success", (task_id, rows)
         history = env.state_history(dag_id, run_id, task_id, map_index)
         first_deferral = history.index("deferred") if "deferred" in history else len(history)
-        # check #0 on a worker: "queued" or "running" before the first deferral ("running" may be too fast to see)
-        assert set(WORKER_PHASES) & set(history[:first_deferral]), (task_id, history)
         log = scenario.log("fallbacks", task_id, map_index)
+        # check #0 on a worker: "queued" or "running" before the first deferral, or, where the 0.25 s sampler
+        # saw neither (a loaded CI: scheduled, then deferred), the line only a worker's check #0 logs
+        worker_phase = set(WORKER_PHASES) & set(history[:first_deferral])
+        assert worker_phase or "Poke #1 (check #0): condition not met; next check" in log, (task_id, history)
         assert WORKER_FIRST in log, log[-3000:]
     assert "start_from_trigger=False" in scenario.log("fallbacks", "worker_first")
     if ZERO_WORKER_TEMPLATED:
