@@ -61,7 +61,7 @@ def _task(wait: Mapping[str, Any]) -> str:
     return wait["task_id"] + (f"[{wait['map_index']}]" if wait["map_index"] >= 0 else "")
 
 
-# late_alerted: sent, due at the next check, or not known (a worker-side wait: its task's log says)
+# late_alerted: sent, due at the next check, or not known (a worker-side wait before 3.3: its log says)
 _ALERTED = {True: "alerted", False: "alert due", None: "alert: see its log"}
 
 

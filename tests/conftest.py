@@ -73,7 +73,7 @@ FILE_SECONDS = {
     "test_differential_live.py": 230,
     "test_watchers_live.py": 230,
     "test_deferrable_live.py": 190,
-    "test_sensors_live.py": 400,
+    "test_sensors_live.py": 530,
     "test_provider_sensors_live.py": 150,
     "test_watcher_late_live.py": 190,
     "test_ha_triggerers_live.py": 160,

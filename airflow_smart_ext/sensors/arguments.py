@@ -143,6 +143,12 @@ class CheckedPartial:
                 for position, value in enumerate(values):
                     others = set(mapped_kwargs) - {name}
                     self._check(f".expand({name}=...) item {position}", {name: value}, unknown=others)
+        due = mapped_kwargs.get("due")
+        if isinstance(due, (list, tuple)):  # each due time readable in the serialized DAG (late.storable_due)
+            mapped_kwargs["due"] = [late.storable_due(value) for value in due]
+        inherited = self._inherited_due()
+        if inherited is not None and "due" not in mapped_kwargs:
+            self._partial.kwargs["due"] = inherited
         return self._partial.expand(**mapped_kwargs)
 
     def expand_kwargs(self, kwargs: Any, *args: Any, **options: Any) -> Any:
@@ -150,7 +156,21 @@ class CheckedPartial:
             for position, entry in enumerate(kwargs):
                 if isinstance(entry, dict):
                     self._check(f".expand_kwargs(...) item {position}", entry)
+            inherited = self._inherited_due()
+            kwargs = [
+                {**entry, "due": late.storable_due(entry.get("due", inherited))}
+                if isinstance(entry, dict) and ("due" in entry or inherited is not None)
+                else entry
+                for entry in kwargs
+            ]
         return self._partial.expand_kwargs(kwargs, *args, **options)
+
+    def _inherited_due(self) -> Any:
+        """A due time from ``default_args`` the partial does not give itself, readable (``late.storable_due``):
+        given with the mapped values, as Airflow applies it when it unmaps the task, so the serialized DAG keeps
+        it readable (it keeps a ``default_args`` value as its repr). None: none. Not for mapped values known
+        only at run time (an XComArg): one of them may give its own."""
+        return None if "due" in self._partial.kwargs else late.storable_due(self._known.get("due"))
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_partial", "_sensor_class", "_known"):

@@ -56,15 +56,20 @@ def serialized(due: DueTime | None) -> str | None:
     return serialized_due(due)
 
 
-def partial_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """A mapped sensor's ``.partial()`` arguments with a ``DueTime`` in its dict form, which the serialized DAG
-    keeps as it is (Airflow stores an unknown object as its repr) and the constructor takes alike."""
-    due = kwargs.get("due")
+def storable_due(due: Any) -> Any:
+    """A due time as a mapped sensor's serialized arguments keep it readable: a ``DueTime`` in its dict form
+    (Airflow stores an unknown object as its repr), which the constructor takes alike; any other value as is."""
     if due is None:
-        return dict(kwargs)
+        return None
     from airflow_smart_ext.timetables.due import DueTime  # only for a due time given
 
-    return {**kwargs, "due": due.to_dict()} if isinstance(due, DueTime) else dict(kwargs)
+    return due.to_dict() if isinstance(due, DueTime) else due
+
+
+def partial_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """A mapped sensor's ``.partial()`` arguments with its due time readable (:func:`storable_due`)."""
+    due = storable_due(kwargs.get("due"))
+    return dict(kwargs) if due is None else {**kwargs, "due": due}
 
 
 def deferrable_problem(due: Any, deferrable: bool, own_deferral: str | None) -> str | None:

@@ -183,6 +183,15 @@ class BackoffStartTrigger(compat.locations.BaseTrigger):
         except Exception as exc:  # metrics must never fail a sensor
             log_lines.emit(self.log, "debug", "Could not emit metric %s: %r", what, exc)
 
+    def _retry_took_late_as_told(self, started_at: float, due_at: float | None) -> bool:
+        """Whether this try starts with its late alert taken as said. Where the task state store keeps what the
+        task instance said (3.3+), never: the late event resumes the task on a worker, which reads the record
+        (a trigger cannot) and says it only if no earlier try did. Before 3.3: a retry that started after the
+        due time says nothing again (``Timeline.tells_late``)."""
+        if due_at is None or compat.task_state.TASK_STATE_STORE_SUPPORTED:
+            return False
+        return timeline.retried_after_due(self._try_number > 1, started_at, due_at)
+
     async def run(self) -> AsyncIterator[Any]:
         start = self.start
         started_at = compat.start_in_triggerer.trigger_try_started_at(self, float(start["backstop_seconds"]))
@@ -215,9 +224,7 @@ class BackoffStartTrigger(compat.locations.BaseTrigger):
             check_timeout=start.get("check_timeout"),
             rate_limit=start.get("rate_limit"),
             due_at=due_at,
-            # a retry that started after the due time says nothing again (``Timeline.tells_late``)
-            late_told=due_at is not None
-            and timeline.retried_after_due(self._try_number > 1, started_at, due_at),
+            late_told=self._retry_took_late_as_told(started_at, due_at),
         )
         schedule.try_started_at = started_at
         schedule.task_instance = self.task_instance  # its last-check record is this task's XCom

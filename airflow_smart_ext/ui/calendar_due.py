@@ -27,10 +27,26 @@ class DueRule:
     task_id: str
     due: DueTime | None
     error: str | None = None
+    map_index: int | None = None  # the mapped task instance a mapped value gave it to (None: every one)
+    of: str | None = None  # which mapped value gave it, where its map index is not known here
+
+    @property
+    def label(self) -> str:
+        """The task it is for, as the views show it: ``id``, ``id[i]`` or ``id (.expand due item i)``."""
+        if self.map_index is not None:
+            return f"{self.task_id}[{self.map_index}]"
+        return f"{self.task_id} ({self.of})" if self.of else self.task_id
+
+    def for_instance(self, map_index: int) -> bool:
+        """Whether it is the due time of the task's instance ``map_index`` (one whose map index is not known
+        here is no instance's)."""
+        return self.of is None and self.map_index in (None, map_index)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "task_id": self.task_id,
+            "map_index": self.map_index,
+            "label": self.label,
             "rule": None if self.due is None else self.due.describe(),
             "timezone": None if self.due is None else self.due.to_dict()["timezone"],
             "error": self.error,
@@ -48,25 +64,43 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _stored_due(task: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The due time's JSON form a serialized task holds (None: none): an unmapped sensor's own field (its JSON
-    text), or a mapped one's ``.partial(due=...)`` (a due time given per mapped task in ``.expand()`` is not
-    one rule). ``TypeError`` for a value of another form, e.g. the repr a previous release stored."""
-    text, partial = task.get(SERIALIZED_KEY), task.get("partial_kwargs")
+def _mapped_dues(expand_input: Any) -> list[tuple[int | None, str | None, Any]]:
+    """The due times a mapped task's literal ``.expand()`` / ``.expand_kwargs()`` values give: (map index,
+    None, due) where the item is the instance's (``.expand_kwargs()``, or ``due`` mapped alone), else (None,
+    ".expand due item i", due) (a product with other mapped arguments). Values from an upstream task's output
+    are known only when it runs: none."""
+    expand = _plain(expand_input) if isinstance(expand_input, Mapping) else {}
+    value = expand.get("value")
+    if expand.get("type") == "list-of-dicts" and isinstance(value, list):
+        return [
+            (index, None, entry["due"])
+            for index, entry in enumerate(value)
+            if isinstance(entry, Mapping) and entry.get("due") is not None
+        ]
+    if not isinstance(value, Mapping) or not isinstance(value.get("due"), list):
+        return []
+    dues = value["due"]
+    if len(value) == 1:
+        return [(index, None, due) for index, due in enumerate(dues) if due is not None]
+    return [(None, f".expand due item {index}", due) for index, due in enumerate(dues) if due is not None]
+
+
+def _stored_dues(fields: Mapping[str, Any]) -> list[tuple[int | None, str | None, Any]]:
+    """The due times a serialized task holds (as :func:`_mapped_dues` gives them): an unmapped sensor's own
+    field (its JSON text); a mapped one's ``.partial(due=...)`` (or its ``default_args``: ``CheckedPartial``
+    gives it to the partial), else those its literal mapped values give."""
+    text, partial = fields.get(SERIALIZED_KEY), fields.get("partial_kwargs")
     if text is not None:
-        stored = json.loads(text) if isinstance(text, str) else text
-    elif isinstance(partial, Mapping) and partial.get("due") is not None:
-        stored = _plain(partial["due"])
-    else:
-        return None
-    if not isinstance(stored, Mapping):
-        raise TypeError(f"not a due time's dict form: {str(stored)[:80]!r} (parse the DAG file again)")
-    return stored
+        return [(None, None, json.loads(text) if isinstance(text, str) else text)]
+    if isinstance(partial, Mapping) and partial.get("due") is not None:
+        return [(None, None, _plain(partial["due"]))]
+    return _mapped_dues(fields.get("expand_input"))
 
 
 def due_rules(dag: Mapping[str, Any]) -> list[DueRule]:
     """The due time of each task of a serialized DAG that has one, by task id (a task stored by a release
-    without the field has none; one this release cannot read is kept with its error)."""
+    without the field has none; one this release cannot read is kept with its error, e.g. the repr a previous
+    release stored)."""
     rules = []
     for task in dag.get("tasks") or []:
         fields = task.get("__var", task) if isinstance(task, Mapping) else {}
@@ -74,13 +108,24 @@ def due_rules(dag: Mapping[str, Any]) -> list[DueRule]:
             continue
         task_id = str(fields.get("task_id"))
         try:
-            stored = _stored_due(fields)
-            if stored is None:
-                continue
-            rules.append(DueRule(task_id, DueTime.from_dict(stored)))
-        except (ValueError, TypeError) as err:  # InvalidDueTime, bad JSON: say so, show the others
+            stored = _stored_dues(fields)
+        except ValueError as err:  # bad JSON: say so, show the others
             rules.append(DueRule(task_id, None, f"cannot read its due time: {type(err).__name__}: {err}"))
-    return sorted(rules, key=lambda rule: rule.task_id)
+            continue
+        for map_index, of, due in stored:
+            try:
+                if not isinstance(due, Mapping):
+                    raise TypeError(
+                        f"not a due time's dict form: {str(due)[:80]!r} (parse the DAG file again)"
+                    )
+                rules.append(DueRule(task_id, DueTime.from_dict(due), None, map_index, of))
+            except (ValueError, TypeError) as err:  # InvalidDueTime, another form: say so, show the others
+                error = f"cannot read its due time: {type(err).__name__}: {err}"
+                rules.append(DueRule(task_id, None, error, map_index, of))
+    return sorted(
+        rules,
+        key=lambda rule: (rule.task_id, -1 if rule.map_index is None else rule.map_index, rule.of or ""),
+    )
 
 
 def _instants(run: Mapping[str, Any]) -> dict[str, datetime.datetime]:
@@ -108,5 +153,13 @@ def run_due_times(run: Mapping[str, Any], rules: Sequence[DueRule]) -> list[dict
                 due = rule.due.due_at(reference).astimezone(rule.due.timezone).isoformat()
         except (ValueError, RuntimeError) as err:  # HolidayYearOutOfRange, CalendarSearchError
             error = f"{type(err).__name__}: {err}"
-        times.append({"task_id": rule.task_id, "due": due, "error": error})
+        times.append(
+            {
+                "task_id": rule.task_id,
+                "map_index": rule.map_index,
+                "label": rule.label,
+                "due": due,
+                "error": error,
+            }
+        )
     return times

@@ -75,6 +75,14 @@ def _month(month: Mapping[str, Any]) -> str:
     )
 
 
+def _task_attributes(due: Mapping[str, Any]) -> str:
+    """The task (and mapped instance) a due time is for, as data attributes."""
+    index = due.get("map_index")
+    return f' data-task-id="{_text(due["task_id"])}"' + (
+        "" if index is None else f' data-map-index="{index}"'
+    )
+
+
 def _due_cell(times: Sequence[Mapping[str, Any]]) -> str:
     """A run's due times: one line per wait with ``due=`` (its task id, then when, or why not)."""
     lines = []
@@ -82,7 +90,7 @@ def _due_cell(times: Sequence[Mapping[str, Any]]) -> str:
         when = (
             _time(due["due"]) if due.get("due") else f'<span class="error">{_text(due.get("error"))}</span>'
         )
-        lines.append(f'<div data-task-id="{_text(due["task_id"])}">{_text(due["task_id"])}: {when}</div>')
+        lines.append(f"<div{_task_attributes(due)}>{_text(due.get('label') or due['task_id'])}: {when}</div>")
     return f'<td class="due">{"".join(lines)}</td>'
 
 
@@ -101,7 +109,7 @@ def _next_runs(runs: Sequence[Mapping[str, Any]], with_due: bool) -> str:
 def _due_rules(rules: Sequence[Mapping[str, Any]]) -> str:
     """Each wait's due time in words (``due=``), or why it cannot be read."""
     items = "".join(
-        f'<li data-task-id="{_text(rule["task_id"])}"><strong>{_text(rule["task_id"])}</strong>: '
+        f"<li{_task_attributes(rule)}><strong>{_text(rule.get('label') or rule['task_id'])}</strong>: "
         + (
             _text(rule["rule"])
             if rule.get("rule")

@@ -20,7 +20,7 @@ from airflow_smart_ext import units
 from airflow_smart_ext.backoff import BackoffPolicy, ScheduledCheck
 from airflow_smart_ext.conditions.spec import check_type, sharing_key
 from airflow_smart_ext.ui.serving import Triggerer
-from airflow_smart_ext.wait_model import deferral_paths, timeline
+from airflow_smart_ext.wait_model import deferral_paths, late_told, timeline
 from airflow_smart_ext.wait_model.condition import TemplateVariables, render_from_run, zero_worker_check
 from airflow_smart_ext.wait_model.parameters import has_template
 from airflow_smart_ext.wait_model.sharing import wait_seed
@@ -87,6 +87,10 @@ class LiveWait:
     last_check: Mapping[str, Any] | None = None
     #: the run's ``run_after`` (epoch seconds; 3.x), which a due time counts from when the run has no logical date
     run_after: float | None = None
+    #: a zero-worker retry's: whether a task state store keeps its late record (3.3+), and the record (None:
+    #: none written): what its trigger leaves to the worker it resumes to say it is late
+    store_kept: bool = False
+    late_record: Any = None
 
 
 @dataclass(frozen=True)
@@ -169,9 +173,19 @@ def read_wait(wait: LiveWait, path: str) -> WaitFacts:
         start.get("rate_limit"),
         "execution_timeout" if ends.execution_first else "timeout",
         due_at := _zero_worker_due_at(start.get("due"), wait, started),
-        # as its trigger: a retry that started after the due time has nothing to say (its first try said it)
-        due_at is not None and timeline.retried_after_due(wait.try_number > 1, started, due_at),
+        _zero_worker_told(wait, started, due_at),
     )
+
+
+def _zero_worker_told(wait: LiveWait, started: float, due_at: float | None) -> bool:
+    """Whether a zero-worker try's late alert is said: as its task state store's record says (3.3+: an earlier
+    try's, read by the worker its late event resumes); before 3.3, as its trigger takes it: a retry that started
+    after the due time has nothing to say (its first try said it)."""
+    if due_at is None:
+        return False
+    if wait.store_kept:
+        return late_told.state_of(wait.late_record, units.iso(due_at), wait.try_number) == late_told.TOLD
+    return timeline.retried_after_due(wait.try_number > 1, started, due_at)
 
 
 def _zero_worker_due_at(due: Any, wait: LiveWait, started: float) -> float | None:

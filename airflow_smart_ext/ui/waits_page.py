@@ -124,7 +124,7 @@ def _last_outcome(row: Mapping[str, Any]) -> str:
     )
 
 
-# late_alerted: sent, said at the next check, or not known (a worker-side wait: its task's log says)
+# late_alerted: sent, said at the next check, or not known (a worker-side wait before 3.3: its log says)
 _ALERTED = {True: "alert sent", False: "alert at its next check", None: "alert: see the task's log"}
 
 

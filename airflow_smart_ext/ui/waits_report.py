@@ -29,7 +29,7 @@ from airflow_smart_ext.ui.trigger_rows import (
     read_wait,
     trigger_paths,
 )
-from airflow_smart_ext.ui.worker_rows import WorkerWait, worker_row
+from airflow_smart_ext.ui.worker_rows import WorkerWait, late_alerted, worker_row
 from airflow_smart_ext.wait_model import last_check, timeline
 
 __all__ = ["SORTS", "WaitsQuery", "build_report"]
@@ -217,9 +217,12 @@ def due_columns(
 
 def _worker_member(wait: WorkerWait, schedules: Schedules) -> tuple[str, _Member]:
     """A worker-side wait's own group (it shares no check), its due columns as a trigger row's; whether its
-    alert was sent is not known (``worker_rows``)."""
+    alert was sent as its task state store says (``worker_rows.late_alerted``)."""
     row, due_at = worker_row(wait, schedules.now, schedules.iso)
-    row.update(due_columns(due_at, False, schedules.now, schedules.iso), late_alerted=None)
+    told = late_alerted(wait, due_at)
+    row.update(due_columns(due_at, bool(told), schedules.now, schedules.iso))
+    if told is None:
+        row["late_alerted"] = None
     key = f"worker|{wait.dag_id}|{wait.run_id}|{wait.task_id}|{wait.map_index}"
     return key, _Member(row, False, 0.0, None, in_worker=True)
 

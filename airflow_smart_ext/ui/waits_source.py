@@ -15,16 +15,16 @@ import contextlib
 import datetime
 import json
 import zlib
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_smart_ext import clock, compat, secret_kwargs, units
 from airflow_smart_ext.conditions import sensor_poke as sensor_check
 from airflow_smart_ext.ui import calendar_due, kwargs_store, worker_rows
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.ui.trigger_rows import LiveWait, redact_sealed, trigger_paths
-from airflow_smart_ext.wait_model import last_check, timeline
+from airflow_smart_ext.wait_model import last_check, late_told, timeline
 
 if TYPE_CHECKING:
     from airflow_smart_ext.timetables.due import DueTime
@@ -111,8 +111,14 @@ class DagFacts:
     """What the Waits view reads of a DAG's latest serialized version."""
 
     dagrun_timeout: float | None = None  # seconds (None: none, or the row cannot be read)
-    due: Mapping[str, DueTime] = field(default_factory=dict)  # task id -> its readable due time (``due=``)
+    #: task id -> its readable due times (``due=``: one, or one per mapped value)
+    due: Mapping[str, tuple[calendar_due.DueRule, ...]] = field(default_factory=dict)
     reschedule: frozenset[str] = frozenset()  # the ids of its tasks in reschedule mode
+
+    def due_of(self, task_id: str, map_index: int) -> DueTime | None:
+        """The due time of a task instance (None: none is known here)."""
+        rules = self.due.get(task_id, ())
+        return next((rule.due for rule in rules if rule.for_instance(map_index) and rule.due), None)
 
 
 # (dag_id, dag_hash of its latest serialized version) -> what the view reads of that version
@@ -122,7 +128,10 @@ _DAG_FACTS: dict[tuple[str, str], DagFacts] = {}
 def _read_dag_facts(stored: Any, compressed: bytes | None) -> DagFacts:
     dag = compat.metadata_db.stored_dag(stored, compressed).get("dag", {})
     timeout = dag.get("dagrun_timeout")
-    due = {rule.task_id: rule.due for rule in calendar_due.due_rules(dag) if rule.due is not None}
+    due: dict[str, tuple[calendar_due.DueRule, ...]] = {}
+    for rule in calendar_due.due_rules(dag):
+        if rule.due is not None:
+            due[rule.task_id] = (*due.get(rule.task_id, ()), rule)
     return DagFacts(
         None if timeout is None else float(timeout),
         due,
@@ -291,7 +300,13 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
             )
         )
     kwargs_store.default_store().save()  # what this request decrypted, for the next start
-    return waits
+    return _with_late_records(session, waits, _zero_worker_retry)
+
+
+def _zero_worker_retry(wait: LiveWait) -> bool:
+    """A zero-worker retry with a due time: whether its alert was said is its task state store's record."""
+    start = wait.kwargs.get("start")
+    return wait.try_number > 1 and isinstance(start, Mapping) and bool(start.get("due"))
 
 
 def load_worker_waits(session: Any, dag_ids: Collection[str] | None) -> list[worker_rows.WorkerWait]:
@@ -346,6 +361,9 @@ def load_worker_waits(session: Any, dag_ids: Collection[str] | None) -> list[wor
     waits = []
     for row in ours:
         dag = facts[row.dag_id]
+        due = dag.due_of(row.task_id, row.map_index)
+        if due is None:  # a mapped instance no readable due time is known for
+            continue
         key = (row.dag_id, row.run_id, row.task_id, row.map_index)
         count, first_start, last_date = reschedules.get(key, (0, None, None))
         waiting = row.state in between_checks
@@ -366,7 +384,7 @@ def load_worker_waits(session: Any, dag_ids: Collection[str] | None) -> list[wor
                 try_number=row.try_number,
                 path=worker_rows.RESCHEDULE if rescheduling else worker_rows.WORKER,
                 sensor_class=row.operator or "",
-                due=dag.due[row.task_id],
+                due=due,
                 instants=instants,
                 try_started_at=started if started is not None else clock.now(),
                 # a rescheduled task instance keeps the host of its last check: only a running one is served
@@ -374,4 +392,26 @@ def load_worker_waits(session: Any, dag_ids: Collection[str] | None) -> list[wor
                 next_check=_epoch(last_date) if waiting else None,
             )
         )
-    return waits
+    return _with_late_records(session, waits)
+
+
+_Wait = TypeVar("_Wait", LiveWait, worker_rows.WorkerWait)
+
+
+def _with_late_records(
+    session: Any, waits: list[_Wait], wanted: Callable[[_Wait], bool] | None = None
+) -> list[_Wait]:
+    """The waits (those ``wanted``) with the late record their task instance's state store keeps (3.3+):
+    whether the alert was sent. One the store could not read stays "not known"."""
+    keys = {
+        index: (wait.dag_id, wait.run_id, wait.task_id, wait.map_index)
+        for index, wait in enumerate(waits)
+        if wanted is None or wanted(wait)
+    }
+    records = compat.task_state.task_state_values(session, keys.values(), late_told.KEY) if keys else {}
+    return [
+        replace(wait, store_kept=True, late_record=records[keys[index]])
+        if index in keys and keys[index] in records
+        else wait
+        for index, wait in enumerate(waits)
+    ]

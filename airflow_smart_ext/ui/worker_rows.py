@@ -6,8 +6,8 @@ the due time their DAG's serialized task keeps (``smart_ext_due``, read as the C
 Waits without a due time stay out of the view: nothing marks a worker-side task as one of our sensors.
 
 Pure: the rows are computed from :class:`WorkerWait` facts (``waits_source.load_worker_waits`` reads them).
-Whether the try already sent its late alert is not known here (the check that says it runs in the worker,
-and only its log keeps it): ``late_alerted`` is None.
+Whether its late alert was sent is the record its tries keep in Airflow 3.3's task state store
+(``wait_model.late_told``); before 3.3 only the task's log says: ``late_alerted`` is None.
 """
 
 from __future__ import annotations
@@ -16,10 +16,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_smart_ext import units
+from airflow_smart_ext.wait_model import late_told
+
 if TYPE_CHECKING:
     from airflow_smart_ext.timetables.due import DueTime
 
-__all__ = ["PATHS", "RESCHEDULE", "WORKER", "WorkerWait", "reschedule_task_ids", "worker_row"]
+__all__ = ["PATHS", "RESCHEDULE", "WORKER", "WorkerWait", "late_alerted", "reschedule_task_ids", "worker_row"]
 
 RESCHEDULE = "reschedule"  # between checks, the task waits in the scheduler for its reschedule date
 WORKER = "worker"  # a check in a running worker process: poke mode, or a deferrable wait before it defers
@@ -47,6 +50,9 @@ class WorkerWait:
     hostname: str | None  # the worker running its check now (None: none)
     #: between checks (up for reschedule, or scheduled or queued for its next check): its last reschedule date
     next_check: float | None = None
+    #: whether a task state store keeps its late record (Airflow 3.3+), and the record (None: none written)
+    store_kept: bool = False
+    late_record: Any = None
 
 
 def reschedule_task_ids(dag: Mapping[str, Any]) -> set[str]:
@@ -60,6 +66,16 @@ def reschedule_task_ids(dag: Mapping[str, Any]) -> set[str]:
         if isinstance(fields, Mapping) and (fields.get("reschedule") is True or mode == RESCHEDULE):
             found.add(str(fields.get("task_id")))
     return found
+
+
+def late_alerted(wait: WorkerWait, due_at: float | None) -> bool | None:
+    """Whether the wait said it is late for ``due_at``, as its task state store's record says: an earlier
+    try's alert cut short is not (its next check says it again). None: not known (before 3.3, or a record kept
+    by reference in a worker's external state backend)."""
+    if due_at is None or not wait.store_kept:
+        return None
+    told = late_told.state_of(wait.late_record, units.iso(due_at), wait.try_number)
+    return None if told is None else told == late_told.TOLD
 
 
 def worker_row(

@@ -315,6 +315,85 @@ def test_a_retry_says_late_once_for_the_task_instance_as_its_task_state_store_sa
         assert row is not None and row["state"] == "success" and row["try_number"] == 2, row
 
 
+#: The zero-worker twin of ``DUE_RETRY_DAG``: each check runs in the triggerer, where no try is known, so a
+#: try fails at a check while the test's marker file exists; arguments are literal (2.11 renders none there).
+DUE_RETRY_ZERO_WORKER_DAG = """
+import datetime as dt
+
+from airflow import DAG
+from sn_sensors import LATE_WAIT, FailingTryFileSensor, record_late
+
+from airflow_smart_ext.timetables import DueTime
+
+WAIT = {**LATE_WAIT, "path": "<path>", "retries": 1, "deferrable": True, "due": DueTime("<at>"), "on_late": record_late}
+with DAG("sn_due_retry_zw", schedule=None, start_date=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), catchup=False):
+    for name, delay in (("early", <retry_delay>), ("told", 10)):
+        FailingTryFileSensor(task_id=name, fail_marker=f"<dir>/{name}.fail", counter_path=f"<dir>/{name}.checks",
+                             **{**WAIT, "retry_delay": delay})
+"""
+
+
+def test_a_zero_worker_retry_says_late_once_as_its_task_state_store_says(
+    airflow_env: AirflowEnv, tmp_path: Path
+) -> None:
+    """A zero-worker retry after the due time: its trigger cannot read the task state store, so on 3.3 its first
+    check past the due time resumes the task on a worker, which says it only if no earlier try did (``early``,
+    whose try 1 failed before the due time) and not again for ``told`` (its try 1 said it, then failed). Before
+    3.3 such a retry takes it as said (docs/late-data.md). Both retries run in the triggerer from their start."""
+    env = airflow_env
+    due = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=LEAD_SECONDS)).replace(microsecond=0)
+    source = tmp_path / "sn_due_retry_zw.py"
+    target, told_path = tmp_path / "retry_zw.csv", tmp_path / "retry_zw.jsonl"
+    text = DUE_RETRY_ZERO_WORKER_DAG.replace("<at>", due.strftime("%H:%M:%S")).replace("<dir>", str(tmp_path))
+    source.write_text(text.replace("<path>", str(target)).replace("<retry_delay>", str(LEAD_SECONDS + 10)))
+    env.add_dag_file(source)
+    early_fail, told_fail = tmp_path / "early.fail", tmp_path / "told.fail"
+    early_fail.touch()  # early's try 1 fails at its first check, before the due time
+    run_id = start_run(env, "sn_due_retry_zw", {"late_path": str(told_path)})
+    run = env.dag_run("sn_due_retry_zw", run_id)
+    reference = (run["data_interval_end"] or run["run_after"]).timestamp()
+    assert reference < due.timestamp(), f"the run began after its due time: raise LEAD_SECONDS={LEAD_SECONDS}"
+
+    def told() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in told_path.read_text().splitlines()] if told_path.exists() else []
+
+    def waiting_to_retry(task: str) -> bool:
+        row = ti_row(env, "sn_due_retry_zw", run_id, task)
+        assert row is None or row["state"] != "failed", sensor_log(env, "sn_due_retry_zw", run_id, task)
+        return row is not None and row["state"] == "up_for_retry"
+
+    env.poll(lambda: waiting_to_retry("early"), 120, lambda: "early's try 1 to fail at its first check")
+    early_fail.unlink()
+    retried = {"early": time.time()}
+    env.poll(lambda: any(late["wait"].endswith(".told") for late in told()), LEAD_SECONDS + 120, told)
+    told_fail.touch()  # told's try 1 fails at its next check, after its alert
+    env.poll(lambda: waiting_to_retry("told"), 120, lambda: "told's try 1 to fail after its alert")
+    told_fail.unlink()
+    retried["told"] = time.time()
+
+    def retry_checks(task: str) -> list[dict[str, Any]]:
+        """The checks made since the marker went: the retry's (the failed try made none after it)."""
+        checks = tmp_path / f"{task}.checks"  # a check that failed wrote none
+        lines = checks.read_text().splitlines() if checks.exists() else []
+        return [check for check in map(json.loads, lines) if check["at"] > retried[task]]
+
+    def retries_checked_twice() -> bool:
+        return all(len(retry_checks(task)) >= 2 for task in retried)
+
+    env.poll(retries_checked_twice, LEAD_SECONDS + 300, lambda: f"two checks of both retries ({told()})")
+    for task in retried:  # each retry began in the triggerer (no worker made its check #0)
+        assert retry_checks(task)[0]["where"] == "triggerer", retry_checks(task)
+        row = ti_row(env, "sn_due_retry_zw", run_id, task)
+        assert row is not None and row["try_number"] == 2, row
+    target.write_text("id\n1\n")
+    assert env.wait_run("sn_due_retry_zw", run_id, timeout=120) == "success"
+    said = sorted((late["wait"].split(".")[1], late["try_number"]) for late in told())
+    expected = [("early", 2), ("told", 1)] if compat.task_state.TASK_STATE_STORE_SUPPORTED else [("told", 1)]
+    assert said == expected, told()
+    for late in told():
+        assert epoch(late["due"]) == due.timestamp() and late["resent"] is False, late
+
+
 def test_mapped_sensor_runs_each_expanded_instance(airflow_env: AirflowEnv, tmp_path: Path) -> None:
     env = airflow_env
     target = tmp_path / "mapped.csv"

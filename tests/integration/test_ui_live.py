@@ -441,8 +441,12 @@ def test_waits_checked_in_a_worker_show_their_due_time_how_late_and_their_resche
     ui_env: AirflowEnv, admin: WebDriver
 ) -> None:
     """Poke and reschedule waits have no trigger row: their rows come from their task instances, their
-    reschedules and the due time their DAG's serialized task keeps, checked here against the metadata DB."""
+    reschedules and the due time their DAG's serialized task keeps, checked here against the metadata DB.
+    Whether their alert was sent is the record of their task state store on 3.3 (each said it in its log
+    first: sent); before 3.3 only the log says."""
     expected = late_workers(ui_env)
+    store = compat.task_state.TASK_STATE_STORE_SUPPORTED
+    alerted, alert_words = (True, "(alert sent)") if store else (None, "alert: see the task's log")
     status, body = fetch(admin, base_url(ui_env) + "/smart-ext/api/waits")
     assert status == 200, body[:500]
     dags = {dag_id for dag_id, _task in expected}
@@ -454,7 +458,7 @@ def test_waits_checked_in_a_worker_show_their_due_time_how_late_and_their_resche
         reference = (run["data_interval_end"] or run["run_after"]).timestamp()
         assert row["path"] == path and row["sensor_class"] == "BackoffSqlSensor", row
         assert abs(_epoch(row["due"]) - 1 - reference) < 0.002, (row, run)
-        assert row["late_by"] > 0 and row["late_alerted"] is None, row  # its alert is in its log, not here
+        assert row["late_by"] > 0 and row["late_alerted"] is alerted, row
         assert row["served_by"] is None and row["sharing_key_hash"] is None and row["deadline"] is None, row
     host = None
     if (POKE, "late_poke") in expected:
@@ -484,11 +488,7 @@ def test_waits_checked_in_a_worker_show_their_due_time_how_late_and_their_resche
     )
     assert set(cells) == {task_id for _dag, task_id in expected}, cells
     for text in cells.values():
-        assert (
-            "late by" in text
-            and "alert: see the task's log" in text
-            and "its timeout (not known here)" in text
-        )
+        assert "late by" in text and alert_words in text and "its timeout (not known here)" in text
     if host is not None:
         assert f"a worker on {host}" in cells["late_poke"] and "in the worker" in cells["late_poke"], cells
 
@@ -728,6 +728,7 @@ def test_calendars_page_shows_next_runs_and_a_skipped_holiday(
         """
         const s = document.querySelector(arguments[0]);
         if (!s) return null;
+        const key = e => e.dataset.taskId + (e.dataset.mapIndex === undefined ? '' : `[${e.dataset.mapIndex}]`);
         return {
             next: Array.from(s.querySelectorAll('table.next-runs tr[data-day]')).map(e => e.dataset.day),
             skipped: Array.from(s.querySelectorAll('ul.skipped li[data-date]')).map(
@@ -738,9 +739,9 @@ def test_calendars_page_shows_next_runs_and_a_skipped_holiday(
                 e => e.textContent.trim()),
             due: Array.from(s.querySelectorAll('table.next-runs tr[data-day] td.due')).map(
                 cell => Object.fromEntries(Array.from(cell.querySelectorAll('div[data-task-id]')).map(
-                    e => [e.dataset.taskId, e.querySelector('time')?.getAttribute('datetime') ?? null]))),
+                    e => [key(e), e.querySelector('time')?.getAttribute('datetime') ?? null]))),
             rules: Array.from(s.querySelectorAll('ul.due-rules li[data-task-id]')).map(
-                e => [e.dataset.taskId, e.textContent.trim()]),
+                e => [key(e), e.textContent.trim()]),
         };
         """,
         f"section[data-dag-id='{CALENDAR}']",
@@ -757,7 +758,11 @@ def test_calendars_page_shows_next_runs_and_a_skipped_holiday(
     # each next run says when its waits' data is due, read from the serialized DAG (the mapped task's too):
     # 09:30 New York on the timetable's own calendar is on the next run's day, never on the extra holiday
     rules = dict(section["rules"])
-    assert set(rules) == {"never_runs", "never_runs_mapped"}, section
+    assert set(rules) == {"never_runs", "never_runs_mapped", "never_runs_items[0]", "never_runs_items[1]"}, (
+        section
+    )
+    assert rules["never_runs_items[0]"].startswith("never_runs_items[0]: the first 06:00 Asia/Tokyo"), rules
+    assert "18:00 America/Chicago" in rules["never_runs_items[1]"], rules
     assert "07:00 Europe/London" in rules["never_runs_mapped"] and "(T+1)" in rules["never_runs_mapped"], (
         rules
     )
@@ -770,6 +775,9 @@ def test_calendars_page_shows_next_runs_and_a_skipped_holiday(
             assert trades.date().isoformat() == section["next"][index + 1], (index, section)
         prices = dt.datetime.fromisoformat(due["never_runs_mapped"]).astimezone(london)
         assert (prices.hour, prices.minute) == (7, 0) and prices.weekday() < 5, due
+        for item, zone, hour in ((0, "Asia/Tokyo", 6), (1, "America/Chicago", 18)):
+            local = dt.datetime.fromisoformat(due[f"never_runs_items[{item}]"]).astimezone(ZoneInfo(zone))
+            assert (local.hour, local.minute) == (hour, 0), due
     screenshot(admin, ui_env, "calendars", tmp_path)
 
     # the form keeps what was asked, and the JSON link opens the same answer in a new tab (on 3.x from

@@ -62,15 +62,28 @@ class FileArrivedSensor(BackoffSensor):
 class FailingTryFileSensor(FileArrivedSensor):
     """A file sensor whose try ``fail_try`` fails (a ValueError: not ridden out) at its first check, or, with
     ``fail_when_told``, at its first check after its late alert is in ``dag_run.conf["late_path"]``
-    (``record_late``). The retry tests' way to end a try early, or after its alert."""
+    (``record_late``). The retry tests' way to end a try early, or after its alert. With ``fail_marker``, a
+    check fails instead while that file exists (a check in the triggerer knows no try: the test makes and
+    removes the file)."""
 
-    def __init__(self, *, fail_try: int = 1, fail_when_told: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        fail_try: int = 1,
+        fail_when_told: bool = False,
+        fail_marker: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.fail_try = fail_try
         self.fail_when_told = fail_when_told
+        self.fail_marker = fail_marker
 
     def poke(self, context: Any) -> bool:
-        if context["ti"].try_number == self.fail_try and (not self.fail_when_told or self._told(context)):
+        if self.fail_marker is not None:
+            if Path(self.fail_marker).exists():
+                raise ValueError(f"{self.fail_marker} exists: this check fails (the test's)")
+        elif context["ti"].try_number == self.fail_try and (not self.fail_when_told or self._told(context)):
             raise ValueError(f"try {self.fail_try} fails here (the test's)")
         return super().poke(context)
 

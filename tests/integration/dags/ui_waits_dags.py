@@ -131,7 +131,8 @@ with _dag(
     schedule=BusinessDaysTimetable(country="US", extra_holidays=[EXTRA_HOLIDAY], timezone="UTC"),
 ):
     # Their due times, on the page's next runs: 09:30 New York on the timetable's own calendar (so each run's
-    # data is due on the next run's day), and a mapped task's 07:00 London T+1 given in its .partial().
+    # data is due on the next run's day), a mapped task's 07:00 London T+1 given in its .partial(), and
+    # another's per mapped instance.
     BackoffSqlSensor(
         task_id="never_runs",
         conn_id=CONN_ID,
@@ -145,6 +146,10 @@ with _dag(
         due=DueTime("07:00", country="GB", timezone="Europe/London", lag=1),
         **WAIT,
     ).expand(sql=["SELECT 1"])
+    # one due time per mapped task instance, given in .expand()
+    BackoffSqlSensor.partial(task_id="never_runs_items", conn_id=CONN_ID, sql="SELECT 1", **WAIT).expand(
+        due=[DueTime("06:00", timezone="Asia/Tokyo"), DueTime("18:00", timezone="America/Chicago")]
+    )
 
 # A clock change on the Calendars page: monthly runs span both of New York's (any 8 months hold one), and the
 # month's data is due at 09:30 New York on the next NYSE session either side of it.

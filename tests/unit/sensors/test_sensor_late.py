@@ -650,3 +650,46 @@ def test_the_due_time_travels_in_the_serialized_dag_and_airflow_reads_it_back() 
     read = Serialization.from_dict(stored)  # Airflow's own reading of it
     assert json.loads(getattr(read.get_task("plain"), SERIALIZED_KEY)) == due.to_dict()
     assert read.get_task("mapped").partial_kwargs["due"] == due.to_dict()  # .partial() keeps the dict form
+
+
+def test_a_mapped_sensor_s_due_times_from_default_args_and_mapped_values_are_readable_where_stored() -> None:
+    """Airflow keeps an unknown object in ``default_args`` or a mapped value as its repr: the due times a
+    mapped sensor takes from there are stored in their dict form (the constructor takes it alike), so the
+    Calendars and Waits views read each from the serialized DAG, by the map index it is for."""
+    from airflow import DAG
+
+    try:
+        from airflow.serialization.serialized_objects import DagSerialization as Serialization
+    except ImportError:  # Airflow < 3.2
+        from airflow.serialization.serialized_objects import SerializedDAG as Serialization
+
+    from airflow_smart_ext.ui.calendar_due import due_rules
+
+    inherited, one, two = DueTime(after=60), DueTime(after=1), DueTime("09:30", timezone="Europe/London")
+    start = datetime.datetime(2026, 1, 1)
+    with DAG("late_mapped", schedule=None, start_date=start, default_args={"due": inherited}) as dag:
+        PathSensor.partial(task_id="inherits").expand(path=["/a", "/b"])
+        PathSensor.partial(task_id="own").expand(due=[one, two], path=["/a"])  # a product: item, not index
+        PathSensor.partial(task_id="alone", path="/p").expand(due=[one, two])
+        PathSensor.partial(task_id="kwargs").expand_kwargs([{"path": "/a", "due": two}, {"path": "/b"}])
+        PathSensor.partial(task_id="given", due=two).expand(path=["/a"])
+        upstream = PathSensor(task_id="up", path="/u")
+        PathSensor.partial(task_id="later").expand(due=upstream.output)  # known when it runs
+    stored = json.loads(json.dumps(Serialization.to_dict(dag)))  # as the metadata DB keeps it
+    rules = {rule.label: rule for rule in due_rules(stored["dag"])}
+    assert {label: rule.due for label, rule in rules.items()} == {
+        "inherits": inherited,
+        "own (.expand due item 0)": one,
+        "own (.expand due item 1)": two,
+        "alone[0]": one,
+        "alone[1]": two,
+        "kwargs[0]": two,
+        "kwargs[1]": inherited,  # the default Airflow applies to the item that gives none
+        "given": two,
+        "up": inherited,
+    }
+    assert rules["alone[1]"].for_instance(1) and not rules["alone[1]"].for_instance(0)
+    assert rules["inherits"].for_instance(5) and not rules["own (.expand due item 0)"].for_instance(0)
+    read = Serialization.from_dict(stored)  # Airflow's own reading of it
+    assert read.get_task("inherits").partial_kwargs["due"] == inherited.to_dict()
+    assert "due" not in read.get_task("later").partial_kwargs  # the mapped output gives it

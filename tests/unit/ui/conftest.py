@@ -37,6 +37,8 @@ with DAG("cal_business", schedule=BusinessDaysTimetable(BusinessCalendar(country
                              due=DueTime("07:00", country="GB", timezone="Europe/London", lag=1)
                              ).expand(sql=["SELECT 1", "SELECT 2"])
     BackoffSqlSensor(task_id="no_due", conn_id="c", sql="SELECT 1", mode="reschedule")
+    BackoffSqlSensor.partial(task_id="fx", conn_id="c", sql="SELECT 1", mode="reschedule").expand(
+        due=[DueTime("08:00", timezone="Europe/London"), DueTime("16:00", timezone="Asia/Tokyo")])
 with DAG("cal_cron", schedule="@daily", start_date=START, catchup=False,
          dagrun_timeout=datetime.timedelta(minutes=90)):
     pass

@@ -429,26 +429,48 @@ def test_each_next_run_says_when_its_waits_data_is_due_from_the_stored_dag(calen
     with create_session() as session:
         (report,) = load_calendars(session, ["cal_business"], NOW, 3, past=0)
     assert report["error"] is None and json.loads(json.dumps(report)) == report
-    rules = {rule["task_id"]: rule for rule in report["due_rules"]}
-    assert set(rules) == {"trades", "prices"}, (
-        rules
-    )  # no_due has none; the mapped task's .partial(due=) counts
+    rules = {rule["label"]: rule for rule in report["due_rules"]}
+    # no_due has none; a mapped task's .partial(due=) counts, and each of its .expand(due=[...]) by map index
+    assert set(rules) == {"trades", "prices", "fx[0]", "fx[1]"}, rules
+    assert (rules["fx[1]"]["task_id"], rules["fx[1]"]["map_index"]) == ("fx", 1)
     assert rules["trades"]["rule"] == (
         "the first 09:30 America/New_York on a NYSE business day at or after data_interval_end"
     )
     assert rules["prices"]["timezone"] == "Europe/London" and "(T+1)" in rules["prices"]["rule"]
-    due = {run["day"]: {d["task_id"]: d["due"] for d in run["due"]} for run in report["next_runs"]}
+    due = {run["day"]: {d["label"]: d["due"] for d in run["due"]} for run in report["next_runs"]}
     # by hand: day D's interval ends at D+1 00:00 New York (05:00 London); NYSE is shut on Thanksgiving
-    # (Thu 11-26) and at the weekend; the GB rule is 07:00 London on the first business day, then one more
+    # (Thu 11-26) and at the weekend; the GB rule is 07:00 London on the first business day, then one more;
+    # fx's are the next 08:00 London and 16:00 Tokyo (07:00 UTC), any day
     assert due == {
-        "2026-11-24": {"trades": "2026-11-25T09:30:00-05:00", "prices": "2026-11-26T07:00:00+00:00"},
-        "2026-11-25": {"trades": "2026-11-27T09:30:00-05:00", "prices": "2026-11-27T07:00:00+00:00"},
-        "2026-11-27": {"trades": "2026-11-30T09:30:00-05:00", "prices": "2026-12-01T07:00:00+00:00"},
+        "2026-11-24": {
+            "trades": "2026-11-25T09:30:00-05:00",
+            "prices": "2026-11-26T07:00:00+00:00",
+            "fx[0]": "2026-11-25T08:00:00+00:00",
+            "fx[1]": "2026-11-25T16:00:00+09:00",
+        },
+        "2026-11-25": {
+            "trades": "2026-11-27T09:30:00-05:00",
+            "prices": "2026-11-27T07:00:00+00:00",
+            "fx[0]": "2026-11-26T08:00:00+00:00",
+            "fx[1]": "2026-11-26T16:00:00+09:00",
+        },
+        "2026-11-27": {
+            "trades": "2026-11-30T09:30:00-05:00",
+            "prices": "2026-12-01T07:00:00+00:00",
+            "fx[0]": "2026-11-28T08:00:00+00:00",
+            "fx[1]": "2026-11-28T16:00:00+09:00",
+        },
     }
     page = render_calendars([report], "", CalendarsQuery())
     assert "<th>Data due</th>" in page and page.count('<td class="due">') == 3
     assert '<div data-task-id="trades">trades: <time datetime="2026-11-25T09:30:00-05:00">' in page
     assert '<li data-task-id="prices"><strong>prices</strong>: the first 07:00 Europe/London' in page
+    assert (
+        '<li data-task-id="fx" data-map-index="1"><strong>fx[1]</strong>: the first 16:00 Asia/Tokyo' in page
+    )
+    assert (
+        '<div data-task-id="fx" data-map-index="0">fx[0]: <time datetime="2026-11-25T08:00:00+00:00">' in page
+    )
 
 
 def test_a_stored_due_time_this_release_cannot_read_is_said_and_the_others_still_shown() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -853,6 +854,33 @@ def test_a_waits_due_time_and_how_late_it_is_while_it_still_waits() -> None:
     # a zero-worker wait's due time, as its trigger computes it: 120 s after the run's data interval end
     assert rows["zero_worker"]["due_in"] == -480.0 and rows["zero_worker"]["late_by"] == 480.0
     assert rows["zero_worker"]["late_alerted"] is False
+
+
+@pytest.mark.parametrize(
+    ("store_kept", "record", "alerted"),
+    [
+        (False, None, True),  # before 3.3: a retry after the due time takes it as said, as its trigger does
+        (True, None, False),  # 3.3: no earlier try said it: its late event's worker will
+        (True, {"due": "<due>", "telling": False, "try": 1}, True),  # try 1 said it
+        (True, {"due": "<due>", "telling": True, "try": 1}, False),  # try 1's cut short: said again
+    ],
+)
+def test_a_zero_worker_retry_s_alert_is_as_its_task_state_store_says(
+    store_kept: bool, record: dict[str, Any] | None, alerted: bool
+) -> None:
+    interval_end = datetime.datetime.fromtimestamp(NOW - 600, datetime.timezone.utc)
+    retry = zero_worker(
+        sql_check("SELECT 5"),
+        {},
+        task_id="zero_worker",
+        run_dates={"data_interval_end": interval_end.isoformat()},
+        kwargs_due={"after": 120.0, "reference": "data_interval_end"},
+    )
+    due = (interval_end + datetime.timedelta(seconds=120)).isoformat(timespec="milliseconds")
+    stored = None if record is None else {**record, "due": due}
+    retry = dataclasses.replace(retry, try_number=2, store_kept=store_kept, late_record=stored)
+    [row] = build_report([retry], WaitsQuery(), NOW)["waits"]
+    assert row["late_by"] == 480.0 and row["late_alerted"] is alerted, row
 
 
 def test_the_late_filter_the_late_count_and_the_due_sort() -> None:

@@ -22,11 +22,16 @@ def test_dagrun_timeouts_and_due_times_come_from_the_latest_serialized_dag(calen
     }
     assert again == {"cal_cron": found["cal_cron"]} and found["cal_cron"].due == {}
     business = found["cal_business"]
-    assert {task_id: due.timezone.key for task_id, due in business.due.items()} == {
-        "prices": "Europe/London",
-        "trades": "America/New_York",
+    zones = {task_id: [rule.due.timezone.key for rule in rules] for task_id, rules in business.due.items()}
+    assert zones == {
+        "prices": ["Europe/London"],
+        "trades": ["America/New_York"],
+        "fx": ["Europe/London", "Asia/Tokyo"],
     }
-    assert business.reschedule == {"trades", "prices", "no_due"}
+    assert business.reschedule == {"trades", "prices", "no_due", "fx"}
+    assert business.due_of("prices", 3) is business.due["prices"][0].due  # .partial(due=): every instance
+    assert business.due_of("fx", 1) is business.due["fx"][1].due  # .expand(due=[...]): its own
+    assert business.due_of("fx", 2) is None and business.due_of("no_due", -1) is None
 
 
 def test_an_unreadable_serialized_dag_costs_only_its_own_timeout(monkeypatch: pytest.MonkeyPatch) -> None:

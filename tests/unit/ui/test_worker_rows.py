@@ -123,6 +123,52 @@ def test_the_page_and_the_cli_say_a_worker_wait_checks_in_a_worker() -> None:
     assert (row[shared:checks].strip(), row[checks:served].strip()) == ("1", "-")  # checks made: not known
 
 
+@pytest.mark.parametrize(
+    ("record", "try_number", "alerted", "words"),
+    [
+        ({"due": _iso(NOW - 3000), "telling": False, "try": 1}, 1, True, "alert sent"),
+        ({"due": _iso(NOW - 3000), "telling": False, "try": 1}, 2, True, "alert sent"),  # a retry's: told
+        (
+            {"due": _iso(NOW - 3000), "telling": True, "try": 2},
+            2,
+            True,
+            "alert sent",
+        ),  # said, "told" not kept
+        (
+            {"due": _iso(NOW - 3000), "telling": True, "try": 1},
+            2,
+            False,
+            "alert at its next check",
+        ),  # cut short
+        (
+            {"due": _iso(NOW - 9000), "telling": False, "try": 1},
+            1,
+            False,
+            "alert at its next check",
+        ),  # another due
+        (None, 1, False, "alert at its next check"),  # none written yet
+        ({"__airflow_state_ref__": "s3://x"}, 1, None, "alert: see the task&#x27;s log"),  # kept by reference
+    ],
+)
+def test_a_worker_wait_s_alert_is_as_its_task_state_store_record_says(
+    record: Any, try_number: int, alerted: bool | None, words: str
+) -> None:
+    late = worker_wait(store_kept=True, late_record=record, try_number=try_number)
+    result = report(late)
+    [row] = result["waits"]
+    assert row["late_by"] == 3000.0 and row["late_alerted"] is alerted
+    assert f"({words})" in waits_page.render_waits(result, WaitsQuery(), lambda row: "/task")
+    cli = {True: "(alerted)", False: "(alert due)", None: "(alert: see its log)"}[alerted]
+    assert cli in render_text(add_watchers(result, [], None, NOW))
+
+
+def test_a_worker_wait_not_yet_due_has_no_alert_to_tell_whatever_its_store() -> None:
+    [row] = report(worker_wait(due_after=7200.0, store_kept=True))["waits"]
+    assert row["late_by"] is None and row["late_alerted"] is False
+    [row] = report(worker_wait(due_after=7200.0))["waits"]
+    assert row["late_alerted"] is None  # before 3.3: not known
+
+
 def test_reschedule_mode_is_read_from_an_unmapped_and_a_mapped_serialized_task() -> None:
     dag = {
         "tasks": [
@@ -158,6 +204,7 @@ def worker_db(calendars_db: Any, request: pytest.FixtureRequest) -> Iterator[dic
         ("prices", 0, "deferred", 1, None),
         ("prices", 2, "scheduled", 1, None),
         ("no_due", -1, "running", 1, "worker-7"),
+        ("fx", 1, "running", 1, "worker-7"),  # its own due time, from .expand(due=[...])
     ]
     with create_session() as session:
         for task_id, map_index, state, try_number, host in tis:
@@ -192,8 +239,18 @@ def worker_db(calendars_db: Any, request: pytest.FixtureRequest) -> Iterator[dic
             else:
                 row.update(key, try_number=try_number)
             session.execute(insert(TaskReschedule.__table__).values(**row))
-    yield {"base": base}
+        told = {"due": "2026-11-19T14:30:00.000+00:00", "telling": False, "try": 1}
+        if compat.task_state.TASK_STATE_STORE_SUPPORTED:  # try 1 said it was late (as late_record writes it)
+            from airflow.state import TaskScope, get_state_backend
+
+            scope = TaskScope(dag_id="cal_business", run_id="scheduled__2", task_id="trades", map_index=-1)
+            get_state_backend().set(scope, "smart_ext_late", json.dumps(told), session=session)
+    yield {"base": base, "told": told}
     with create_session() as session:
+        if compat.task_state.TASK_STATE_STORE_SUPPORTED:
+            from airflow.models.task_state_store import TaskStateStoreModel
+
+            session.execute(delete(TaskStateStoreModel.__table__))
         session.execute(delete(TaskReschedule.__table__))
         session.execute(delete(TaskInstance.__table__).where(TaskInstance.dag_id == "cal_business"))
 
@@ -210,9 +267,9 @@ def test_the_source_reads_worker_waits_with_a_due_time_and_their_tries_reschedul
         waits = {(wait.task_id, wait.map_index): wait for wait in load_worker_waits(session, None)}
         assert load_worker_waits(session, []) == []
         assert load_worker_waits(session, ["cal_cron"]) == []
-        assert len(load_worker_waits(session, ["cal_business"])) == 2
+        assert len(load_worker_waits(session, ["cal_business"])) == 3
     # no due time, deferred, or not waiting yet: not a worker-side row
-    assert set(waits) == {("trades", -1), ("prices", 1)}
+    assert set(waits) == {("trades", -1), ("prices", 1), ("fx", 1)}
     trades, prices = waits["trades", -1], waits["prices", 1]
     assert trades.path == RESCHEDULE and trades.try_number == 2 and trades.hostname is None
     assert trades.next_check == base + 900  # this try's last reschedule date
@@ -225,4 +282,12 @@ def test_the_source_reads_worker_waits_with_a_due_time_and_their_tries_reschedul
     assert rows["trades"]["next_check"] == _iso(base + 900)
     # T+1 UK business day at 07:00 London: Fri 2026-11-20
     assert rows["prices"]["due"] == "2026-11-20T07:00:00.000+00:00"
+    assert (
+        rows["fx"]["due"] == "2026-11-19T07:00:00.000+00:00"
+    )  # fx[1]'s 16:00 Tokyo, not fx[0]'s 08:00 London
     assert json.dumps(rows)  # JSON-ready
+    # before 3.3 no store: not known; on 3.3 the record the try wrote (none for prices[1] yet)
+    store = compat.task_state.TASK_STATE_STORE_SUPPORTED
+    assert trades.store_kept is store and prices.store_kept is store
+    assert trades.late_record == (worker_db["told"] if store else None) and prices.late_record is None
+    assert rows["trades"]["late_alerted"] is (True if store else None)
