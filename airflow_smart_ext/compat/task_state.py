@@ -28,21 +28,55 @@ def task_state_store(context: Any) -> Any | None:
 
 
 def task_state_values(
-    session: Any, task_instances: Iterable[tuple[str, str, str, int]], key: str
+    task_instances: Iterable[tuple[str, str, str, int]], key: str
 ) -> dict[tuple[str, str, str, int], Any]:
     """3.3+: the value each task instance (dag_id, run_id, task_id, map_index) keeps under ``key`` in its state
-    store, as the configured ``[state_store] backend`` returns it (JSON-decoded; None: no such key). One the
-    backend cannot read is left out, logged. {} before 3.3 (no store)."""
-    if not TASK_STATE_STORE_SUPPORTED:
+    store, JSON-decoded (None: no such key), as the configured ``[state_store] backend`` keeps it: one query
+    for Airflow's own (the metadata DB), one read per task instance for another. Read apart from the caller's
+    session (a failed read must not end its transaction); one that cannot be read is left out, logged. {}
+    before 3.3 (no store)."""
+    wanted = list(task_instances)
+    if not TASK_STATE_STORE_SUPPORTED or not wanted:
         return {}
-    from airflow.state import TaskScope, get_state_backend
+    try:
+        from airflow.state import TaskScope, get_state_backend
+        from airflow.state.metastore import MetastoreBackend
 
-    backend, values = get_state_backend(), {}
-    for dag_id, run_id, task_id, map_index in task_instances:
+        backend = get_state_backend()
+        if isinstance(backend, MetastoreBackend):
+            return _metastore_values(wanted, key)
+    except Exception:  # a page must show its waits: their records are "not known"
+        log.warning("Could not read %r from the task state store", key, exc_info=True)
+        return {}
+    values = {}
+    for dag_id, run_id, task_id, map_index in wanted:
         scope = TaskScope(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index)
         try:
-            text = backend.get(scope, key, session=session)
+            text = backend.get(scope, key)  # in a session of its own
             values[(dag_id, run_id, task_id, map_index)] = None if text is None else json.loads(text)
-        except Exception:  # a page must show the other waits: this one's record is "not known"
+        except Exception:  # this one's record is "not known"; the others are read
             log.warning("Could not read %r of %s from the task state store", key, scope, exc_info=True)
+    return values
+
+
+def _metastore_values(
+    wanted: list[tuple[str, str, str, int]], key: str
+) -> dict[tuple[str, str, str, int], Any]:
+    """The metadata DB's ``task_state_store`` rows of ``key`` for ``wanted``, in one query (``MetastoreBackend``
+    keeps each value as JSON text)."""
+    from airflow.models.task_state_store import TaskStateStoreModel as Row
+    from airflow.utils.session import create_session
+    from sqlalchemy import select, tuple_
+
+    values: dict[tuple[str, str, str, int], Any] = dict.fromkeys(wanted)
+    columns = (Row.dag_id, Row.run_id, Row.task_id, Row.map_index)
+    query = select(*columns, Row.value).where(Row.key == key, tuple_(*columns).in_(wanted))
+    with create_session() as session:
+        for row in session.execute(query):
+            instance = (row.dag_id, row.run_id, row.task_id, row.map_index)
+            try:
+                values[instance] = json.loads(row.value)
+            except ValueError:  # not JSON: not ours to read
+                log.warning("The task state store's %r of %s is not JSON", key, instance)
+                del values[instance]
     return values

@@ -125,10 +125,19 @@ class CheckedPartial:
     check every literal mapped value as the constructor would (each value with the partial's arguments; a
     rule across two mapped arguments of ``.expand()`` is checked when the task runs)."""
 
-    def __init__(self, partial: Any, sensor_class: type[BackoffSensor], known: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        partial: Any,
+        sensor_class: type[BackoffSensor],
+        known: Mapping[str, Any],
+        inherited_due: Any = None,
+    ) -> None:
         self._partial = partial
         self._sensor_class = sensor_class
         self._known = dict(known)
+        self._default_due = (
+            inherited_due  # the DAG's or task group's ``default_args`` due (not the partial's)
+        )
 
     def _check(self, where: str, arguments: Mapping[str, Any], unknown: Collection[str] = ()) -> None:
         try:
@@ -166,13 +175,14 @@ class CheckedPartial:
         return self._partial.expand_kwargs(kwargs, *args, **options)
 
     def _inherited_due(self) -> Any:
-        """A due time from ``default_args`` the partial does not give itself, readable (``late.storable_due``):
-        given with the mapped values, as Airflow applies it when it unmaps the task, so the serialized DAG keeps
-        it readable (it keeps a ``default_args`` value as its repr). None: none. Not for mapped values known
-        only at run time (an XComArg): one of them may give its own."""
-        return None if "due" in self._partial.kwargs else late.storable_due(self._known.get("due"))
+        """A due time from the DAG's or task group's ``default_args`` the partial does not give itself, readable
+        (``late.storable_due``): given with the mapped values, as Airflow applies it when it unmaps the task, so
+        the serialized DAG keeps it readable (it keeps a ``default_args`` value as its repr). None: none. Not
+        the partial's own ``default_args`` (Airflow keeps only BaseOperator's arguments of those), nor for
+        mapped values known only at run time (an XComArg): one of them may give its own."""
+        return None if "due" in self._partial.kwargs else late.storable_due(self._default_due)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_partial", "_sensor_class", "_known"):
+        if name.startswith("__") or name in ("_partial", "_sensor_class", "_known", "_default_due"):
             raise AttributeError(name)  # copy/pickle probe these before __init__ ran
         return getattr(self._partial, name)

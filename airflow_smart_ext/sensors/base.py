@@ -257,7 +257,9 @@ class BackoffSensor(compat.locations.BaseSensorOperator, **_METACLASS):
         """
         known = partial_arguments(cls, kwargs)
         cls._check_static_arguments(known, unknown=rule_parameters() - set(known))
-        return CheckedPartial(super().partial(**late.partial_kwargs(kwargs)), cls, known)
+        inherited = compat.dag_parsing.partial_default_args(kwargs.get("dag"), kwargs.get("task_group"))
+        partial = super().partial(**late.partial_kwargs(kwargs))
+        return CheckedPartial(partial, cls, known, inherited_due=inherited.get("due"))
 
     @property
     def smart_ext_due(self) -> str | None:

@@ -14,6 +14,7 @@ from airflow_smart_ext.conditions.runtime import config_non_negative_float
 from airflow_smart_ext.errors import error_type_paths
 from airflow_smart_ext.sensors import late, late_record, poke_mode
 from airflow_smart_ext.wait_model import timeline
+from airflow_smart_ext.wait_model.late_told import CUT_SHORT, TOLD
 from airflow_smart_ext.wait_model.sharing import wait_seed
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def defer(
         if recorded is None:
             late_told = timeline.retried_after_due(try_number > 1, started_at, due_at)
         else:
-            late_told = recorded == late_record.TOLD
+            late_told = recorded == TOLD
         late_told = late_told or (
             checked_here and poke_mode.say_if_late(sensor, context, line, after, None, started_at)
         )
@@ -157,9 +158,16 @@ def resume(
     if event.get("due_at") is not None and status in (timeline.LATE_EVENT, "timeout"):
         ti = poke_mode.task_instance(context) or poke_mode.StandInTaskInstance(sensor)
         try_number = int(getattr(ti, "try_number", 1) or 1)
-        recorded = late_record.state(context, units.iso(float(event["due_at"])), try_number)
-        if sensor.due is not None and recorded != late_record.TOLD:
-            resent = recorded == late_record.CUT_SHORT
+        due_at = float(event["due_at"])
+        recorded = late_record.state(context, units.iso(due_at), try_number)
+        # no store, or one that cannot be read: a retry after the due time takes it as said (as ``defer`` does)
+        told = (
+            timeline.retried_after_due(try_number > 1, started, due_at)
+            if recorded is None
+            else recorded == TOLD
+        )
+        if sensor.due is not None and not told:
+            resent = recorded == CUT_SHORT
             poke_mode.say_late(sensor, context, late.resumed_notice(sensor, ti, event, resent=resent))
     if status == timeline.LATE_EVENT and seed is not None:
         # The event's check number may be its sharing group's: the wait's own schedule goes on from now.

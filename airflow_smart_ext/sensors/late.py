@@ -14,6 +14,7 @@ from airflow_smart_ext import compat, units
 from airflow_smart_ext.sensors import late_record
 from airflow_smart_ext.ui.pages import waits_link
 from airflow_smart_ext.wait_model import timeline
+from airflow_smart_ext.wait_model.late_told import CUT_SHORT, TOLD
 from airflow_smart_ext.wait_model.parameters import PARAMETERS, check_arguments, late_callbacks
 
 if TYPE_CHECKING:
@@ -114,9 +115,9 @@ def notice(
         return None
     try_number = int(getattr(ti, "try_number", 1) or 1)
     recorded = late_record.state(context, units.iso(due_at), try_number)
-    if recorded == late_record.TOLD:  # this task instance said it (this try or an earlier one)
+    if recorded == TOLD:  # this task instance said it (this try or an earlier one)
         return None
-    resent = recorded == late_record.CUT_SHORT  # an earlier try's alert cut short: said again now
+    resent = recorded == CUT_SHORT  # an earlier try's alert cut short: said again now
     # Without a record (before 3.3) a retry that starts after the due time takes its earlier try to have said it.
     retry = recorded is None and try_number > 1
     if not resent and not line.tells_late(index, previous, due_at, now, retry=retry):

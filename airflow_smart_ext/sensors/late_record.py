@@ -10,26 +10,26 @@ import logging
 from typing import Any
 
 from airflow_smart_ext import compat
-from airflow_smart_ext.wait_model.late_told import CUT_SHORT, KEY, NOT_TOLD, TOLD, record, state_of
+from airflow_smart_ext.wait_model import late_told
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CUT_SHORT", "KEY", "NOT_TOLD", "TOLD", "mark", "state"]
+__all__ = ["mark", "state"]
 
 
 def state(context: Any, due: str, try_number: int) -> str | None:
-    """Whether this task instance said it is late for ``due`` (the ISO due time): TOLD (by this try or an
-    earlier one), CUT_SHORT (an earlier try began to and died) or NOT_TOLD; None where no store keeps it (before
-    Airflow 3.3, or a store that cannot be read: logged)."""
+    """Whether this task instance said it is late for ``due`` (the ISO due time): ``late_told.TOLD`` (by this
+    try or an earlier one), ``CUT_SHORT`` (an earlier try began to and died) or ``NOT_TOLD``; None where no
+    store keeps it (before Airflow 3.3, or a store that cannot be read: logged)."""
     store = compat.task_state.task_state_store(context)
     if store is None:
         return None
     try:
-        stored = store.get(KEY)
+        stored = store.get(late_told.KEY)
     except Exception:  # the store unreachable: decide as without one (never the reason a wait fails)
         log.warning("Could not read the late-alert record of the task state store", exc_info=True)
         return None
-    return state_of(stored, due, try_number)
+    return late_told.state_of(stored, due, try_number)
 
 
 def mark(context: Any, due: str, try_number: int, *, telling: bool) -> None:
@@ -39,6 +39,6 @@ def mark(context: Any, due: str, try_number: int, *, telling: bool) -> None:
     if store is None:
         return
     try:
-        store.set(KEY, record(due, try_number, telling=telling))
+        store.set(late_told.KEY, late_told.record(due, try_number, telling=telling))
     except Exception:  # a record not kept may repeat an alert on a retry; it must not fail the wait
         log.warning("Could not write the late-alert record to the task state store", exc_info=True)

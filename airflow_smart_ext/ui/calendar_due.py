@@ -28,19 +28,19 @@ class DueRule:
     due: DueTime | None
     error: str | None = None
     map_index: int | None = None  # the mapped task instance a mapped value gave it to (None: every one)
-    of: str | None = None  # which mapped value gave it, where its map index is not known here
+    item: int | None = None  # its position in ``.expand(due=[...])`` where its map index is not known here
 
     @property
     def label(self) -> str:
         """The task it is for, as the views show it: ``id``, ``id[i]`` or ``id (.expand due item i)``."""
         if self.map_index is not None:
             return f"{self.task_id}[{self.map_index}]"
-        return f"{self.task_id} ({self.of})" if self.of else self.task_id
+        return self.task_id if self.item is None else f"{self.task_id} (.expand due item {self.item})"
 
     def for_instance(self, map_index: int) -> bool:
         """Whether it is the due time of the task's instance ``map_index`` (one whose map index is not known
         here is no instance's)."""
-        return self.of is None and self.map_index in (None, map_index)
+        return self.item is None and self.map_index in (None, map_index)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,11 +64,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _mapped_dues(expand_input: Any) -> list[tuple[int | None, str | None, Any]]:
+def _mapped_dues(expand_input: Any) -> list[tuple[int | None, int | None, Any]]:
     """The due times a mapped task's literal ``.expand()`` / ``.expand_kwargs()`` values give: (map index,
     None, due) where the item is the instance's (``.expand_kwargs()``, or ``due`` mapped alone), else (None,
-    ".expand due item i", due) (a product with other mapped arguments). Values from an upstream task's output
-    are known only when it runs: none."""
+    item, due) (a product with other mapped arguments). Values from an upstream task's output are known only
+    when it runs: none."""
     expand = _plain(expand_input) if isinstance(expand_input, Mapping) else {}
     value = expand.get("value")
     if expand.get("type") == "list-of-dicts" and isinstance(value, list):
@@ -82,19 +82,22 @@ def _mapped_dues(expand_input: Any) -> list[tuple[int | None, str | None, Any]]:
     dues = value["due"]
     if len(value) == 1:
         return [(index, None, due) for index, due in enumerate(dues) if due is not None]
-    return [(None, f".expand due item {index}", due) for index, due in enumerate(dues) if due is not None]
+    return [(None, index, due) for index, due in enumerate(dues) if due is not None]
 
 
-def _stored_dues(fields: Mapping[str, Any]) -> list[tuple[int | None, str | None, Any]]:
+def _stored_dues(fields: Mapping[str, Any]) -> list[tuple[int | None, int | None, Any]]:
     """The due times a serialized task holds (as :func:`_mapped_dues` gives them): an unmapped sensor's own
-    field (its JSON text); a mapped one's ``.partial(due=...)`` (or its ``default_args``: ``CheckedPartial``
-    gives it to the partial), else those its literal mapped values give."""
+    field (its JSON text); a mapped one's literal mapped values and its ``.partial(due=...)`` (or its DAG's
+    ``default_args``: ``CheckedPartial`` gives it to the partial); an ``.expand_kwargs()`` item's own overrides
+    the partial's for its instance (``DagFacts.due_of``)."""
     text, partial = fields.get(SERIALIZED_KEY), fields.get("partial_kwargs")
     if text is not None:
         return [(None, None, json.loads(text) if isinstance(text, str) else text)]
-    if isinstance(partial, Mapping) and partial.get("due") is not None:
-        return [(None, None, _plain(partial["due"]))]
-    return _mapped_dues(fields.get("expand_input"))
+    given = partial.get("due") if isinstance(partial, Mapping) else None
+    return [
+        *_mapped_dues(fields.get("expand_input")),
+        *([(None, None, _plain(given))] if given is not None else []),
+    ]
 
 
 def due_rules(dag: Mapping[str, Any]) -> list[DueRule]:
@@ -112,19 +115,25 @@ def due_rules(dag: Mapping[str, Any]) -> list[DueRule]:
         except ValueError as err:  # bad JSON: say so, show the others
             rules.append(DueRule(task_id, None, f"cannot read its due time: {type(err).__name__}: {err}"))
             continue
-        for map_index, of, due in stored:
+        for map_index, item, due in stored:
             try:
                 if not isinstance(due, Mapping):
                     raise TypeError(
                         f"not a due time's dict form: {str(due)[:80]!r} (parse the DAG file again)"
                     )
-                rules.append(DueRule(task_id, DueTime.from_dict(due), None, map_index, of))
+                rules.append(DueRule(task_id, DueTime.from_dict(due), None, map_index, item))
             except (ValueError, TypeError) as err:  # InvalidDueTime, another form: say so, show the others
                 error = f"cannot read its due time: {type(err).__name__}: {err}"
-                rules.append(DueRule(task_id, None, error, map_index, of))
-    return sorted(
-        rules,
-        key=lambda rule: (rule.task_id, -1 if rule.map_index is None else rule.map_index, rule.of or ""),
+                rules.append(DueRule(task_id, None, error, map_index, item))
+    return sorted(rules, key=_order)
+
+
+def _order(rule: DueRule) -> tuple[str, int, int]:
+    """By task, then map index, then ``.expand`` item (numerically: item 2 before item 10)."""
+    return (
+        rule.task_id,
+        -1 if rule.map_index is None else rule.map_index,
+        -1 if rule.item is None else rule.item,
     )
 
 

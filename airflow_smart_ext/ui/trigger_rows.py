@@ -87,9 +87,9 @@ class LiveWait:
     last_check: Mapping[str, Any] | None = None
     #: the run's ``run_after`` (epoch seconds; 3.x), which a due time counts from when the run has no logical date
     run_after: float | None = None
-    #: a zero-worker retry's: whether a task state store keeps its late record (3.3+), and the record (None:
-    #: none written): what its trigger leaves to the worker it resumes to say it is late
-    store_kept: bool = False
+    #: a zero-worker retry's: whether its task state store was read (3.3+), and its late record (None: none
+    #: written; ``late_told.NOT_READ``: not given): what its trigger leaves to the worker its late event resumes
+    store_read: bool = False
     late_record: Any = None
 
 
@@ -112,7 +112,7 @@ class WaitFacts:
     deadline_by: str = "timeout"
     #: when its data is due (``due=``; None: no due time) and whether the try already said it is late
     due_at: float | None = None
-    late_told: bool = False
+    late_told: bool | None = False  # None: not known (a record the task state store could not give)
 
 
 _POLICIES: dict[tuple[Any, ...], BackoffPolicy] = {}
@@ -177,14 +177,15 @@ def read_wait(wait: LiveWait, path: str) -> WaitFacts:
     )
 
 
-def _zero_worker_told(wait: LiveWait, started: float, due_at: float | None) -> bool:
+def _zero_worker_told(wait: LiveWait, started: float, due_at: float | None) -> bool | None:
     """Whether a zero-worker try's late alert is said: as its task state store's record says (3.3+: an earlier
-    try's, read by the worker its late event resumes); before 3.3, as its trigger takes it: a retry that started
-    after the due time has nothing to say (its first try said it)."""
+    try's, read by the worker its late event resumes; None: not known); before 3.3, as its trigger takes it: a
+    retry that started after the due time has nothing to say (its first try said it)."""
     if due_at is None:
         return False
-    if wait.store_kept:
-        return late_told.state_of(wait.late_record, units.iso(due_at), wait.try_number) == late_told.TOLD
+    if wait.store_read:
+        told = late_told.state_of(wait.late_record, units.iso(due_at), wait.try_number)
+        return None if told is None else told == late_told.TOLD
     return timeline.retried_after_due(wait.try_number > 1, started, due_at)
 
 

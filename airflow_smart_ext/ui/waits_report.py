@@ -202,7 +202,7 @@ def _row(one: _Read, schedules: Schedules, group: tuple[str, float] | None) -> t
 
 
 def due_columns(
-    due_at: float | None, late_told: bool, now: float, iso: Callable[[float | None], str | None]
+    due_at: float | None, late_told: bool | None, now: float, iso: Callable[[float | None], str | None]
 ) -> dict[str, Any]:
     """A wait's due time (``due=``): when, in how long, and — still waiting after it — how late, and whether
     its alert was sent (the try said it is late)."""
@@ -211,7 +211,7 @@ def due_columns(
         "due": iso(due_at),
         "due_in": None if due_at is None else round(due_at - now, 3),
         "late_by": late_by,
-        "late_alerted": bool(late_told) if due_at is not None else None,
+        "late_alerted": None if due_at is None or late_told is None else bool(late_told),
     }
 
 
@@ -219,10 +219,7 @@ def _worker_member(wait: WorkerWait, schedules: Schedules) -> tuple[str, _Member
     """A worker-side wait's own group (it shares no check), its due columns as a trigger row's; whether its
     alert was sent as its task state store says (``worker_rows.late_alerted``)."""
     row, due_at = worker_row(wait, schedules.now, schedules.iso)
-    told = late_alerted(wait, due_at)
-    row.update(due_columns(due_at, bool(told), schedules.now, schedules.iso))
-    if told is None:
-        row["late_alerted"] = None
+    row.update(due_columns(due_at, late_alerted(wait, due_at), schedules.now, schedules.iso))
     key = f"worker|{wait.dag_id}|{wait.run_id}|{wait.task_id}|{wait.map_index}"
     return key, _Member(row, False, 0.0, None, in_worker=True)
 

@@ -116,9 +116,10 @@ class DagFacts:
     reschedule: frozenset[str] = frozenset()  # the ids of its tasks in reschedule mode
 
     def due_of(self, task_id: str, map_index: int) -> DueTime | None:
-        """The due time of a task instance (None: none is known here)."""
-        rules = self.due.get(task_id, ())
-        return next((rule.due for rule in rules if rule.for_instance(map_index) and rule.due), None)
+        """The due time of a task instance: its own (an ``.expand()`` item's), else its task's (None: none is
+        known here)."""
+        fitting = [rule for rule in self.due.get(task_id, ()) if rule.for_instance(map_index) and rule.due]
+        return next((rule.due for rule in sorted(fitting, key=lambda rule: rule.map_index is None)), None)
 
 
 # (dag_id, dag_hash of its latest serialized version) -> what the view reads of that version
@@ -300,7 +301,7 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
             )
         )
     kwargs_store.default_store().save()  # what this request decrypted, for the next start
-    return _with_late_records(session, waits, _zero_worker_retry)
+    return _with_late_records(waits, _zero_worker_retry)
 
 
 def _zero_worker_retry(wait: LiveWait) -> bool:
@@ -392,26 +393,26 @@ def load_worker_waits(session: Any, dag_ids: Collection[str] | None) -> list[wor
                 next_check=_epoch(last_date) if waiting else None,
             )
         )
-    return _with_late_records(session, waits)
+    return _with_late_records(waits)
 
 
 _Wait = TypeVar("_Wait", LiveWait, worker_rows.WorkerWait)
 
 
-def _with_late_records(
-    session: Any, waits: list[_Wait], wanted: Callable[[_Wait], bool] | None = None
-) -> list[_Wait]:
+def _with_late_records(waits: list[_Wait], wanted: Callable[[_Wait], bool] | None = None) -> list[_Wait]:
     """The waits (those ``wanted``) with the late record their task instance's state store keeps (3.3+):
-    whether the alert was sent. One the store could not read stays "not known"."""
+    whether the alert was sent. One the store could not give is ``late_told.NOT_READ``: not known."""
+    if not compat.task_state.TASK_STATE_STORE_SUPPORTED:
+        return waits
     keys = {
         index: (wait.dag_id, wait.run_id, wait.task_id, wait.map_index)
         for index, wait in enumerate(waits)
         if wanted is None or wanted(wait)
     }
-    records = compat.task_state.task_state_values(session, keys.values(), late_told.KEY) if keys else {}
+    records = compat.task_state.task_state_values(keys.values(), late_told.KEY) if keys else {}
     return [
-        replace(wait, store_kept=True, late_record=records[keys[index]])
-        if index in keys and keys[index] in records
+        replace(wait, store_read=True, late_record=records.get(keys[index], late_told.NOT_READ))
+        if index in keys
         else wait
         for index, wait in enumerate(waits)
     ]

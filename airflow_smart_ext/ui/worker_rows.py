@@ -50,8 +50,9 @@ class WorkerWait:
     hostname: str | None  # the worker running its check now (None: none)
     #: between checks (up for reschedule, or scheduled or queued for its next check): its last reschedule date
     next_check: float | None = None
-    #: whether a task state store keeps its late record (Airflow 3.3+), and the record (None: none written)
-    store_kept: bool = False
+    #: whether its task state store was read (Airflow 3.3+), and its late record (None: none written;
+    #: ``late_told.NOT_READ``: the store could not give it)
+    store_read: bool = False
     late_record: Any = None
 
 
@@ -72,7 +73,7 @@ def late_alerted(wait: WorkerWait, due_at: float | None) -> bool | None:
     """Whether the wait said it is late for ``due_at``, as its task state store's record says: an earlier
     try's alert cut short is not (its next check says it again). None: not known (before 3.3, or a record kept
     by reference in a worker's external state backend)."""
-    if due_at is None or not wait.store_kept:
+    if due_at is None or not wait.store_read:
         return None
     told = late_told.state_of(wait.late_record, units.iso(due_at), wait.try_number)
     return None if told is None else told == late_told.TOLD

@@ -11,10 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["CUT_SHORT", "KEY", "NOT_TOLD", "TOLD", "record", "state_of"]
+__all__ = ["CUT_SHORT", "KEY", "NOT_READ", "NOT_TOLD", "TOLD", "record", "state_of"]
 
 KEY = "smart_ext_late"  # the record's key in the task instance's state store
-TOLD, CUT_SHORT, NOT_TOLD = "told", "cut short", "not told"
+TOLD = "told"  # by this try or an earlier one
+CUT_SHORT = "cut short"  # an earlier try began to and died
+NOT_TOLD = "not told"
+#: what a reader keeps for a record its store could not give (:func:`state_of`: not known)
+NOT_READ: Mapping[str, Any] = {"not_read": True}
 
 
 def record(due: str, try_number: int, *, telling: bool) -> dict[str, Any]:
@@ -25,7 +29,8 @@ def record(due: str, try_number: int, *, telling: bool) -> dict[str, Any]:
 def state_of(stored: Any, due: str, try_number: int) -> str | None:
     """For try ``try_number`` and ``due`` (the ISO due time), what ``stored`` (the record, or None) says: TOLD
     (by this try or an earlier one), CUT_SHORT (an earlier try began to and died) or NOT_TOLD. None: a value
-    that is not a record (e.g. a reference a worker's external state backend keeps: not readable here)."""
+    that is not a record (:data:`NOT_READ`, or a reference a worker's external state backend keeps: not
+    readable here)."""
     if stored is None:
         return NOT_TOLD
     if not isinstance(stored, Mapping) or "due" not in stored:

@@ -363,16 +363,15 @@ def test_a_zero_worker_retry_says_late_once_as_its_task_state_store_says(
         return row is not None and row["state"] == "up_for_retry"
 
     env.poll(lambda: waiting_to_retry("early"), 120, lambda: "early's try 1 to fail at its first check")
-    early_fail.unlink()
     retried = {"early": time.time()}
     env.poll(lambda: any(late["wait"].endswith(".told") for late in told()), LEAD_SECONDS + 120, told)
     told_fail.touch()  # told's try 1 fails at its next check, after its alert
     env.poll(lambda: waiting_to_retry("told"), 120, lambda: "told's try 1 to fail after its alert")
-    told_fail.unlink()
     retried["told"] = time.time()
+    assert not early_fail.exists() and not told_fail.exists()  # each removed by the check that failed
 
     def retry_checks(task: str) -> list[dict[str, Any]]:
-        """The checks made since the marker went: the retry's (the failed try made none after it)."""
+        """The checks made since its try 1 failed: the retry's."""
         checks = tmp_path / f"{task}.checks"  # a check that failed wrote none
         lines = checks.read_text().splitlines() if checks.exists() else []
         return [check for check in map(json.loads, lines) if check["at"] > retried[task]]
@@ -385,6 +384,11 @@ def test_a_zero_worker_retry_says_late_once_as_its_task_state_store_says(
         assert retry_checks(task)[0]["where"] == "triggerer", retry_checks(task)
         row = ti_row(env, "sn_due_retry_zw", run_id, task)
         assert row is not None and row["try_number"] == 2, row
+        # 3.3: its first check past the due time resumed it on a worker, which read the record (told's: said)
+        resumed = "Trigger finished: status=late" in env.task_log("sn_due_retry_zw", run_id, task, 2)
+        assert resumed is compat.task_state.TASK_STATE_STORE_SUPPORTED, sensor_log(
+            env, "sn_due_retry_zw", run_id, task
+        )
     target.write_text("id\n1\n")
     assert env.wait_run("sn_due_retry_zw", run_id, timeout=120) == "success"
     said = sorted((late["wait"].split(".")[1], late["try_number"]) for late in told())

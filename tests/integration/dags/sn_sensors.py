@@ -62,9 +62,9 @@ class FileArrivedSensor(BackoffSensor):
 class FailingTryFileSensor(FileArrivedSensor):
     """A file sensor whose try ``fail_try`` fails (a ValueError: not ridden out) at its first check, or, with
     ``fail_when_told``, at its first check after its late alert is in ``dag_run.conf["late_path"]``
-    (``record_late``). The retry tests' way to end a try early, or after its alert. With ``fail_marker``, a
-    check fails instead while that file exists (a check in the triggerer knows no try: the test makes and
-    removes the file)."""
+    (``record_late``). The retry tests' way to end a try early, or after its alert. With ``fail_marker``, the
+    first check that finds that file fails instead, and removes it (a check in the triggerer knows no try: the
+    test makes the file; the next try's checks find none)."""
 
     def __init__(
         self,
@@ -81,8 +81,10 @@ class FailingTryFileSensor(FileArrivedSensor):
 
     def poke(self, context: Any) -> bool:
         if self.fail_marker is not None:
-            if Path(self.fail_marker).exists():
-                raise ValueError(f"{self.fail_marker} exists: this check fails (the test's)")
+            marker = Path(self.fail_marker)
+            if marker.exists():
+                marker.unlink(missing_ok=True)
+                raise ValueError(f"{marker} existed: this check fails (the test's)")
         elif context["ti"].try_number == self.fail_try and (not self.fail_when_told or self._told(context)):
             raise ValueError(f"try {self.fail_try} fails here (the test's)")
         return super().poke(context)

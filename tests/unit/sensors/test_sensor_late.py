@@ -523,6 +523,30 @@ def test_a_deferred_retry_reads_its_earlier_tries_record(
     assert [a["resent"] for a in alerts.told] == [False, True]
 
 
+def test_a_late_event_of_a_retry_whose_store_cannot_be_read_says_it_as_the_rule_without_one(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch, state_store: FakeTaskStateStore
+) -> None:
+    """A zero-worker retry's late event (its trigger takes nothing as said on 3.3) resumed while the store cannot
+    be read: the rule without a store decides, as at a deferral: a retry that started after the due time says
+    nothing; one that started before it says it."""
+
+    def refuse(key: str, default: Any = None) -> Any:
+        raise RuntimeError("the API server is away")
+
+    state_store.get = refuse  # type: ignore[method-assign]
+    alerts = Alerts()
+    waiting = deferred_wait(alerts, 45, monkeypatch)
+    context = stored_context(state_store, 2)
+    first = deferral_of(lambda: waiting.execute(context))  # try 2 started at START, before the due time
+    clock.now = START + 76
+    event = late_event(3, START + 72, START + 45, 3)
+    deferral_of(lambda: waiting.execute_complete(context, event, **first["resume"]))
+    assert len(alerts.told) == 1  # started before the due time: nothing says an earlier try told
+    after_due = {**event, "started_at": START + 50}  # a zero-worker retry's event carries its try's start
+    deferral_of(lambda: waiting.execute_complete(context, after_due, **first["resume"]))
+    assert len(alerts.told) == 1  # started after it: taken as said, as before 3.3
+
+
 @pytest.mark.parametrize("never_fail", [False, True])
 def test_a_timeout_after_a_last_check_that_was_late_says_late_then_times_out_as_a_resumed_timeout(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch, never_fail: bool
@@ -693,3 +717,14 @@ def test_a_mapped_sensor_s_due_times_from_default_args_and_mapped_values_are_rea
     read = Serialization.from_dict(stored)  # Airflow's own reading of it
     assert read.get_task("inherits").partial_kwargs["due"] == inherited.to_dict()
     assert "due" not in read.get_task("later").partial_kwargs  # the mapped output gives it
+    try:
+        from airflow.sdk import TaskGroup
+    except ImportError:  # Airflow 2.11
+        from airflow.utils.task_group import TaskGroup  # type: ignore[no-redef]
+    with DAG("late_mapped_groups", schedule=None, start_date=start) as grouped:
+        # a partial's own default_args: Airflow keeps only BaseOperator's arguments of them, so no due time
+        PathSensor.partial(task_id="own_defaults", default_args={"due": one}).expand(path=["/a"])
+        with TaskGroup("g", default_args={"due": two}):
+            PathSensor.partial(task_id="in_group").expand(path=["/a"])
+    stored = json.loads(json.dumps(Serialization.to_dict(grouped)))
+    assert {rule.label: rule.due for rule in due_rules(stored["dag"])} == {"g.in_group": two}

@@ -500,6 +500,17 @@ def test_a_stored_due_time_this_release_cannot_read_is_said_and_the_others_still
     assert '<li data-task-id="bad"><strong>bad</strong>: <span class="error">cannot read its due time' in page
 
 
+def test_due_times_mapped_with_other_arguments_are_shown_by_item_in_order() -> None:
+    from airflow_smart_ext.ui.calendar_due import due_rules
+
+    dues = [DueTime(after=60 * (minutes + 1)).to_dict() for minutes in range(11)]
+    expand = {"type": "dict-of-lists", "value": {"__type": "dict", "__var": {"due": dues, "sql": ["a", "b"]}}}
+    dag = {"tasks": [{"__type": "operator", "__var": {"task_id": "m", "expand_input": expand}}]}
+    labels = [rule.label for rule in due_rules(dag)]
+    assert labels == [f"m (.expand due item {item})" for item in range(11)]  # item 2 before item 10
+    assert not any(rule.for_instance(0) for rule in due_rules(dag))  # the product's map index is not known
+
+
 def test_a_due_time_beyond_its_holiday_data_is_said_in_its_cell() -> None:
     from airflow_smart_ext.ui.calendar_due import DueRule
 

@@ -857,7 +857,7 @@ def test_a_waits_due_time_and_how_late_it_is_while_it_still_waits() -> None:
 
 
 @pytest.mark.parametrize(
-    ("store_kept", "record", "alerted"),
+    ("store_read", "record", "alerted"),
     [
         (False, None, True),  # before 3.3: a retry after the due time takes it as said, as its trigger does
         (True, None, False),  # 3.3: no earlier try said it: its late event's worker will
@@ -866,7 +866,7 @@ def test_a_waits_due_time_and_how_late_it_is_while_it_still_waits() -> None:
     ],
 )
 def test_a_zero_worker_retry_s_alert_is_as_its_task_state_store_says(
-    store_kept: bool, record: dict[str, Any] | None, alerted: bool
+    store_read: bool, record: dict[str, Any] | None, alerted: bool
 ) -> None:
     interval_end = datetime.datetime.fromtimestamp(NOW - 600, datetime.timezone.utc)
     retry = zero_worker(
@@ -878,7 +878,7 @@ def test_a_zero_worker_retry_s_alert_is_as_its_task_state_store_says(
     )
     due = (interval_end + datetime.timedelta(seconds=120)).isoformat(timespec="milliseconds")
     stored = None if record is None else {**record, "due": due}
-    retry = dataclasses.replace(retry, try_number=2, store_kept=store_kept, late_record=stored)
+    retry = dataclasses.replace(retry, try_number=2, store_read=store_read, late_record=stored)
     [row] = build_report([retry], WaitsQuery(), NOW)["waits"]
     assert row["late_by"] == 480.0 and row["late_alerted"] is alerted, row
 

@@ -48,3 +48,17 @@ def test_an_unreadable_serialized_dag_costs_only_its_own_timeout(monkeypatch: py
     found = waits_source._dag_facts(None, {"broken", "fine"})
     assert {dag_id: facts.dagrun_timeout for dag_id, facts in found.items()} == {"broken": None, "fine": 60.0}
     assert found["broken"].due == {}
+
+
+def test_a_mapped_instance_s_own_due_time_comes_before_its_task_s() -> None:
+    from airflow_smart_ext.timetables import DueTime
+    from airflow_smart_ext.ui.calendar_due import DueRule
+    from airflow_smart_ext.ui.waits_source import DagFacts
+
+    task, own, product = DueTime(after=60), DueTime(after=1), DueTime(after=2)
+    rules = (DueRule("t", task), DueRule("t", own, map_index=1), DueRule("t", product, item=0))
+    facts = DagFacts(due={"t": rules})
+    assert (
+        facts.due_of("t", 1) is own and facts.due_of("t", 0) is task
+    )  # an .expand_kwargs() item's own first
+    assert DagFacts(due={"t": rules[2:]}).due_of("t", 0) is None  # a product's item: no instance known

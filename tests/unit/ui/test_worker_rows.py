@@ -16,6 +16,7 @@ from airflow_smart_ext.ui import waits_page, worker_rows
 from airflow_smart_ext.ui.waits_report import WaitsQuery, build_report
 from airflow_smart_ext.ui.watchers_report import add_watchers
 from airflow_smart_ext.ui.worker_rows import RESCHEDULE, WORKER, WorkerWait
+from airflow_smart_ext.wait_model import late_told
 from airflow_smart_ext.waits import render_text
 from tests.unit.ui.helpers import NOW, sql_check, worker_first
 
@@ -148,12 +149,13 @@ def test_the_page_and_the_cli_say_a_worker_wait_checks_in_a_worker() -> None:
         ),  # another due
         (None, 1, False, "alert at its next check"),  # none written yet
         ({"__airflow_state_ref__": "s3://x"}, 1, None, "alert: see the task&#x27;s log"),  # kept by reference
+        (late_told.NOT_READ, 1, None, "alert: see the task&#x27;s log"),  # the store could not give it
     ],
 )
 def test_a_worker_wait_s_alert_is_as_its_task_state_store_record_says(
     record: Any, try_number: int, alerted: bool | None, words: str
 ) -> None:
-    late = worker_wait(store_kept=True, late_record=record, try_number=try_number)
+    late = worker_wait(store_read=True, late_record=record, try_number=try_number)
     result = report(late)
     [row] = result["waits"]
     assert row["late_by"] == 3000.0 and row["late_alerted"] is alerted
@@ -163,7 +165,7 @@ def test_a_worker_wait_s_alert_is_as_its_task_state_store_record_says(
 
 
 def test_a_worker_wait_not_yet_due_has_no_alert_to_tell_whatever_its_store() -> None:
-    [row] = report(worker_wait(due_after=7200.0, store_kept=True))["waits"]
+    [row] = report(worker_wait(due_after=7200.0, store_read=True))["waits"]
     assert row["late_by"] is None and row["late_alerted"] is False
     [row] = report(worker_wait(due_after=7200.0))["waits"]
     assert row["late_alerted"] is None  # before 3.3: not known
@@ -288,6 +290,29 @@ def test_the_source_reads_worker_waits_with_a_due_time_and_their_tries_reschedul
     assert json.dumps(rows)  # JSON-ready
     # before 3.3 no store: not known; on 3.3 the record the try wrote (none for prices[1] yet)
     store = compat.task_state.TASK_STATE_STORE_SUPPORTED
-    assert trades.store_kept is store and prices.store_kept is store
+    assert trades.store_read is store and prices.store_read is store
     assert trades.late_record == (worker_db["told"] if store else None) and prices.late_record is None
     assert rows["trades"]["late_alerted"] is (True if store else None)
+
+
+def test_a_state_backend_of_its_own_is_read_per_task_instance_and_one_read_that_fails_is_left_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ``[state_store] backend`` other than the metadata DB's: one read per task instance, each in a session
+    of its own; one that fails is logged and left out (its row: not known), the others read."""
+    wanted = [("d", "r", "told", -1), ("d", "r", "none", -1), ("d", "r", "broken", -1)]
+    if not compat.task_state.TASK_STATE_STORE_SUPPORTED:  # before 3.3: no store
+        assert compat.task_state.task_state_values(wanted, late_told.KEY) == {}
+        return
+    import airflow.state
+
+    class Backend:  # not MetastoreBackend
+        def get(self, scope: Any, key: str, *, session: Any = None) -> str | None:
+            assert key == late_told.KEY and session is None  # not the caller's session
+            if scope.task_id == "broken":
+                raise RuntimeError("the store is away")
+            return None if scope.task_id == "none" else json.dumps({"due": "x", "telling": False, "try": 1})
+
+    monkeypatch.setattr(airflow.state, "get_state_backend", Backend)
+    values = compat.task_state.task_state_values(wanted, late_told.KEY)
+    assert values == {wanted[0]: {"due": "x", "telling": False, "try": 1}, wanted[1]: None}
