@@ -31,9 +31,9 @@ def task_state_values(
     task_instances: Iterable[tuple[str, str, str, int]], key: str
 ) -> dict[tuple[str, str, str, int], Any]:
     """3.3+: the value each task instance (dag_id, run_id, task_id, map_index) keeps under ``key`` in its state
-    store, JSON-decoded (None: no such key), as the configured ``[state_store] backend`` keeps it: one query
-    for Airflow's own (the metadata DB), one read per task instance for another. Read apart from the caller's
-    session (a failed read must not end its transaction); one that cannot be read is left out, logged. {}
+    store, JSON-decoded (None: no such key), as the configured ``[state_store] backend`` keeps it: a query per
+    500 for Airflow's own (the metadata DB), one read per task instance for another. Read in sessions of their
+    own (a failed read must not end the caller's transaction); one that cannot be read is left out, logged. {}
     before 3.3 (no store)."""
     wanted = list(task_instances)
     if not TASK_STATE_STORE_SUPPORTED or not wanted:
@@ -43,16 +43,19 @@ def task_state_values(
         from airflow.state.metastore import MetastoreBackend
 
         backend = get_state_backend()
-        if isinstance(backend, MetastoreBackend):
+        if type(backend) is MetastoreBackend:  # (a subclass may keep values elsewhere: read as another)
             return _metastore_values(wanted, key)
     except Exception:  # a page must show its waits: their records are "not known"
         log.warning("Could not read %r from the task state store", key, exc_info=True)
         return {}
+    from airflow.utils.session import create_session
+
     values = {}
     for dag_id, run_id, task_id, map_index in wanted:
         scope = TaskScope(dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=map_index)
-        try:
-            text = backend.get(scope, key)  # in a session of its own
+        try:  # in a session of its own, not the thread's (the caller may hold that one)
+            with create_session(scoped=False) as session:  # type: ignore[call-arg,unused-ignore]  # 3.3+
+                text = backend.get(scope, key, session=session)
             values[(dag_id, run_id, task_id, map_index)] = None if text is None else json.loads(text)
         except Exception:  # this one's record is "not known"; the others are read
             log.warning("Could not read %r of %s from the task state store", key, scope, exc_info=True)
@@ -62,17 +65,25 @@ def task_state_values(
 def _metastore_values(
     wanted: list[tuple[str, str, str, int]], key: str
 ) -> dict[tuple[str, str, str, int], Any]:
-    """The metadata DB's ``task_state_store`` rows of ``key`` for ``wanted``, in one query (``MetastoreBackend``
-    keeps each value as JSON text)."""
+    """The metadata DB's ``task_state_store`` rows of ``key`` for ``wanted``, a query per 500 (bound parameters
+    stay far below SQLite's limit; ``MetastoreBackend`` keeps each value as JSON text)."""
     from airflow.models.task_state_store import TaskStateStoreModel as Row
     from airflow.utils.session import create_session
     from sqlalchemy import select, tuple_
 
     values: dict[tuple[str, str, str, int], Any] = dict.fromkeys(wanted)
     columns = (Row.dag_id, Row.run_id, Row.task_id, Row.map_index)
-    query = select(*columns, Row.value).where(Row.key == key, tuple_(*columns).in_(wanted))
-    with create_session() as session:
-        for row in session.execute(query):
+    chunks = [wanted[start : start + 500] for start in range(0, len(wanted), 500)]
+    # a session of its own, not the thread's (the caller may hold that one)
+    with create_session(scoped=False) as session:  # type: ignore[call-arg,unused-ignore]  # 3.3+
+        rows = [
+            row
+            for chunk in chunks
+            for row in session.execute(
+                select(*columns, Row.value).where(Row.key == key, tuple_(*columns).in_(chunk))
+            )
+        ]
+        for row in rows:
             instance = (row.dag_id, row.run_id, row.task_id, row.map_index)
             try:
                 values[instance] = json.loads(row.value)

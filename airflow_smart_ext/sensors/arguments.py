@@ -103,9 +103,17 @@ def _backoff_class(cls: type) -> type:
 
 def partial_arguments(sensor_class: type[BackoffSensor], kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """What a mapped sensor's ``.partial()`` knows at parse: its arguments over the ``default_args`` of its own
-    and of its DAG and task group (those of this class's parameters: Airflow applies them when it unmaps the
-    task). A DAG's ``on_late`` on a sensor without a due time is only checked to be callables."""
+    and of its DAG and task group (those of this class's parameters: Airflow applies its DAG's and task group's
+    when it unmaps the task). ``due`` or ``on_late`` in its own ``default_args``, which Airflow drops, is refused.
+    A DAG's ``on_late`` on a sensor without a due time is only checked to be callables."""
     rows = {row.name for row in sensor_class.parameter_table()}
+    dropped = sorted({"due", "on_late"} & set(kwargs.get("default_args") or {}))
+    if dropped:  # a lost alert: say so at parse
+        raise ValueError(
+            f"Task {kwargs.get('task_id')!r}: {', '.join(dropped)} in .partial(default_args=...) would be dropped: "
+            f"Airflow keeps only BaseOperator's arguments of a mapped task's own default_args. Pass "
+            f"{dropped[0]}= to .partial() itself, or put it in the DAG's or task group's default_args"
+        )
     inherited = compat.dag_parsing.partial_default_args(kwargs.get("dag"), kwargs.get("task_group"))
     defaults = {**{k: v for k, v in inherited.items() if k in rows}, **dict(kwargs.get("default_args") or {})}
     known = {**defaults, **kwargs}

@@ -160,12 +160,14 @@ def resume(
         try_number = int(getattr(ti, "try_number", 1) or 1)
         due_at = float(event["due_at"])
         recorded = late_record.state(context, units.iso(due_at), try_number)
-        # no store, or one that cannot be read: a retry after the due time takes it as said (as ``defer`` does)
-        told = (
-            timeline.retried_after_due(try_number > 1, started, due_at)
-            if recorded is None
-            else recorded == TOLD
-        )
+        # No store, or one that cannot be read: a zero-worker event (its trigger took nothing as said, and it
+        # carries the try's start) takes a retry after the due time as said, as ``defer`` does for a worker-first
+        # try; a worker-first trigger's late event is one its deferral found owed.
+        zero_worker = "started_at" in event
+        if recorded is None:
+            told = zero_worker and timeline.retried_after_due(try_number > 1, started, due_at)
+        else:
+            told = recorded == TOLD
         if sensor.due is not None and not told:
             resent = recorded == CUT_SHORT
             poke_mode.say_late(sensor, context, late.resumed_notice(sensor, ti, event, resent=resent))

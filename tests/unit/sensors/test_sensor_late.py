@@ -526,9 +526,10 @@ def test_a_deferred_retry_reads_its_earlier_tries_record(
 def test_a_late_event_of_a_retry_whose_store_cannot_be_read_says_it_as_the_rule_without_one(
     clock: FakeClock, monkeypatch: pytest.MonkeyPatch, state_store: FakeTaskStateStore
 ) -> None:
-    """A zero-worker retry's late event (its trigger takes nothing as said on 3.3) resumed while the store cannot
-    be read: the rule without a store decides, as at a deferral: a retry that started after the due time says
-    nothing; one that started before it says it."""
+    """A zero-worker retry's late event (its trigger takes nothing as said on 3.3; it carries the try's start)
+    resumed while the store cannot be read: the rule without a store decides, as at a deferral: a retry that
+    started after the due time says nothing. A worker-first trigger's late event (no ``started_at``: one its
+    deferral found owed) is said."""
 
     def refuse(key: str, default: Any = None) -> Any:
         raise RuntimeError("the API server is away")
@@ -722,8 +723,12 @@ def test_a_mapped_sensor_s_due_times_from_default_args_and_mapped_values_are_rea
     except ImportError:  # Airflow 2.11
         from airflow.utils.task_group import TaskGroup  # type: ignore[no-redef]
     with DAG("late_mapped_groups", schedule=None, start_date=start) as grouped:
-        # a partial's own default_args: Airflow keeps only BaseOperator's arguments of them, so no due time
-        PathSensor.partial(task_id="own_defaults", default_args={"due": one}).expand(path=["/a"])
+        # a partial's own default_args: Airflow keeps only BaseOperator's arguments of them: refused at parse
+        for own in ({"due": one}, {"on_late": print, "retries": 1}):
+            with pytest.raises(
+                ValueError, match=r"'own_defaults': .* in .partial\(default_args=...\) would be dro"
+            ):
+                PathSensor.partial(task_id="own_defaults", default_args=own)
         with TaskGroup("g", default_args={"due": two}):
             PathSensor.partial(task_id="in_group").expand(path=["/a"])
     stored = json.loads(json.dumps(Serialization.to_dict(grouped)))

@@ -24,6 +24,7 @@ from airflow_smart_ext.ui.query_params import InvalidQuery
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.ui.trigger_rows import LiveWait
 from airflow_smart_ext.ui.waits_report import WaitsQuery, build_report
+from airflow_smart_ext.wait_model import late_told
 from tests.unit.helpers import KeyedFernet
 from tests.unit.ui.helpers import NOW, POLICY, sensor_check, sql_check, worker_first
 
@@ -863,11 +864,14 @@ def test_a_waits_due_time_and_how_late_it_is_while_it_still_waits() -> None:
         (True, None, False),  # 3.3: no earlier try said it: its late event's worker will
         (True, {"due": "<due>", "telling": False, "try": 1}, True),  # try 1 said it
         (True, {"due": "<due>", "telling": True, "try": 1}, False),  # try 1's cut short: said again
+        (True, late_told.NOT_READ, None),  # the store could not give it: not known
     ],
 )
 def test_a_zero_worker_retry_s_alert_is_as_its_task_state_store_says(
-    store_read: bool, record: dict[str, Any] | None, alerted: bool
+    store_read: bool, record: Any, alerted: bool | None
 ) -> None:
+    from airflow_smart_ext.ui.waits_page import render_waits
+
     interval_end = datetime.datetime.fromtimestamp(NOW - 600, datetime.timezone.utc)
     retry = zero_worker(
         sql_check("SELECT 5"),
@@ -877,10 +881,17 @@ def test_a_zero_worker_retry_s_alert_is_as_its_task_state_store_says(
         kwargs_due={"after": 120.0, "reference": "data_interval_end"},
     )
     due = (interval_end + datetime.timedelta(seconds=120)).isoformat(timespec="milliseconds")
-    stored = None if record is None else {**record, "due": due}
+    stored = record if record is None or record is late_told.NOT_READ else {**record, "due": due}
     retry = dataclasses.replace(retry, try_number=2, store_read=store_read, late_record=stored)
-    [row] = build_report([retry], WaitsQuery(), NOW)["waits"]
+    report = build_report([retry], WaitsQuery(), NOW)
+    [row] = report["waits"]
     assert row["late_by"] == 480.0 and row["late_alerted"] is alerted, row
+    words = {
+        True: "(alert sent)",
+        False: "(alert at its next check)",
+        None: "(alert: see the task&#x27;s log)",
+    }
+    assert words[alerted] in render_waits(report, WaitsQuery(), lambda row: "#")
 
 
 def test_the_late_filter_the_late_count_and_the_due_sort() -> None:

@@ -247,6 +247,8 @@ def worker_db(calendars_db: Any, request: pytest.FixtureRequest) -> Iterator[dic
 
             scope = TaskScope(dag_id="cal_business", run_id="scheduled__2", task_id="trades", map_index=-1)
             get_state_backend().set(scope, "smart_ext_late", json.dumps(told), session=session)
+            scope = TaskScope(dag_id="cal_business", run_id="scheduled__2", task_id="prices", map_index=1)
+            get_state_backend().set(scope, "smart_ext_late", "not JSON", session=session)  # not ours to read
     yield {"base": base, "told": told}
     with create_session() as session:
         if compat.task_state.TASK_STATE_STORE_SUPPORTED:
@@ -288,11 +290,15 @@ def test_the_source_reads_worker_waits_with_a_due_time_and_their_tries_reschedul
         rows["fx"]["due"] == "2026-11-19T07:00:00.000+00:00"
     )  # fx[1]'s 16:00 Tokyo, not fx[0]'s 08:00 London
     assert json.dumps(rows)  # JSON-ready
-    # before 3.3 no store: not known; on 3.3 the record the try wrote (none for prices[1] yet)
+    # before 3.3 no store: not known; on 3.3 the record the try wrote, or not read (prices[1]'s is not JSON)
     store = compat.task_state.TASK_STATE_STORE_SUPPORTED
     assert trades.store_read is store and prices.store_read is store
-    assert trades.late_record == (worker_db["told"] if store else None) and prices.late_record is None
-    assert rows["trades"]["late_alerted"] is (True if store else None)
+    assert trades.late_record == (worker_db["told"] if store else None)
+    assert prices.late_record is (late_told.NOT_READ if store else None)
+    assert (
+        rows["trades"]["late_alerted"] is (True if store else None) and rows["prices"]["late_alerted"] is None
+    )
+    assert waits["fx", 1].late_record is None  # none written: not told yet
 
 
 def test_a_state_backend_of_its_own_is_read_per_task_instance_and_one_read_that_fails_is_left_out(
@@ -305,10 +311,14 @@ def test_a_state_backend_of_its_own_is_read_per_task_instance_and_one_read_that_
         assert compat.task_state.task_state_values(wanted, late_told.KEY) == {}
         return
     import airflow.state
+    from airflow import settings
+
+    sessions = []
 
     class Backend:  # not MetastoreBackend
         def get(self, scope: Any, key: str, *, session: Any = None) -> str | None:
-            assert key == late_told.KEY and session is None  # not the caller's session
+            sessions.append(session)
+            assert key == late_told.KEY
             if scope.task_id == "broken":
                 raise RuntimeError("the store is away")
             return None if scope.task_id == "none" else json.dumps({"due": "x", "telling": False, "try": 1})
@@ -316,3 +326,5 @@ def test_a_state_backend_of_its_own_is_read_per_task_instance_and_one_read_that_
     monkeypatch.setattr(airflow.state, "get_state_backend", Backend)
     values = compat.task_state.task_state_values(wanted, late_told.KEY)
     assert values == {wanted[0]: {"due": "x", "telling": False, "try": 1}, wanted[1]: None}
+    # each read in a session of its own, not the thread's (which a caller may hold)
+    assert len(sessions) == 3 and None not in sessions and settings.Session() not in sessions
