@@ -143,9 +143,8 @@ class CheckedPartial:
         self._partial = partial
         self._sensor_class = sensor_class
         self._known = dict(known)
-        self._default_due = (
-            inherited_due  # the DAG's or task group's ``default_args`` due (not the partial's)
-        )
+        # the DAG's or task group's ``default_args`` due (not the partial's own: Airflow drops it)
+        self._default_due = inherited_due
 
     def _check(self, where: str, arguments: Mapping[str, Any], unknown: Collection[str] = ()) -> None:
         try:

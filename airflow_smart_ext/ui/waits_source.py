@@ -24,7 +24,7 @@ from airflow_smart_ext.conditions import sensor_poke as sensor_check
 from airflow_smart_ext.ui import calendar_due, kwargs_store, worker_rows
 from airflow_smart_ext.ui.serving import Triggerer, Triggerers
 from airflow_smart_ext.ui.trigger_rows import LiveWait, redact_sealed, trigger_paths
-from airflow_smart_ext.wait_model import last_check, late_told, timeline
+from airflow_smart_ext.wait_model import deferral_paths, last_check, late_told, timeline
 
 if TYPE_CHECKING:
     from airflow_smart_ext.timetables.due import DueTime
@@ -306,8 +306,10 @@ def load_live_waits(session: Any, dag_ids: Collection[str] | None) -> list[LiveW
 
 def _zero_worker_retry(wait: LiveWait) -> bool:
     """A zero-worker retry with a due time: whether its alert was said is its task state store's record."""
+    if trigger_paths().get(wait.classpath) != deferral_paths.ZERO_WORKER or wait.try_number < 2:
+        return False
     start = wait.kwargs.get("start")
-    return wait.try_number > 1 and isinstance(start, Mapping) and bool(start.get("due"))
+    return isinstance(start, Mapping) and bool(start.get("due"))
 
 
 def load_worker_waits(session: Any, dag_ids: Collection[str] | None) -> list[worker_rows.WorkerWait]:
